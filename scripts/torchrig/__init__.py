@@ -1,0 +1,3 @@
+"""torchrig: helpers for a PyTorch multi-GPU workstation in a container."""
+
+__version__ = "0.1.0"

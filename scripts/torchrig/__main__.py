@@ -1,0 +1,3 @@
+from torchrig.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""Shared test configuration: which suites this machine can run.
+
+Container tests need a Docker engine; GPU tests need CUDA. Without one they are skipped, unless
+REQUIRE_DOCKER=1 (CI) turns a missing engine into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def docker_engine_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        result = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wants_container = any(item.get_closest_marker("container") for item in items)
+    if wants_container and not docker_engine_answers():
+        if os.environ.get("REQUIRE_DOCKER") == "1":
+            raise pytest.UsageError(
+                "REQUIRE_DOCKER=1 but no Docker engine answers `docker info`: start the engine "
+                "or unset REQUIRE_DOCKER to skip the container tests."
+            )
+        skip = pytest.mark.skip(reason="no Docker engine answers (set REQUIRE_DOCKER=1 to fail)")
+        for item in items:
+            if item.get_closest_marker("container"):
+                item.add_marker(skip)
+    if any(item.get_closest_marker("gpu") for item in items) and not cuda_available():
+        skip = pytest.mark.skip(reason="CUDA is not available on this machine")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(skip)
