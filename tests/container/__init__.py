@@ -1,0 +1,1 @@
+"""Container tests: drive the real image with compose, the Docker SDK, paramiko and a browser."""

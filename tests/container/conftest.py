@@ -1,0 +1,160 @@
+"""Fixtures for the container tests: the image (built once), SSH keys and fresh compose stacks.
+
+The image is built once per session the way `make build CPU=1` builds it (compose, with the
+CPU override: this machine has no GPU and no NVIDIA runtime). `TORCHRIG_TEST_IMAGE=<tag>` reuses
+an existing image instead. Every stack is torn down with `down --volumes`, even on failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .ssh import KeyPair, new_key_pair
+from .stack import REPO_ROOT, Stack, new_stack
+
+COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
+CPU_OVERRIDE = REPO_ROOT / "docker-compose.cpu.yml"
+BUILD_TIMEOUT_S = 3600
+# Variables the build reads from the environment (CI and developers set them; tests pass them on).
+BUILD_VARIABLES = ("BASE_IMAGE", "EXTRA_CA_CERT", "MEMLOCK", "CUDA_FLAVOUR")
+# A uid/gid that is neither the image's 1000 nor ours, so ownership tests can tell them apart.
+TEST_PUID = "4242"
+TEST_PGID = "4343"
+# A variable set only in the test's compose override: SSH sessions must see compose's env.
+COMPOSE_MARKER = ("TORCHRIG_TEST_MARKER", "set-in-compose")
+
+StackFactory = Callable[..., Stack]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator:
+    """Keep each phase's report on the item, so fixtures can tell a failed test at teardown."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+@pytest.fixture(scope="session")
+def cpu_compose_files() -> list[Path]:
+    for path in (COMPOSE_FILE, CPU_OVERRIDE):
+        assert path.is_file(), f"{path.name} is missing"
+    return [COMPOSE_FILE, CPU_OVERRIDE]
+
+
+def _build_image(compose_files: list[Path], log_path: Path) -> str:
+    """`docker compose build` with the CPU override, as `make build CPU=1` does; returns the tag."""
+    files = [arg for path in compose_files for arg in ("-f", str(path))]
+    command = ["docker", "compose", *files, "build", "workstation"]
+    with log_path.open("w") as log:
+        result = subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
+        )
+    if result.returncode != 0:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-60:])
+        pytest.fail(f"`{shlex.join(command)}` exited {result.returncode}:\n{tail}", pytrace=False)
+    return _image_tag(files)
+
+
+def _image_tag(file_args: list[str]) -> str:
+    """The tag compose gives the image (TORCHRIG_IMAGE or the compose file's default)."""
+    result = subprocess.run(
+        ["docker", "compose", *file_args, "config", "--images"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout.split()[0]
+
+
+@pytest.fixture(scope="session")
+def image(cpu_compose_files: list[Path], tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The image under test: TORCHRIG_TEST_IMAGE if given, else built once for the session."""
+    given = os.environ.get("TORCHRIG_TEST_IMAGE")
+    if given:
+        return given
+    log_path = tmp_path_factory.mktemp("build") / "build.log"
+    return _build_image(cpu_compose_files, log_path)
+
+
+@pytest.fixture(scope="session")
+def ssh_keys() -> KeyPair:
+    return new_key_pair()
+
+
+@pytest.fixture(scope="session")
+def other_keys() -> KeyPair:
+    """A key pair the stacks do not authorize."""
+    return new_key_pair()
+
+
+def _compose_marker_override(root: Path) -> Path:
+    """An extra compose file setting one variable, as a user's own compose edit would."""
+    name, value = COMPOSE_MARKER
+    path = root / "compose.test.yml"
+    path.write_text(f"services:\n  workstation:\n    environment:\n      {name}: {value}\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def make_stack_in(
+    cpu_compose_files: list[Path], image: str, ssh_keys: KeyPair
+) -> Iterator[Callable[..., Stack]]:
+    """Make stacks under a given dir; every one made is torn down (`down --volumes`) at the end
+    of whichever fixture asked for it, see `stack_factory` and `running_stack`."""
+
+    def make(root: Path, extra_files: tuple[Path, ...] = (), **overrides: str) -> Stack:
+        files = [*cpu_compose_files, _compose_marker_override(root), *extra_files]
+        defaults = {"PUID": TEST_PUID, "PGID": TEST_PGID, "SSH_PUBLIC_KEY": ssh_keys.public_line}
+        return new_stack(files, root, image, **{**defaults, **overrides})
+
+    yield make
+
+
+@pytest.fixture
+def stack_factory(
+    make_stack_in: Callable[..., Stack], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StackFactory]:
+    """Fresh stacks for one test (not started): `stack_factory(PUID="5000")`."""
+    made: list[Stack] = []
+
+    def factory(extra_files: tuple[Path, ...] = (), **overrides: str) -> Stack:
+        root = tmp_path_factory.mktemp("stack")
+        stack = make_stack_in(root, extra_files, **overrides)
+        made.append(stack)
+        return stack
+
+    yield factory
+    for stack in made:
+        stack.down(volumes=True)
+
+
+@pytest.fixture(scope="session")
+def running_stack(
+    make_stack_in: Callable[..., Stack], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """One healthy stack shared by the tests where a fresh container is not the point.
+
+    Its logs are captured right after it became healthy, before any test pokes at it, so the
+    clean-start test judges an untouched start.
+    """
+    stack = make_stack_in(tmp_path_factory.mktemp("running"), SHM_SIZE="256m")
+    try:
+        stack.up()
+        stack.wait_ready()
+        stack.start_logs = stack.logs()
+        yield stack
+    finally:
+        stack.down(volumes=True)

@@ -1,0 +1,97 @@
+"""The entrypoint seen from outside: custom commands, SERVICES, and bad input reported clearly."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from .conftest import TEST_PGID, TEST_PUID
+from .stack import Stack
+
+pytestmark = [pytest.mark.container, pytest.mark.timeout(300, func_only=True)]
+
+TRACEBACK = "Traceback (most recent call last)"
+# Prints what setup should have arranged before the user's command runs.
+SHOW_SETUP = (
+    "import os, sys, torch; "
+    "print('SETUP', os.getuid(), os.getgid(), sys.prefix, os.environ['HOME'], os.getcwd())"
+)
+
+
+def output_of(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout + result.stderr
+
+
+def lines_naming(text: str, *words: str) -> list[str]:
+    """Lines that mention every one of `words` (case-insensitive)."""
+    return [
+        line for line in text.splitlines() if all(word.lower() in line.lower() for word in words)
+    ]
+
+
+def test_custom_command_runs_after_setup_as_the_remapped_user(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    result = stack_factory().run("python", "-c", SHOW_SETUP)
+    assert result.returncode == 0, output_of(result)
+    setup_lines = [line for line in result.stdout.splitlines() if line.startswith("SETUP ")]
+    assert setup_lines, output_of(result)
+    uid, gid, prefix, home, _cwd = setup_lines[-1].split()[1:]
+    assert (uid, gid) == (TEST_PUID, TEST_PGID)
+    assert (prefix, home) == ("/opt/venv", "/home/dev")
+
+
+def test_custom_command_exit_status_is_passed_on(stack_factory: Callable[..., Stack]) -> None:
+    result = stack_factory().run("python", "-c", "raise SystemExit(7)")
+    assert result.returncode == 7, output_of(result)
+
+
+def test_malformed_ssh_public_key_is_reported(stack_factory: Callable[..., Stack]) -> None:
+    result = stack_factory(SSH_PUBLIC_KEY="this is not an ssh key").run("true")
+    output = output_of(result)
+    assert lines_naming(output, "SSH_PUBLIC_KEY"), output
+    assert TRACEBACK not in output
+
+
+def test_puid_of_an_existing_image_user_fails_clearly(stack_factory: Callable[..., Stack]) -> None:
+    # uid 1 is `daemon` in every Debian-based image.
+    result = stack_factory(PUID="1").run("true")
+    output = output_of(result)
+    assert result.returncode != 0, output
+    assert lines_naming(output, "PUID", "1"), output
+    assert TRACEBACK not in output
+
+
+def read_only_checkpoints(root: Path) -> Path:
+    """A compose file that mounts /checkpoints read-only: unwritable even for root."""
+    path = root / "compose.readonly.yml"
+    path.write_text(
+        "services:\n  workstation:\n    volumes:\n      - ${CHECKPOINT_DIR}:/checkpoints:ro\n"
+    )
+    return path
+
+
+def test_unwritable_mount_is_reported(stack_factory: Callable[..., Stack], tmp_path: Path) -> None:
+    stack = stack_factory(extra_files=(read_only_checkpoints(tmp_path),))
+    result = stack.run("true")
+    output = output_of(result)
+    assert lines_naming(output, "/checkpoints", "writ"), output
+    assert TRACEBACK not in output
+
+
+@pytest.mark.parametrize(("enabled", "disabled"), [("sshd", "jupyter"), ("jupyter", "sshd")])
+def test_services_selects_what_runs(
+    stack_factory: Callable[..., Stack], enabled: str, disabled: str
+) -> None:
+    stack = stack_factory(SERVICES=enabled)
+    stack.up()
+    stack.wait_ready()  # healthy with only the enabled service, and it answers
+    assert stack.service_pids(enabled)
+    assert not stack.service_pids(disabled), stack.processes()
+    if disabled == "jupyter":
+        assert not stack.jupyter_answers()
+    else:
+        assert not stack.sshd_answers()

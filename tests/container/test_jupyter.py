@@ -1,0 +1,110 @@
+"""Jupyter on the running stack: the token is enforced, and a real browser runs a torch cell."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .stack import Stack, http_status
+
+pytestmark = [pytest.mark.container]
+
+# An authenticated API endpoint: without a valid token Jupyter answers 403, not a login redirect.
+API = "/api/contents"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+# Kernel start and `import torch` on two shared cores take a while; this is a deadline, not a
+# performance check.
+CELL_TIMEOUT_MS = 180_000
+
+
+@pytest.mark.timeout(120, func_only=True)
+def test_api_without_token_is_forbidden(running_stack: Stack) -> None:
+    assert http_status(f"{running_stack.jupyter_url}{API}") == 403
+
+
+@pytest.mark.timeout(120, func_only=True)
+@pytest.mark.parametrize("how", ["query", "header"])
+def test_api_with_wrong_token_is_forbidden(running_stack: Stack, how: str) -> None:
+    url = f"{running_stack.jupyter_url}{API}"
+    if how == "query":
+        status = http_status(f"{url}?token=not-{running_stack.token}")
+    else:
+        status = http_status(url, {"Authorization": f"token not-{running_stack.token}"})
+    assert status == 403
+
+
+@pytest.mark.timeout(120, func_only=True)
+def test_api_with_the_token_is_allowed(running_stack: Stack) -> None:
+    # The control for the two tests above: the same request with the right token works.
+    headers = {"Authorization": f"token {running_stack.token}"}
+    assert http_status(f"{running_stack.jupyter_url}{API}", headers) == 200
+
+
+def chromium_path() -> str:
+    found = os.environ.get("CHROMIUM") or shutil.which("chromium")
+    if found:
+        return found
+    reason = "Chromium is not installed (apt-get install chromium, or set CHROMIUM)"
+    if os.environ.get("REQUIRE_DOCKER") == "1":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def browser_page(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[object]:
+    """A Chromium page; a screenshot lands in the test's tmp dir when the test fails."""
+    executable = chromium_path()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        try:
+            yield page
+        finally:
+            report = getattr(request.node, "rep_call", None)
+            if report is not None and report.failed:
+                shot = tmp_path / "failure.png"
+                page.screenshot(path=str(shot), full_page=True)
+                print(f"screenshot: {shot}")
+            browser.close()
+
+
+@pytest.mark.timeout(420, func_only=True)
+def test_browser_creates_notebook_and_runs_torch_cell(
+    running_stack: Stack, browser_page: object
+) -> None:
+    from playwright.sync_api import Page, expect
+
+    page: Page = browser_page  # type: ignore[assignment]
+    before = set(running_stack.workspace.glob("*.ipynb"))
+    page.goto(f"{running_stack.jupyter_url}/lab?token={running_stack.token}")
+
+    # The Launcher's "Python 3" card under Notebook creates a notebook and starts its kernel.
+    card = page.locator('.jp-LauncherCard[data-category="Notebook"]').first
+    card.click(timeout=120_000)
+    notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
+    expect(notebook).to_be_visible(timeout=60_000)
+
+    editor = notebook.locator(".jp-Cell .jp-InputArea-editor .cm-content").first
+    editor.click()
+    page.keyboard.type("import torch; print(torch.__version__)")
+    page.keyboard.press("Shift+Enter")
+
+    output = notebook.locator(".jp-OutputArea-output").first
+    expect(output).to_have_text(re.compile(r"^\s*\d+\.\d+\.\d+"), timeout=CELL_TIMEOUT_MS)
+    assert "Error" not in output.inner_text()
+    # The notebook was made in the workspace, i.e. on the host's bind mount.
+    assert set(running_stack.workspace.glob("*.ipynb")) - before

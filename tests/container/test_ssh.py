@@ -1,0 +1,90 @@
+"""SSH into the running stack: key login, torchrun over SSH, refused logins, session env, PUID."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import paramiko
+import pytest
+
+from . import ssh
+from .conftest import COMPOSE_MARKER, TEST_PGID, TEST_PUID
+from .ssh import KeyPair
+from .stack import Stack
+
+pytestmark = [pytest.mark.container, pytest.mark.timeout(300, func_only=True)]
+
+ALLREDUCE = """\
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+value = torch.tensor([float(rank + 1)])
+dist.all_reduce(value)
+print(f"rank={rank} world={dist.get_world_size()} sum={value.item():g}", flush=True)
+dist.destroy_process_group()
+"""
+
+
+def test_key_login_runs_torchrun_gloo_allreduce(running_stack: Stack, ssh_keys: KeyPair) -> None:
+    (running_stack.workspace / "allreduce.py").write_text(ALLREDUCE)
+    with ssh.connect(running_stack.ssh_port, ssh_keys.private) as client:
+        # Plain `torchrun`, no path and no pty: what `ssh host 'torchrun ...'` does.
+        result = ssh.run(client, "cd /workspace && torchrun --nproc-per-node 2 allreduce.py")
+    assert result.exit_code == 0, result.stdout + result.stderr
+    lines = sorted(re.findall(r"rank=\d world=\d sum=\S+", result.stdout))
+    assert lines == ["rank=0 world=2 sum=3", "rank=1 world=2 sum=3"], result.stdout
+
+
+def test_unauthorized_key_is_refused(running_stack: Stack, other_keys: KeyPair) -> None:
+    # The control for the key login: a key nobody put in SSH_PUBLIC_KEY gets nowhere.
+    with pytest.raises(paramiko.AuthenticationException):
+        ssh.connect(running_stack.ssh_port, other_keys.private).close()
+
+
+def test_password_login_is_refused(running_stack: Stack) -> None:
+    offered = ssh.offered_auth_methods(running_stack.ssh_port, ssh.USER)
+    assert "password" not in offered
+    assert "keyboard-interactive" not in offered
+    with pytest.raises(paramiko.AuthenticationException):
+        ssh.connect(running_stack.ssh_port, password="dev").close()
+
+
+def test_root_login_is_refused_even_with_an_authorized_key(
+    running_stack: Stack, ssh_keys: KeyPair
+) -> None:
+    # Give root the same key dev has: only sshd's root-login policy can still refuse it.
+    planted, output = running_stack.exec(
+        "install -d -m 700 /root/.ssh && "
+        f"printf '%s\\n' {shlex.quote(ssh_keys.public_line)} > /root/.ssh/authorized_keys && "
+        "chmod 600 /root/.ssh/authorized_keys"
+    )
+    assert planted == 0, output
+    with pytest.raises(paramiko.AuthenticationException):
+        ssh.connect(running_stack.ssh_port, ssh_keys.private, user="root").close()
+
+
+def test_ssh_session_sees_the_venv_and_compose_environment(
+    running_stack: Stack, ssh_keys: KeyPair
+) -> None:
+    with ssh.connect(running_stack.ssh_port, ssh_keys.private) as client:
+        result = ssh.run(client, "echo $VIRTUAL_ENV; which python; env")
+    assert result.exit_code == 0, result.stderr
+    virtual_env, python, *env_lines = result.stdout.splitlines()
+    assert virtual_env == "/opt/venv"
+    assert python == "/opt/venv/bin/python"
+    name, value = COMPOSE_MARKER
+    assert f"{name}={value}" in env_lines
+
+
+def test_file_made_over_ssh_is_owned_by_puid_on_the_host(
+    running_stack: Stack, ssh_keys: KeyPair
+) -> None:
+    with ssh.connect(running_stack.ssh_port, ssh_keys.private) as client:
+        result = ssh.run(client, "id -u; id -g; echo hello > /workspace/made-over-ssh")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.split() == [TEST_PUID, TEST_PGID]
+    made = (running_stack.workspace / "made-over-ssh").stat()
+    assert (made.st_uid, made.st_gid) == (int(TEST_PUID), int(TEST_PGID))
