@@ -1,0 +1,64 @@
+"""Helpers shared by the checkpoint tests: a tiny model and a gloo process group of N ranks."""
+
+from __future__ import annotations
+
+import os
+import socket
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+class TinyNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU())
+        self.head = torch.nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+def train_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, n: int = 2) -> None:
+    for _ in range(n):
+        optimizer.zero_grad()
+        model(torch.randn(4, 6)).pow(2).mean().backward()
+        optimizer.step()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _entry(
+    rank: int, world: int, port: int, fn: Callable[..., Any], args: tuple[Any, ...], errdir: str
+) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        fn(rank, world, *args)
+    except BaseException:
+        # mp.spawn reports only "process N terminated"; keep the real traceback for the test.
+        Path(errdir, f"rank{rank}.txt").write_text(traceback.format_exc())
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ranks(fn: Callable[..., Any], world: int, tmp_path: Path, *args: Any) -> None:
+    """Run fn(rank, world, *args) in `world` gloo processes; re-raise a rank's traceback."""
+    errdir = tmp_path / "rank-errors"
+    errdir.mkdir(exist_ok=True)
+    try:
+        mp.spawn(_entry, args=(world, free_port(), fn, args, str(errdir)), nprocs=world)
+    except Exception as exc:
+        details = "\n".join(p.read_text() for p in sorted(errdir.glob("rank*.txt")))
+        raise AssertionError(f"a rank failed:\n{details}") from exc
