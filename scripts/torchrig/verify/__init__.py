@@ -1,0 +1,1 @@
+"""`torchrig verify`: GPU, driver, fabric and container checks (see docs/verify.md)."""

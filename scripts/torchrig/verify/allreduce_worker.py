@@ -1,0 +1,104 @@
+"""One rank of the all-reduce probe: `python -m torchrig.verify.allreduce_worker ...`.
+
+Started by `collectives.py`, one process per GPU (NCCL) or per CPU rank (gloo). It joins the
+group through the parent's TCPStore, checks that the reduced values are exact, times each size,
+and rank 0 prints one JSON line with the sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from typing import Any
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="allreduce_worker")
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--backend", choices=("nccl", "gloo"), required=True)
+    parser.add_argument("--device", type=int, default=-1, help="CUDA device index (NCCL)")
+    parser.add_argument("--sizes", required=True, help="comma-separated message sizes in bytes")
+    parser.add_argument("--timeout", type=float, required=True)
+    return parser.parse_args(argv)
+
+
+def iterations_for(size: int) -> int:
+    # Enough repetitions to average out launch noise on small messages, few on large ones.
+    return 20 if size <= 1024**2 else 8
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    import torch
+    import torch.distributed as dist
+
+    timeout = datetime.timedelta(seconds=args.timeout)
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        device = torch.device("cuda", args.device)
+        torch.cuda.set_device(device)
+    store = dist.TCPStore("127.0.0.1", args.port, is_master=False, timeout=timeout)
+    dist.init_process_group(
+        args.backend, store=store, rank=args.rank, world_size=args.world, timeout=timeout
+    )
+    try:
+        sweep = [
+            measure(torch, dist, device, size, args.rank, args.world)
+            for size in (int(part) for part in args.sizes.split(","))
+        ]
+    finally:
+        dist.destroy_process_group()
+    if args.rank == 0:
+        print(json.dumps({"world": args.world, "backend": args.backend, "sweep": sweep}))
+    return 0
+
+
+def synchronize(torch: Any, device: Any) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure(torch: Any, dist: Any, device: Any, size: int, rank: int, world: int) -> dict[str, Any]:
+    count = max(1, size // 4)
+    # Small integers in fp32 add up exactly, so the check can demand equality.
+    pattern = torch.arange(count, device=device, dtype=torch.float32).remainder_(7).add_(1)
+    values = pattern * (rank + 1)
+    dist.all_reduce(values)
+    expected = pattern * (world * (world + 1) // 2)
+    correct = torch.equal(values, expected)
+
+    # Zeros stay zeros however often they are summed, so timing never overflows.
+    buffer = torch.zeros(count, device=device, dtype=torch.float32)
+    dist.all_reduce(buffer)
+    iterations = iterations_for(size)
+    synchronize(torch, device)
+    begin = time.perf_counter()
+    for _ in range(iterations):
+        dist.all_reduce(buffer)
+    synchronize(torch, device)
+    seconds = (time.perf_counter() - begin) / iterations
+
+    # The slowest rank sets the pace; every rank must have seen the right values.
+    summary = torch.tensor([seconds, 0.0 if correct else 1.0], device=device, dtype=torch.float64)
+    dist.all_reduce(summary, op=dist.ReduceOp.MAX)
+    seconds, wrong = float(summary[0]), bool(summary[1])
+    bytes_moved = count * 4
+    algbw = bytes_moved / seconds / 1e9
+    return {
+        "bytes": bytes_moved,
+        "iterations": iterations,
+        "time_us": seconds * 1e6,
+        "algbw_gbps": algbw,
+        # nccl-tests' bus bandwidth: what each link carries in a ring all-reduce.
+        "busbw_gbps": algbw * 2 * (world - 1) / world,
+        "correct": not wrong,
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

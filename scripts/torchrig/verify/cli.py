@@ -1,0 +1,89 @@
+"""`torchrig verify`: is this machine right for a training run? One command, one verdict each.
+
+Exit codes: 0 nothing failed, 1 something failed, 2 no GPU visible at all (GPU mode only),
+3 bad input. Imports only the standard library at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from torchrig.verify.model import EXIT_BAD_INPUT
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--quick", action="store_true", help="skip the probes and the all-reduce (a few seconds)"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    # Parsed in run(), not by argparse: argparse exits 2 on bad values, and 2 means "no GPU".
+    parser.add_argument(
+        "--gpus",
+        metavar="LIST",
+        help="GPUs to check, as torch numbers them: e.g. 0,1 (default: all)",
+    )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="check what applies without a GPU, with a gloo all-reduce between CPU processes",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="S",
+        default=str(DEFAULT_TIMEOUT_S),
+        help="seconds before a hung all-reduce or compile test counts as failed "
+        f"(default {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def parse_gpu_list(text: str) -> list[int]:
+    """'0,1' -> [0, 1]; anything else is a ValueError that says what is wrong."""
+    parts = [part.strip() for part in text.split(",")]
+    if not text.strip() or any(not part for part in parts):
+        raise ValueError(f"--gpus {text!r}: expected indices separated by commas, e.g. 0,1")
+    bad = [part for part in parts if not part.isdigit()]
+    if bad:
+        raise ValueError(f"--gpus {text!r}: {bad[0]!r} is not a GPU index (0, 1, ...)")
+    indices = [int(part) for part in parts]
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"--gpus {text!r}: a GPU is listed twice")
+    return indices
+
+
+def parse_timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--timeout {text!r}: expected a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"--timeout {text!r}: must be a positive number of seconds")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchrig.verify import report as rendering
+    from torchrig.verify.runner import Options, UsageError, verify
+
+    try:
+        options = Options(
+            quick=args.quick,
+            cpu=args.cpu,
+            gpus=None if args.gpus is None else parse_gpu_list(args.gpus),
+            timeout=parse_timeout(args.timeout),
+        )
+        result = verify(options)
+    except (ValueError, UsageError) as exc:
+        print(f"torchrig verify: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        print(rendering.render_json(result))
+    else:
+        print(rendering.render_text(result, colour=rendering.use_colour(sys.stdout)))
+    if result.hint and args.json:
+        # The hint is in the JSON too; repeat it where a person running the command sees it.
+        print(result.hint, file=sys.stderr)
+    return result.exit_code()

@@ -1,0 +1,181 @@
+"""The all-reduce probe: one process per GPU (NCCL) or a few CPU ranks (gloo), a size sweep.
+
+The parent hosts the rendezvous (a TCPStore on a free loopback port chosen by the kernel, so two
+runs never collide), starts the ranks, and turns a hang into a FAIL by killing them at the
+deadline.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from torchrig.verify import spawn
+from torchrig.verify.model import Check, failed, passed, warned
+
+SECTION = "collectives"
+NAME = "all-reduce"
+KIB, MIB = 1024, 1024**2
+GPU_SIZES = (64 * KIB, 1 * MIB, 16 * MIB, 128 * MIB, 512 * MIB)
+CPU_SIZES = (4 * KIB, 64 * KIB, 1 * MIB, 4 * MIB)
+# Below these bus bandwidths a multi-GPU all-reduce is not using the fabric it has: NVLink gives
+# hundreds of GB/s, PCIe P2P 10-50 GB/s; staging through host memory gives a few.
+MIN_BUSBW_NVLINK = 50.0
+MIN_BUSBW_PCIE = 5.0
+HANG_FIX = (
+    "a hang: retry with NCCL_P2P_DISABLE=1 (if that passes, P2P is broken: disable ACS in the "
+    "BIOS, IOMMU passthrough `iommu=pt`); NCCL_SHM_DISABLE=1 or a bigger /dev/shm; NCCL_DEBUG=INFO"
+)
+
+
+@dataclass
+class Plan:
+    backend: str  # "nccl" or "gloo"
+    devices: list[int]  # CUDA index per rank (NCCL); empty for gloo
+    world: int
+    sizes: tuple[int, ...]
+    timeout: float
+
+
+def gpu_plan(devices: list[int], timeout: float) -> Plan:
+    return Plan("nccl", list(devices), len(devices), GPU_SIZES, timeout)
+
+
+def cpu_plan(timeout: float, cpu_count: int | None = None) -> Plan:
+    # A few ranks show the path works; more than the CPUs would only measure contention.
+    world = max(2, min(4, cpu_count or os.cpu_count() or 2))
+    return Plan("gloo", [], world, CPU_SIZES, timeout)
+
+
+def worker_args(plan: Plan, rank: int, port: int) -> list[str]:
+    args = [
+        f"--rank={rank}",
+        f"--world={plan.world}",
+        f"--port={port}",
+        f"--backend={plan.backend}",
+        "--sizes=" + ",".join(str(size) for size in plan.sizes),
+        f"--timeout={plan.timeout:g}",
+    ]
+    if plan.devices:
+        args.append(f"--device={plan.devices[rank]}")
+    return args
+
+
+def worker_env(plan: Plan) -> dict[str, str]:
+    env = dict(os.environ)
+    if plan.backend == "gloo":
+        # One thread per rank: the ranks share few cores with each other.
+        env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def run_allreduce(
+    plan: Plan, nvlink_everywhere: bool = False, module: str = "torchrig.verify.allreduce_worker"
+) -> Check:
+    import torch.distributed as dist
+
+    store = dist.TCPStore(
+        "127.0.0.1",
+        0,
+        is_master=True,
+        wait_for_workers=False,
+        timeout=datetime.timedelta(seconds=plan.timeout),
+    )
+    helpers = [
+        spawn.start_module(module, worker_args(plan, rank, store.port), worker_env(plan))
+        for rank in range(plan.world)
+    ]
+    outcomes = spawn.wait_all(helpers, plan.timeout)
+    del store
+    return allreduce_verdict(plan, outcomes, nvlink_everywhere)
+
+
+def allreduce_verdict(plan: Plan, outcomes: list[spawn.Outcome], nvlink_everywhere: bool) -> Check:
+    what = f"{plan.world} rank(s), {plan.backend}"
+    if any(outcome.timed_out for outcome in outcomes):
+        return failed(
+            SECTION,
+            NAME,
+            f"{what}: not finished after {plan.timeout:g} s, ranks killed",
+            HANG_FIX if plan.backend == "nccl" else "gloo hung: check loopback networking",
+            timeout_s=plan.timeout,
+        )
+    broken = [(rank, outcome) for rank, outcome in enumerate(outcomes) if outcome.returncode != 0]
+    if broken:
+        rank, outcome = broken[0]
+        return failed(
+            SECTION,
+            NAME,
+            f"{what}: rank {rank} exited {outcome.returncode}: {last_error_line(outcome.stderr)}",
+            "run with NCCL_DEBUG=INFO for the cause; " + HANG_FIX.split(": ", 1)[1],
+            stderr_tail=outcome.stderr[-2000:],
+        )
+    result = parse_result(outcomes[0].stdout)
+    if result is None:
+        return failed(
+            SECTION,
+            NAME,
+            f"{what}: rank 0 printed no result",
+            "run `python -m torchrig.verify.allreduce_worker --help`; report a bug",
+        )
+    return sweep_verdict(plan, result["sweep"], nvlink_everywhere)
+
+
+def parse_result(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            result = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(result, dict) and "sweep" in result:
+            return result
+    return None
+
+
+def last_error_line(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "no output"
+
+
+def size_text(size: int) -> str:
+    if size >= MIB:
+        return f"{size // MIB} MiB"
+    return f"{size // KIB} KiB" if size >= KIB else f"{size} B"
+
+
+def sweep_verdict(plan: Plan, sweep: list[dict[str, Any]], nvlink_everywhere: bool) -> Check:
+    what = f"{plan.world} rank(s), {plan.backend}"
+    data = {"backend": plan.backend, "world": plan.world, "sweep": sweep}
+    wrong = [size_text(entry["bytes"]) for entry in sweep if not entry["correct"]]
+    if wrong:
+        return failed(
+            SECTION,
+            NAME,
+            f"{what}: wrong sums at {', '.join(wrong)}",
+            "data is corrupted between GPUs: NCCL_P2P_DISABLE=1 to isolate P2P, test the GPUs",
+            **data,
+        )
+    best = max(sweep, key=lambda entry: entry["algbw_gbps"])
+    if plan.world == 1:
+        summary = (
+            f"{what}: correct; algbw {best['algbw_gbps']:.1f} GB/s at {size_text(best['bytes'])}"
+        )
+        return passed(SECTION, NAME, summary, **data)
+    summary = (
+        f"{what}: correct; busbw {best['busbw_gbps']:.1f} GB/s "
+        f"(algbw {best['algbw_gbps']:.1f}) at {size_text(best['bytes'])}"
+    )
+    floor = MIN_BUSBW_NVLINK if nvlink_everywhere else MIN_BUSBW_PCIE
+    if plan.backend == "nccl" and best["busbw_gbps"] < floor:
+        fabric = "NVLink" if nvlink_everywhere else "PCIe"
+        return warned(
+            SECTION,
+            NAME,
+            summary + f", under {floor:g} GB/s for {fabric}",
+            "traffic is not taking the direct path: check the p2p row, ACS/IOMMU, NCCL_P2P_LEVEL",
+            **data,
+        )
+    return passed(SECTION, NAME, summary, **data)

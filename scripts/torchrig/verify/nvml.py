@@ -1,0 +1,290 @@
+"""A thin adapter over NVML (pynvml from nvidia-ml-py): one read, plain Python values out.
+
+Everything the GPU checks need is read here once into an `NvmlSnapshot`, so the verdicts are pure
+functions of data that tests can fake or load from a recorded JSON file. A query the GPU does not
+support (NVML_ERROR_NOT_SUPPORTED and friends) becomes None, never an exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+# NVML constants copied by value so that this module needs no pynvml to be imported.
+P2P_CAPS_INDEX_READ = 0
+P2P_CAPS_INDEX_NVLINK = 2
+P2P_STATUS_OK = 0
+P2P_STATUS_NAMES = {
+    0: "ok",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "IOH topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
+}
+TOPOLOGY_NAMES = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+TEMPERATURE_GPU = 0
+TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+VOLATILE_ECC = 0
+MEMORY_ERROR_TYPE_UNCORRECTED = 1
+NVLINK_MAX_LINKS = 18  # NVML allows more, but no GPU has more than 18 today
+NVLINK_STATE_ACTIVE = 1
+
+
+@dataclass
+class NvmlProcess:
+    pid: int
+    used_memory_bytes: int | None
+    name: str | None = None
+
+
+@dataclass
+class NvmlGpu:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    memory_total_bytes: int
+    compute_capability: tuple[int, int] | None = None
+    persistence_mode: bool | None = None
+    compute_mode: int | None = None  # 0 default, 2 prohibited, 3 exclusive process
+    mig_mode: tuple[int, int] | None = None  # (current, pending), 1 = enabled
+    ecc_volatile_uncorrected: int | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failed: bool | None = None
+    retired_pages_pending: bool | None = None
+    temperature_c: int | None = None
+    slowdown_temperature_c: int | None = None
+    clock_event_reasons: int | None = None
+    pcie_gen: tuple[int, int] | None = None  # (current, max)
+    pcie_width: tuple[int, int] | None = None  # (current, max)
+    nvlink_states: list[bool] = field(default_factory=list)  # one per present link, True = up
+    processes: list[NvmlProcess] = field(default_factory=list)
+    numa_node: int | None = None
+
+
+@dataclass
+class NvmlSnapshot:
+    """What NVML said. `error` is set (and the rest empty) when NVML could not be used."""
+
+    error: str | None = None
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None  # the newest CUDA the driver supports, e.g. "13.0"
+    gpus: list[NvmlGpu] = field(default_factory=list)
+    # p2p[i][j] / topology[i][j] are indexed by position in `gpus` (not NVML index).
+    p2p_read: list[list[int]] = field(default_factory=list)
+    p2p_nvlink: list[list[int]] = field(default_factory=list)
+    topology: list[list[int | None]] = field(default_factory=list)
+
+    @property
+    def available(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NvmlSnapshot:
+        """Load a recorded snapshot (tests/unit/verify/data/*.json)."""
+        gpus = [gpu_from_dict(entry) for entry in data.get("gpus", [])]
+        fields = {key: value for key, value in data.items() if key != "gpus"}
+        return cls(gpus=gpus, **fields)
+
+
+def gpu_from_dict(data: dict[str, Any]) -> NvmlGpu:
+    values = dict(data)
+    for key in ("compute_capability", "mig_mode", "pcie_gen", "pcie_width"):
+        if values.get(key) is not None:
+            values[key] = tuple(values[key])
+    values["processes"] = [NvmlProcess(**proc) for proc in values.get("processes", [])]
+    return NvmlGpu(**values)
+
+
+def read_snapshot(nvml: Any = None, with_processes: bool = True) -> NvmlSnapshot:
+    """Read every GPU NVML sees. `nvml` is the pynvml module or a fake with the same functions."""
+    if nvml is None:
+        try:
+            import pynvml as nvml
+        except ImportError:
+            return NvmlSnapshot(error="pynvml is not installed (pip install nvidia-ml-py)")
+    try:
+        nvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return NvmlSnapshot(error=f"NVML did not initialise: {describe_error(exc)}")
+    try:
+        return read_initialised(nvml, with_processes)
+    except Exception as exc:
+        return NvmlSnapshot(error=f"NVML query failed: {describe_error(exc)}")
+    finally:
+        optional(nvml.nvmlShutdown)
+
+
+def read_initialised(nvml: Any, with_processes: bool) -> NvmlSnapshot:
+    snapshot = NvmlSnapshot(
+        driver_version=text(nvml.nvmlSystemGetDriverVersion()),
+        cuda_driver_version=cuda_version_text(optional(nvml.nvmlSystemGetCudaDriverVersion)),
+    )
+    handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+    snapshot.gpus = [read_gpu(nvml, i, handle, with_processes) for i, handle in enumerate(handles)]
+    snapshot.p2p_read = pair_matrix(handles, nvml.nvmlDeviceGetP2PStatus, P2P_CAPS_INDEX_READ)
+    snapshot.p2p_nvlink = pair_matrix(handles, nvml.nvmlDeviceGetP2PStatus, P2P_CAPS_INDEX_NVLINK)
+    snapshot.topology = topology_matrix(nvml, handles)
+    return snapshot
+
+
+def read_gpu(nvml: Any, index: int, handle: Any, with_processes: bool) -> NvmlGpu:
+    pci_bus_id = text(nvml.nvmlDeviceGetPciInfo(handle).busId)
+    gpu = NvmlGpu(
+        index=index,
+        name=text(nvml.nvmlDeviceGetName(handle)),
+        uuid=text(nvml.nvmlDeviceGetUUID(handle)),
+        pci_bus_id=pci_bus_id,
+        memory_total_bytes=int(nvml.nvmlDeviceGetMemoryInfo(handle).total),
+    )
+    gpu.compute_capability = as_tuple(optional(nvml.nvmlDeviceGetCudaComputeCapability, handle))
+    gpu.persistence_mode = as_bool(optional(nvml.nvmlDeviceGetPersistenceMode, handle))
+    gpu.compute_mode = optional(nvml.nvmlDeviceGetComputeMode, handle)
+    gpu.mig_mode = as_tuple(optional(nvml.nvmlDeviceGetMigMode, handle))
+    gpu.ecc_volatile_uncorrected = optional(
+        nvml.nvmlDeviceGetTotalEccErrors, handle, MEMORY_ERROR_TYPE_UNCORRECTED, VOLATILE_ECC
+    )
+    read_memory_repair(nvml, handle, gpu)
+    gpu.temperature_c = optional(nvml.nvmlDeviceGetTemperature, handle, TEMPERATURE_GPU)
+    gpu.slowdown_temperature_c = optional(
+        nvml.nvmlDeviceGetTemperatureThreshold, handle, TEMPERATURE_THRESHOLD_SLOWDOWN
+    )
+    gpu.clock_event_reasons = read_clock_event_reasons(nvml, handle)
+    gpu.pcie_gen = both(
+        optional(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
+        optional(nvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),
+    )
+    gpu.pcie_width = both(
+        optional(nvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
+        optional(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
+    )
+    gpu.nvlink_states = read_nvlink_states(nvml, handle)
+    if with_processes:
+        gpu.processes = read_processes(nvml, handle)
+    gpu.numa_node = numa_node_of(pci_bus_id)
+    return gpu
+
+
+def read_memory_repair(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:
+    # Ampere and newer remap rows; older GPUs (V100) retire pages instead. Each query is
+    # unsupported on the other family.
+    rows = optional(nvml.nvmlDeviceGetRemappedRows, handle)
+    if rows is not None:
+        _corrected, _uncorrected, pending, failure = rows
+        gpu.remapped_rows_pending = bool(pending)
+        gpu.remapped_rows_failed = bool(failure)
+    pending_pages = optional(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
+    if pending_pages is not None:
+        gpu.retired_pages_pending = bool(pending_pages)
+
+
+def read_clock_event_reasons(nvml: Any, handle: Any) -> int | None:
+    # The call was renamed from "throttle" to "clocks event" reasons in newer NVML.
+    getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None
+    )
+    return None if getter is None else optional(getter, handle)
+
+
+def read_nvlink_states(nvml: Any, handle: Any) -> list[bool]:
+    states: list[bool] = []
+    for link in range(NVLINK_MAX_LINKS):
+        state = optional(nvml.nvmlDeviceGetNvLinkState, handle, link)
+        if state is None:  # links are numbered from 0; the first unsupported one ends the list
+            break
+        states.append(state == NVLINK_STATE_ACTIVE)
+    return states
+
+
+def read_processes(nvml: Any, handle: Any) -> list[NvmlProcess]:
+    seen: dict[int, NvmlProcess] = {}
+    for getter in (
+        nvml.nvmlDeviceGetComputeRunningProcesses,
+        nvml.nvmlDeviceGetGraphicsRunningProcesses,
+    ):
+        for proc in optional(getter, handle) or []:
+            used = getattr(proc, "usedGpuMemory", None)
+            seen.setdefault(int(proc.pid), NvmlProcess(pid=int(proc.pid), used_memory_bytes=used))
+    for proc in seen.values():
+        name = optional(nvml.nvmlSystemGetProcessName, proc.pid)
+        proc.name = text(name) if name else None
+    return list(seen.values())
+
+
+def pair_matrix(handles: list[Any], status_of: Any, caps_index: int) -> list[list[int]]:
+    matrix = []
+    for i, first in enumerate(handles):
+        row = []
+        for j, second in enumerate(handles):
+            status = P2P_STATUS_OK if i == j else optional(status_of, first, second, caps_index)
+            row.append(6 if status is None else int(status))
+        matrix.append(row)
+    return matrix
+
+
+def topology_matrix(nvml: Any, handles: list[Any]) -> list[list[int | None]]:
+    getter = nvml.nvmlDeviceGetTopologyCommonAncestor
+    return [
+        [0 if i == j else optional(getter, first, second) for j, second in enumerate(handles)]
+        for i, first in enumerate(handles)
+    ]
+
+
+def numa_node_of(pci_bus_id: str) -> int | None:
+    # NVML writes an 8-digit domain ("00000000:1B:00.0"); sysfs uses 4 digits, lower case.
+    domain, _, rest = pci_bus_id.partition(":")
+    path = f"/sys/bus/pci/devices/{domain[-4:].lower()}:{rest.lower()}/numa_node"
+    try:
+        with open(path, encoding="ascii") as handle:
+            node = int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+    return node if node >= 0 else None
+
+
+def optional(function: Any, *args: Any) -> Any:
+    """Call an NVML query; None when the GPU or driver does not support it."""
+    try:
+        return function(*args)
+    except Exception:
+        return None
+
+
+def describe_error(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def cuda_version_text(value: int | None) -> str | None:
+    # NVML encodes CUDA 12.4 as 12040.
+    if value is None:
+        return None
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def as_tuple(value: Any) -> tuple[int, int] | None:
+    return None if value is None else (int(value[0]), int(value[1]))
+
+
+def as_bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
+def both(first: int | None, second: int | None) -> tuple[int, int] | None:
+    return None if first is None or second is None else (int(first), int(second))
+
+
+def visible_devices_env() -> dict[str, str | None]:
+    return {
+        name: os.environ.get(name) for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+    }

@@ -1,0 +1,345 @@
+"""Probes: measured matmul TFLOP/s and memory bandwidth against spec peaks; numerics; AMP.
+
+The measuring functions take the torch module as an argument so that this module imports only
+the standard library; the verdict functions are pure and tested with made-up figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from torchrig.verify.model import Check, failed, passed, warned
+from torchrig.verify.peaks import Peak, peak_for
+
+SECTION = "probes"
+# Below this fraction of the data-sheet peak something is wrong (clocks held down, power cap,
+# a shared GPU). Well-behaved GPUs reach 0.6-0.85 on large dense matmuls and memory copies.
+LOW_FRACTION = 0.4
+PROBE_SECONDS = 0.2  # timed work per figure, after warm-up
+NUMERICS_TOLERANCE = 1e-4  # relative, fp32 against fp64 on the CPU
+AMP_TOLERANCE = 3e-2  # relative, bf16/fp16 autocast against fp32
+
+
+# --- timing -------------------------------------------------------------------------------
+
+
+class Timer:
+    """Wall time of queued work on one device: CUDA events on a GPU, perf_counter on the CPU."""
+
+    def __init__(self, torch: Any, device: str) -> None:
+        self.torch = torch
+        self.cuda = device.startswith("cuda")
+
+    def measure(self, work: Callable[[], object], iterations: int) -> float:
+        if self.cuda:
+            start = self.torch.cuda.Event(enable_timing=True)
+            end = self.torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(iterations):
+                work()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1000.0
+        begin = time.perf_counter()
+        for _ in range(iterations):
+            work()
+        return time.perf_counter() - begin
+
+
+def seconds_per_call(timer: Timer, work: Callable[[], object]) -> float:
+    """Warm up, size the run to PROBE_SECONDS, then time it."""
+    timer.measure(work, 2)
+    single = max(timer.measure(work, 1), 1e-6)
+    iterations = max(3, min(200, int(PROBE_SECONDS / single)))
+    return timer.measure(work, iterations) / iterations
+
+
+@contextlib.contextmanager
+def tf32(torch: Any, enabled: bool) -> Iterator[None]:
+    """Set TF32 for matmul and cuDNN for the block, then put the user's setting back."""
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+# --- measurements -------------------------------------------------------------------------
+
+
+def matmul_tflops(torch: Any, device: str, dtype_name: str, size: int) -> float:
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}
+    dtype = dtypes.get(dtype_name, torch.float32)
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    out = torch.empty(size, size, device=device, dtype=dtype)
+    with tf32(torch, dtype_name == "tf32"):
+        seconds = seconds_per_call(Timer(torch, device), lambda: torch.matmul(a, b, out=out))
+    return 2 * size**3 / seconds / 1e12
+
+
+def memory_gbps(torch: Any, device: str, nbytes: int) -> float:
+    """Device-to-device copy; counts the bytes read and written, as bandwidth specs do."""
+    source = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    seconds = seconds_per_call(Timer(torch, device), lambda: target.copy_(source))
+    return 2 * nbytes / seconds / 1e9
+
+
+def copy_size(torch: Any, device: str) -> int:
+    """1 GiB, or less on a GPU with little free memory."""
+    if not device.startswith("cuda"):
+        return 64 * 1024**2
+    free, _total = torch.cuda.mem_get_info(torch.device(device))
+    return int(min(1024**3, free // 4))
+
+
+# --- verdicts on figures ----------------------------------------------------------------
+
+
+def matmul_check(label: str, name: str, tflops: dict[str, float], peak: Peak | None) -> Check:
+    """One row per GPU: every dtype's TFLOP/s, and its fraction of the spec peak when known."""
+    fractions: dict[str, float] = {}
+    parts = []
+    for dtype_name, measured in tflops.items():
+        spec = peak_value(peak, dtype_name)
+        if spec:
+            fractions[dtype_name] = measured / spec
+            parts.append(f"{dtype_name} {measured:.0f} ({measured / spec:.0%} of {spec:g})")
+        else:
+            parts.append(f"{dtype_name} {measured:.1f}")
+    summary = f"{name}: TFLOP/s " + ", ".join(parts)
+    data = {"tflops": tflops, "fraction_of_peak": fractions, "peak_model": peak and peak.model}
+    low = [dtype for dtype, fraction in fractions.items() if fraction < LOW_FRACTION]
+    if low:
+        return warned(
+            SECTION,
+            f"{label} matmul",
+            summary,
+            f"{'/'.join(low)} under {LOW_FRACTION:.0%} of peak: check clocks and power "
+            "(`nvidia-smi -q -d PERFORMANCE`), other processes",
+            **data,
+        )
+    if peak is None:
+        summary += " (GPU not in the peak table)"
+    return passed(SECTION, f"{label} matmul", summary, **data)
+
+
+def peak_value(peak: Peak | None, dtype_name: str) -> float | None:
+    if peak is None:
+        return None
+    return {"bf16": peak.bf16_tflops, "fp16": peak.fp16_tflops, "tf32": peak.tf32_tflops}.get(
+        dtype_name
+    )
+
+
+def bandwidth_check(label: str, gbps: float, peak: Peak | None) -> Check:
+    data: dict[str, Any] = {"gbps": gbps, "peak_gbps": peak and peak.memory_gbps}
+    if peak is None:
+        return passed(SECTION, f"{label} memory", f"copy {gbps:.0f} GB/s", **data)
+    fraction = gbps / peak.memory_gbps
+    data["fraction_of_peak"] = fraction
+    summary = f"copy {gbps:.0f} GB/s ({fraction:.0%} of {peak.memory_gbps:g})"
+    if fraction < LOW_FRACTION:
+        return warned(
+            SECTION,
+            f"{label} memory",
+            summary,
+            "memory bandwidth far under spec: check memory clocks and other processes",
+            **data,
+        )
+    return passed(SECTION, f"{label} memory", summary, **data)
+
+
+def relative_error(torch: Any, result: Any, reference: Any) -> float:
+    scale = float(reference.abs().max()) or 1.0
+    difference = (result.double().cpu() - reference).abs().max()
+    if not bool(torch.isfinite(difference)):
+        return float("inf")
+    return float(difference) / scale
+
+
+def numerics_check(errors: dict[str, float], device: str) -> Check:
+    summary = ", ".join(f"{name} rel. error {error:.1e}" for name, error in errors.items())
+    bad = [name for name, error in errors.items() if not error <= NUMERICS_TOLERANCE]
+    if bad:
+        return failed(
+            SECTION,
+            "numerics",
+            f"{device} vs CPU: {summary}",
+            f"{'/'.join(bad)} wrong beyond {NUMERICS_TOLERANCE:g}: test the GPU "
+            "(`dcgmi diag -r 3`), check the driver",
+            errors=errors,
+        )
+    return passed(SECTION, "numerics", f"{device} vs CPU fp64: {summary}", errors=errors)
+
+
+# --- the probes themselves (need torch) -----------------------------------------------------
+
+
+def run_numerics(torch: Any, device: str) -> Check:
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(256, 512, generator=generator)
+    b = torch.randn(512, 384, generator=generator)
+    images = torch.randn(4, 8, 32, 32, generator=generator)
+    weights = torch.randn(16, 8, 3, 3, generator=generator)
+    # The device computes in fp32 with TF32 off, so it must match fp64 closely.
+    with tf32(torch, False):
+        matmul = torch.matmul(a.to(device), b.to(device))
+        conv = torch.nn.functional.conv2d(images.to(device), weights.to(device), padding=1)
+    errors = {
+        "matmul": relative_error(torch, matmul, a.double() @ b.double()),
+        "conv": relative_error(
+            torch, conv, torch.nn.functional.conv2d(images.double(), weights.double(), padding=1)
+        ),
+    }
+    return numerics_check(errors, device)
+
+
+def amp_dtype(torch: Any, device: str) -> Any:
+    if device.startswith("cuda") and not torch.cuda.is_bf16_supported():
+        return torch.float16
+    return torch.bfloat16
+
+
+def run_amp(torch: Any, device: str) -> Check:
+    generator = torch.Generator().manual_seed(1)
+    layer = torch.nn.Linear(256, 128).to(device)
+    inputs = torch.randn(64, 256, generator=generator).to(device)
+    dtype = amp_dtype(torch, device)
+    with torch.no_grad():
+        reference = layer(inputs).double().cpu()
+        with torch.autocast(device_type=device.split(":")[0], dtype=dtype):
+            output = layer(inputs)
+    error = relative_error(torch, output, reference)
+    dtype_name = str(dtype).removeprefix("torch.")
+    data = {"dtype": dtype_name, "output_dtype": str(output.dtype), "error": error}
+    if output.dtype != dtype:
+        return failed(
+            SECTION,
+            "amp",
+            f"autocast({dtype_name}) left a Linear in {output.dtype}",
+            "autocast is not active for this device: check the torch build",
+            **data,
+        )
+    if not error <= AMP_TOLERANCE:
+        return failed(
+            SECTION,
+            "amp",
+            f"autocast({dtype_name}) rel. error {error:.1e}",
+            "mixed precision gives wrong results: test the GPU (`dcgmi diag -r 3`)",
+            **data,
+        )
+    return passed(SECTION, "amp", f"autocast({dtype_name}) Linear, rel. error {error:.1e}", **data)
+
+
+def run_gpu_figures(torch: Any, index: int, name: str, label: str, size: int = 8192) -> list[Check]:
+    device = f"cuda:{index}"
+    peak = peak_for(name)
+    try:
+        with torch.cuda.device(index):
+            tflops = {
+                dtype_name: matmul_tflops(torch, device, dtype_name, size)
+                for dtype_name in ("bf16", "fp16", "tf32")
+            }
+            gbps = memory_gbps(torch, device, copy_size(torch, device))
+            torch.cuda.empty_cache()
+    except Exception as exc:  # an out-of-memory or a dying GPU: the verdict, not a traceback
+        return [
+            failed(
+                SECTION,
+                f"{label} matmul",
+                f"probe failed: {first_line(exc)}",
+                "check `nvidia-smi` for other processes and the kernel log for Xid errors",
+            )
+        ]
+    return [matmul_check(label, name, tflops, peak), bandwidth_check(label, gbps, peak)]
+
+
+def run_cpu_figures(torch: Any, size: int = 512) -> list[Check]:
+    """The same figures on the CPU, absolute only: there is no spec peak to set them against."""
+    tflops = {name: matmul_tflops(torch, "cpu", name, size) for name in ("fp32", "bf16")}
+    gbps = memory_gbps(torch, "cpu", copy_size(torch, "cpu"))
+    gflops = ", ".join(f"{name} {value * 1000:.1f}" for name, value in tflops.items())
+    return [
+        passed(SECTION, "cpu matmul", f"GFLOP/s {gflops} (n={size})", tflops=tflops),
+        passed(SECTION, "cpu memory", f"copy {gbps:.1f} GB/s", gbps=gbps),
+    ]
+
+
+def guarded(name: str, probe: Callable[[], Check]) -> Check:
+    """Run one probe; an exception becomes its FAIL."""
+    try:
+        return probe()
+    except Exception as exc:
+        return failed(
+            SECTION,
+            name,
+            f"raised {type(exc).__name__}: {first_line(exc)}",
+            "see the error; run `python -c 'import torch; torch.randn(2, device=\"cuda\")'`",
+        )
+
+
+def first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:200] if lines else type(exc).__name__
+
+
+# --- torch.compile, run in a helper process (compile_smoke.py) ------------------------------
+
+COMPILER_WORDS = ("compiler", "gcc", "cc1", "g++", "clang", "python.h", "invalid_cxx_compiler")
+
+
+def compile_check(outcome: Any, timeout: float, device: str) -> Check:
+    """The verdict on a `compile_smoke` run (a spawn.Outcome)."""
+    if outcome.timed_out:
+        return warned(
+            SECTION,
+            "torch.compile",
+            f"not done after {timeout:g} s on {device}",
+            "a cold compile is slow on few CPUs: raise --timeout; persist TORCHINDUCTOR_CACHE_DIR",
+        )
+    result = last_json_line(outcome.stdout)
+    if result is None:
+        return failed(
+            SECTION,
+            "torch.compile",
+            f"the compile test crashed (exit {outcome.returncode}): {tail_line(outcome.stderr)}",
+            "run `python -m torchrig.verify.compile_smoke` to see the error",
+        )
+    seconds = result.get("seconds", 0.0)
+    if result.get("ok"):
+        return passed(
+            SECTION,
+            "torch.compile",
+            f"compiled and matched eager on {device} in {seconds:.1f} s",
+            **result,
+        )
+    error = str(result.get("error") or f"result differs from eager by {result.get('max_error')}")
+    detail = (error + " " + str(result.get("detail", ""))).lower()
+    fix = "run `python -m torchrig.verify.compile_smoke` for the full error"
+    if any(word in detail for word in COMPILER_WORDS):
+        fix = "install a C compiler and headers: `apt-get install -y build-essential python3-dev`"
+    return failed(SECTION, "torch.compile", f"{device}: {error}", fix, **result)
+
+
+def last_json_line(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def tail_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:200] if lines else "no output"

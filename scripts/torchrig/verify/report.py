@@ -1,0 +1,86 @@
+"""Rendering: a compact table for people (colour on a terminal only) and one JSON document."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from typing import IO, Any
+
+from torchrig.verify.model import Check, Report, Verdict
+
+COLOURS = {
+    Verdict.PASS: "\033[32m",
+    Verdict.WARN: "\033[33m",
+    Verdict.FAIL: "\033[31m",
+    Verdict.SKIP: "\033[2m",
+}
+RESET = "\033[0m"
+NAME_WIDTH = 24
+
+
+def use_colour(stream: IO[str], environ: dict[str, str] | None = None) -> bool:
+    """Colour only on a terminal, and never when NO_COLOR is set to anything non-empty."""
+    env = os.environ if environ is None else environ
+    if env.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_dict(), indent=2, default=str)
+
+
+def render_text(report: Report, colour: bool = False) -> str:
+    options = report.options
+    flavour = "quick" if options.get("quick") else "full"
+    lines = [f"torchrig verify: {report.mode} mode, {flavour} run"]
+    section = None
+    for check in report.checks:
+        if check.section != section:
+            section = check.section
+            lines.append(f"{section}")
+        lines.extend(check_lines(check, colour))
+    counts = report.counts()
+    lines.append(
+        f"{counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail, "
+        f"{counts['skip']} skipped in {report.elapsed_s:.1f} s; exit {report.exit_code()}"
+    )
+    if report.hint:
+        lines.append("")
+        lines.extend(textwrap.wrap(report.hint, width=100))
+    return "\n".join(lines)
+
+
+def check_lines(check: Check, colour: bool) -> list[str]:
+    verdict = check.verdict.value
+    if colour:
+        verdict = f"{COLOURS[check.verdict]}{verdict}{RESET}"
+    lines = [f"  {verdict}  {check.name:<{NAME_WIDTH}} {check.summary}"]
+    if check.fix:
+        lines.append(f"        {'':<{NAME_WIDTH}} fix: {check.fix}")
+    lines.extend(sweep_lines(check.data.get("sweep")))
+    return lines
+
+
+def sweep_lines(sweep: Any) -> list[str]:
+    """The all-reduce size sweep, nccl-tests style, under its row."""
+    if not sweep:
+        return []
+    indent = " " * (8 + NAME_WIDTH + 1)
+    lines = [f"{indent}{'size':>10} {'time us':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  ok"]
+    for entry in sweep:
+        lines.append(
+            f"{indent}{size_text(entry['bytes']):>10} {entry['time_us']:>10.1f} "
+            f"{entry['algbw_gbps']:>11.3g} {entry['busbw_gbps']:>11.3g}  "
+            f"{'yes' if entry['correct'] else 'NO'}"
+        )
+    return lines
+
+
+def size_text(size: int) -> str:
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= scale:
+            return f"{size / scale:g} {unit}"
+    return f"{size} B"

@@ -1,0 +1,237 @@
+"""Runs the checks in order and builds the report. The readers are injectable for tests."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchrig import __version__
+from torchrig.verify import collectives, gpus, probes, runtime, software, spawn
+from torchrig.verify.model import Check, Report, failed, skipped
+from torchrig.verify.nvml import NvmlSnapshot, read_snapshot, visible_devices_env
+from torchrig.verify.software import TorchFacts
+
+NO_GPU_HINT = (
+    "No GPU is visible. On bare metal: install the NVIDIA driver (`nvidia-smi` must list the "
+    "GPUs). In a container the GPUs must be passed in: install the NVIDIA Container Toolkit on "
+    "the host and run `sudo nvidia-ctk runtime configure --runtime=docker` then restart Docker; "
+    "with `docker run`, add `--gpus all`; with compose, keep the service's "
+    "`deploy.resources.reservations.devices` block (driver: nvidia, count: all, capabilities: "
+    "[gpu]) that torchrig's docker-compose.yml has, and do not start the CPU-only override. "
+    "To check everything else without a GPU: `torchrig verify --cpu`."
+)
+
+
+class UsageError(ValueError):
+    """Bad input from the command line, reported without a traceback (exit 3)."""
+
+
+@dataclass
+class Options:
+    quick: bool = False
+    cpu: bool = False
+    gpus: list[int] | None = None
+    timeout: float = 60.0
+
+
+@dataclass
+class Readers:
+    """Where the facts come from; tests replace these with recorded or faked answers."""
+
+    nvml: Callable[[], NvmlSnapshot] = read_snapshot
+    torch: Callable[[bool], TorchFacts] = software.read_torch_facts
+    runtime: Callable[[], runtime.RuntimeFacts] = runtime.read_runtime_facts
+    env: Callable[[], dict[str, str | None]] = visible_devices_env
+    own_pids: Callable[[], set[int]] = field(default=lambda: {os.getpid()})
+
+
+def verify(options: Options, readers: Readers | None = None) -> Report:
+    readers = readers or Readers()
+    begin = time.monotonic()
+    report = Report(
+        mode="cpu" if options.cpu else "gpu",
+        options={
+            "quick": options.quick,
+            "cpu": options.cpu,
+            "gpus": options.gpus,
+            "timeout_s": options.timeout,
+        },
+        meta=machine_meta(),
+    )
+    if options.cpu:
+        run_cpu_mode(options, readers, report)
+    else:
+        run_gpu_mode(options, readers, report)
+    report.elapsed_s = time.monotonic() - begin
+    return report
+
+
+def machine_meta() -> dict[str, Any]:
+    return {
+        "torchrig": __version__,
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "in_container": os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+# --- GPU mode -------------------------------------------------------------------------------
+
+
+def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
+    snapshot = readers.nvml()
+    facts = readers.torch(True)
+    report.meta["driver"] = snapshot.driver_version
+    report.add(*software.check_software(facts, snapshot, gpu_mode=True))
+    runtime_facts = readers.runtime()
+    if no_gpu_visible(snapshot, facts):
+        report.no_gpu = True
+        report.hint = NO_GPU_HINT
+        reason = snapshot.error or "NVML lists no GPU"
+        report.add(
+            failed(
+                "gpus",
+                "visible",
+                f"no GPU visible ({reason}; torch sees {facts.device_count})",
+                "pass the GPUs in (NVIDIA Container Toolkit, `--gpus all`), or use --cpu",
+            )
+        )
+        report.add(*runtime.check_runtime(runtime_facts, gpu_count=0))
+        return
+    env = readers.env()
+    visible = visible_count(snapshot, facts, env)
+    wanted = validate_gpu_indices(options.gpus, visible)
+    selected = gpus.select_gpus(snapshot, facts, wanted, env.get("CUDA_VISIBLE_DEVICES"))
+    report.add(gpus.check_counts(snapshot, facts, env))
+    report.add(*(gpus.check_identity(gpu, facts.arch_list) for gpu in selected))
+    if snapshot.available:
+        report.add(*gpus.check_health(selected, readers.own_pids()))
+        report.add(gpus.check_p2p(snapshot, selected), gpus.check_topology(snapshot, selected))
+    else:
+        report.add(skipped("gpus", "health", f"NVML unavailable: {snapshot.error}"))
+    report.add(*runtime.check_runtime(runtime_facts, gpu_count=len(selected)))
+    if options.quick:
+        report.add(skipped("probes", "probes", "left out by --quick"))
+        report.add(skipped("collectives", collectives.NAME, "left out by --quick"))
+        return
+    if not facts.cuda_available:
+        report.add(skipped("probes", "probes", "CUDA is not usable (see software/cuda)"))
+        report.add(skipped("collectives", collectives.NAME, "CUDA is not usable"))
+        return
+    report.add(*run_gpu_probes(selected, options.timeout))
+    nvlink = all_pairs_nvlink(snapshot, selected)
+    plan = collectives.gpu_plan([gpu.torch_index for gpu in selected], options.timeout)
+    report.add(guarded_allreduce(plan, nvlink))
+
+
+def no_gpu_visible(snapshot: NvmlSnapshot, facts: TorchFacts) -> bool:
+    nvml_count = len(snapshot.gpus) if snapshot.available else 0
+    return nvml_count == 0 and facts.device_count == 0
+
+
+def visible_count(snapshot: NvmlSnapshot, facts: TorchFacts, env: dict[str, str | None]) -> int:
+    """How many GPUs --gpus may name: torch's count, or what NVML implies when torch sees none."""
+    if facts.device_count:
+        return facts.device_count
+    if not snapshot.available:
+        return 0
+    return gpus.expected_torch_count(snapshot.gpus, env.get("CUDA_VISIBLE_DEVICES"))
+
+
+def validate_gpu_indices(wanted: list[int] | None, visible: int) -> list[int] | None:
+    if wanted is None:
+        return None
+    out_of_range = [index for index in wanted if index >= visible]
+    if out_of_range:
+        valid = f"0-{visible - 1}" if visible > 1 else "0"
+        raise UsageError(
+            f"--gpus {','.join(map(str, out_of_range))}: only {visible} GPU(s) visible "
+            f"(valid: {valid})"
+        )
+    return wanted
+
+
+def all_pairs_nvlink(snapshot: NvmlSnapshot, selected: list[gpus.SelectedGpu]) -> bool:
+    positions = [position for _, position in gpus.selected_positions(snapshot, selected)]
+    if len(positions) < 2 or not snapshot.p2p_nvlink:
+        return False
+    return all(snapshot.p2p_nvlink[i][j] == 0 for i in positions for j in positions if i != j)
+
+
+def run_gpu_probes(selected: list[gpus.SelectedGpu], timeout: float) -> list[Check]:
+    import torch
+
+    first = f"cuda:{selected[0].torch_index}"
+    # The compile test runs in its own process while this one measures the GPUs.
+    compile_helper = spawn.start_module("torchrig.verify.compile_smoke", [f"--device={first}"])
+    checks: list[Check] = []
+    for gpu in selected:
+        device = f"cuda:{gpu.torch_index}"
+        checks.extend(probes.run_gpu_figures(torch, gpu.torch_index, gpu.name, gpu.label))
+        numerics = probes.guarded(
+            "numerics", lambda device=device: probes.run_numerics(torch, device)
+        )
+        numerics.name = f"{gpu.label} numerics"
+        checks.append(numerics)
+    checks.append(probes.guarded("amp", lambda: probes.run_amp(torch, first)))
+    (outcome,) = spawn.wait_all([compile_helper], timeout)
+    checks.append(probes.compile_check(outcome, timeout, first))
+    return checks
+
+
+def guarded_allreduce(plan: collectives.Plan, nvlink: bool) -> Check:
+    try:
+        return collectives.run_allreduce(plan, nvlink)
+    except Exception as exc:  # the store could not bind, torch.distributed missing, ...
+        return failed(
+            "collectives",
+            collectives.NAME,
+            f"could not start: {probes.first_line(exc)}",
+            "check that torch.distributed is available and loopback networking works",
+        )
+
+
+# --- CPU mode -------------------------------------------------------------------------------
+
+
+def run_cpu_mode(options: Options, readers: Readers, report: Report) -> None:
+    if options.gpus is not None:
+        raise UsageError("--gpus cannot be combined with --cpu")
+    facts = readers.torch(False)
+    report.add(*software.check_software(facts, None, gpu_mode=False))
+    report.add(skipped("gpus", "gpus", "not checked in --cpu mode"))
+    runtime_facts = readers.runtime()
+    report.add(*runtime.check_runtime(runtime_facts, gpu_count=0))
+    if options.quick:
+        report.add(skipped("probes", "probes", "left out by --quick"))
+        report.add(skipped("collectives", collectives.NAME, "left out by --quick"))
+        return
+    if facts.error is not None:
+        report.add(skipped("probes", "probes", "torch is not usable"))
+        report.add(skipped("collectives", collectives.NAME, "torch is not usable"))
+        return
+    report.add(*run_cpu_probes(options.timeout))
+    plan = collectives.cpu_plan(options.timeout, runtime_facts.usable_cpus)
+    report.add(guarded_allreduce(plan, nvlink=False))
+
+
+def run_cpu_probes(timeout: float) -> list[Check]:
+    import torch
+
+    # Figures first, then the compile test: on a CPU they would compete for the same cores.
+    checks = [
+        *probes.run_cpu_figures(torch),
+        probes.guarded("numerics", lambda: probes.run_numerics(torch, "cpu")),
+        probes.guarded("amp", lambda: probes.run_amp(torch, "cpu")),
+    ]
+    compile_helper = spawn.start_module("torchrig.verify.compile_smoke", ["--device=cpu"])
+    (outcome,) = spawn.wait_all([compile_helper], timeout)
+    checks.append(probes.compile_check(outcome, timeout, "cpu"))
+    return checks

@@ -1,0 +1,181 @@
+"""Runtime checks: what the container (or host) gives a DDP job: shm, ulimits, CPUs, NUMA."""
+
+from __future__ import annotations
+
+import os
+import resource
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchrig.verify.model import Check, Verdict, passed, warned
+
+SECTION = "runtime"
+MIB = 1024**2
+GIB = 1024**3
+DOCKER_DEFAULT_SHM = 64 * MIB
+# NVIDIA's containers recommend a 64 MiB stack for the deep recursion of some compilers.
+RECOMMENDED_STACK = 64 * MIB
+SHM_FIX = "give the container more /dev/shm: compose `shm_size` (SHM_SIZE) or `ipc: host`"
+
+
+@dataclass
+class RuntimeFacts:
+    shm_bytes: int | None  # None: no /dev/shm at all
+    memlock_bytes: int | None  # None: unlimited
+    stack_bytes: int | None  # None: unlimited
+    cpu_count: int
+    usable_cpus: int  # what this process may run on (affinity)
+    cpu_quota: float | None  # cgroup CPU limit in CPUs, None when unlimited
+    numa_nodes: list[str] = field(default_factory=list)  # cpulist per node
+
+
+def read_runtime_facts() -> RuntimeFacts:
+    return RuntimeFacts(
+        shm_bytes=shm_size("/dev/shm"),
+        memlock_bytes=soft_limit(resource.RLIMIT_MEMLOCK),
+        stack_bytes=soft_limit(resource.RLIMIT_STACK),
+        cpu_count=os.cpu_count() or 1,
+        usable_cpus=len(os.sched_getaffinity(0)),
+        cpu_quota=cgroup_cpu_quota(Path("/sys/fs/cgroup/cpu.max")),
+        numa_nodes=numa_cpulists(Path("/sys/devices/system/node")),
+    )
+
+
+def shm_size(path: str) -> int | None:
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return None
+    return stats.f_frsize * stats.f_blocks
+
+
+def soft_limit(which: int) -> int | None:
+    soft, _hard = resource.getrlimit(which)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def cgroup_cpu_quota(path: Path) -> float | None:
+    """cgroup v2 `cpu.max` is "max 100000" or "<quota> <period>" (microseconds)."""
+    try:
+        quota, period = path.read_text(encoding="ascii").split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    return int(quota) / int(period)
+
+
+def numa_cpulists(root: Path) -> list[str]:
+    nodes = sorted(root.glob("node[0-9]*"), key=lambda node: int(node.name[4:]))
+    lists = []
+    for node in nodes:
+        try:
+            lists.append((node / "cpulist").read_text(encoding="ascii").strip())
+        except OSError:
+            continue
+    return lists
+
+
+def size_text(size: int | None) -> str:
+    if size is None:
+        return "unlimited"
+    if size >= GIB:
+        return f"{size / GIB:.1f} GiB"
+    return f"{size / MIB:.0f} MiB"
+
+
+def check_runtime(facts: RuntimeFacts, gpu_count: int) -> list[Check]:
+    return [
+        check_shm(facts.shm_bytes),
+        check_memlock(facts.memlock_bytes),
+        check_stack(facts.stack_bytes),
+        check_cpus(facts, gpu_count),
+        check_numa(facts.numa_nodes),
+    ]
+
+
+def check_shm(shm_bytes: int | None) -> Check:
+    if shm_bytes is None:
+        return warned(SECTION, "/dev/shm", "no /dev/shm", SHM_FIX)
+    text = size_text(shm_bytes)
+    if shm_bytes <= DOCKER_DEFAULT_SHM:
+        # The Docker default: DataLoader workers die with "Bus error" and NCCL cannot set up
+        # its shared-memory transport.
+        return Check(
+            SECTION,
+            "/dev/shm",
+            Verdict.FAIL,
+            f"{text} (Docker's default): DataLoader workers and NCCL will run out",
+            SHM_FIX,
+            {"bytes": shm_bytes},
+        )
+    if shm_bytes < GIB:
+        return warned(
+            SECTION, "/dev/shm", f"{text}: small for DataLoader workers", SHM_FIX, bytes=shm_bytes
+        )
+    return passed(SECTION, "/dev/shm", text, bytes=shm_bytes)
+
+
+def check_memlock(memlock_bytes: int | None) -> Check:
+    if memlock_bytes is None:
+        return passed(SECTION, "memlock", "unlimited", bytes=None)
+    return warned(
+        SECTION,
+        "memlock",
+        f"{size_text(memlock_bytes)}: pinned memory and InfiniBand/RDMA need it unlimited",
+        "run with `--ulimit memlock=-1` (compose: MEMLOCK=-1, the default)",
+        bytes=memlock_bytes,
+    )
+
+
+def check_stack(stack_bytes: int | None) -> Check:
+    if stack_bytes is None or stack_bytes >= RECOMMENDED_STACK:
+        return passed(SECTION, "stack", size_text(stack_bytes), bytes=stack_bytes)
+    if stack_bytes >= 8 * MIB:
+        return passed(
+            SECTION, "stack", f"{size_text(stack_bytes)} (64 MiB recommended)", bytes=stack_bytes
+        )
+    return warned(
+        SECTION,
+        "stack",
+        f"{size_text(stack_bytes)}: deep recursion (compilers, pickling) may crash",
+        "run with `--ulimit stack=67108864`",
+        bytes=stack_bytes,
+    )
+
+
+def check_cpus(facts: RuntimeFacts, gpu_count: int) -> Check:
+    usable = facts.usable_cpus
+    if facts.cpu_quota is not None:
+        usable = min(usable, max(1, int(facts.cpu_quota)))
+    summary = f"{usable} usable of {facts.cpu_count} CPUs"
+    if facts.cpu_quota is not None:
+        summary += f" (cgroup quota {facts.cpu_quota:g})"
+    data = {
+        "cpu_count": facts.cpu_count,
+        "affinity": facts.usable_cpus,
+        "quota": facts.cpu_quota,
+        "usable": usable,
+    }
+    # One rank per GPU plus a couple of DataLoader workers each: fewer than 2 CPUs per GPU
+    # starves the GPUs of data.
+    if gpu_count and usable < 2 * gpu_count:
+        return warned(
+            SECTION,
+            "cpus",
+            f"{summary} for {gpu_count} GPU(s): under 2 per GPU",
+            "give the container more CPUs (`cpus`/`cpuset` in compose) or fewer DataLoader workers",
+            **data,
+        )
+    return passed(SECTION, "cpus", summary, **data)
+
+
+def check_numa(cpulists: list[str]) -> Check:
+    if not cpulists:
+        return passed(SECTION, "numa", "NUMA not reported", nodes=[])
+    return passed(
+        SECTION,
+        "numa",
+        f"{len(cpulists)} node(s): " + "; ".join(cpulists),
+        nodes=cpulists,
+    )

@@ -1,0 +1,225 @@
+"""Software checks: torch and the CUDA, cuDNN and NCCL it carries, and the driver against them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchrig import cuda_compat
+from torchrig.verify.model import Check, failed, passed, skipped, warned
+from torchrig.verify.nvml import NvmlSnapshot
+
+SECTION = "software"
+# The image's `CUDA_FLAVOUR` build knob (Dockerfile) for each CUDA major: what to rebuild with
+# when the host driver is too old for the image's CUDA.
+FLAVOUR_BY_CUDA_MAJOR = {12: "cu128", 13: "cu130"}
+
+
+@dataclass
+class TorchDevice:
+    index: int
+    name: str
+    total_memory_bytes: int
+    compute_capability: tuple[int, int]
+    uuid: str | None = None
+
+
+@dataclass
+class TorchFacts:
+    """What torch says about itself and the GPUs it sees. `error` is set when torch is unusable."""
+
+    error: str | None = None
+    version: str | None = None
+    cuda_build: str | None = None  # torch.version.cuda; None for a CPU build
+    cudnn_version: int | None = None
+    nccl_version: str | None = None
+    cuda_available: bool = False
+    device_count: int = 0
+    arch_list: list[str] = field(default_factory=list)
+    devices: list[TorchDevice] = field(default_factory=list)
+    cuda_error: str | None = None  # why is_available()/device queries failed, when they did
+
+
+def read_torch_facts(gpu_mode: bool = True) -> TorchFacts:
+    try:
+        import torch
+    except Exception as exc:  # ImportError, or a broken install raising OSError
+        return TorchFacts(error=f"import torch failed: {exc}")
+    facts = TorchFacts(version=torch.__version__, cuda_build=torch.version.cuda)
+    facts.cudnn_version = optional_call(torch.backends.cudnn.version)
+    facts.nccl_version = nccl_version_text(torch)
+    if not gpu_mode or facts.cuda_build is None:
+        return facts
+    try:
+        facts.cuda_available = bool(torch.cuda.is_available())
+        facts.device_count = torch.cuda.device_count() if facts.cuda_available else 0
+        facts.arch_list = list(torch.cuda.get_arch_list()) if facts.cuda_available else []
+        facts.devices = [torch_device(torch, index) for index in range(facts.device_count)]
+    except Exception as exc:  # a driver/runtime mismatch surfaces here as a RuntimeError
+        facts.cuda_error = str(exc)
+    return facts
+
+
+def torch_device(torch: Any, index: int) -> TorchDevice:
+    props = torch.cuda.get_device_properties(index)
+    uuid = getattr(props, "uuid", None)
+    return TorchDevice(
+        index=index,
+        name=props.name,
+        total_memory_bytes=int(props.total_memory),
+        compute_capability=(int(props.major), int(props.minor)),
+        uuid=None if uuid is None else str(uuid),
+    )
+
+
+def nccl_version_text(torch: Any) -> str | None:
+    try:
+        version = torch.cuda.nccl.version()
+    except Exception:  # CPU builds have no NCCL
+        return None
+    if isinstance(version, tuple):
+        return ".".join(str(part) for part in version)
+    return str(version)
+
+
+def optional_call(function: Any) -> Any:
+    try:
+        return function()
+    except Exception:
+        return None
+
+
+def check_software(facts: TorchFacts, snapshot: NvmlSnapshot | None, gpu_mode: bool) -> list[Check]:
+    """The torch stack and, in GPU mode, whether CUDA works and the driver is new enough."""
+    checks = [check_torch(facts)]
+    if facts.error is not None:
+        return checks
+    if not gpu_mode:
+        checks.append(skipped(SECTION, "cuda", "not checked in --cpu mode"))
+        return checks
+    checks.append(check_cuda_available(facts, snapshot))
+    if snapshot is not None:
+        checks.append(check_driver(facts, snapshot))
+    return checks
+
+
+def check_torch(facts: TorchFacts) -> Check:
+    if facts.error is not None:
+        return failed(
+            SECTION,
+            "torch",
+            facts.error,
+            "install torch into this environment (the image's /opt/venv carries it)",
+        )
+    cudnn = cudnn_text(facts.cudnn_version)
+    summary = (
+        f"torch {facts.version}, CUDA {facts.cuda_build or 'none (CPU build)'}, "
+        f"cuDNN {cudnn or '-'}, NCCL {facts.nccl_version or '-'}"
+    )
+    return passed(
+        SECTION,
+        "torch",
+        summary,
+        torch=facts.version,
+        cuda=facts.cuda_build,
+        cudnn=cudnn,
+        nccl=facts.nccl_version,
+    )
+
+
+def cudnn_text(version: int | None) -> str | None:
+    # torch reports cuDNN 9.1.0 as 90100 (and 8.9.2 as 8902).
+    if version is None:
+        return None
+    if version >= 10000:
+        return f"{version // 10000}.{(version % 10000) // 100}.{version % 100}"
+    return f"{version // 1000}.{(version % 1000) // 100}.{version % 100}"
+
+
+def check_cuda_available(facts: TorchFacts, snapshot: NvmlSnapshot | None) -> Check:
+    if facts.cuda_build is None:
+        return failed(
+            SECTION,
+            "cuda",
+            f"torch {facts.version} is a CPU-only build",
+            "install a CUDA build of torch (the image's `workstation` extra pins one)",
+        )
+    if facts.cuda_available:
+        return passed(
+            SECTION, "cuda", f"torch.cuda.is_available(): True, {facts.device_count} device(s)"
+        )
+    reason = facts.cuda_error or "torch.cuda.is_available() is False"
+    return failed(SECTION, "cuda", reason, cuda_unavailable_fix(snapshot))
+
+
+def cuda_unavailable_fix(snapshot: NvmlSnapshot | None) -> str:
+    if snapshot is None or not snapshot.available:
+        return "no working NVIDIA driver is visible: pass the GPUs in (see the hint) or install it"
+    return "the driver answers NVML but CUDA does not start: check the driver version below"
+
+
+def check_driver(facts: TorchFacts, snapshot: NvmlSnapshot) -> Check:
+    if not snapshot.available or snapshot.driver_version is None:
+        return failed(
+            SECTION,
+            "driver",
+            snapshot.error or "NVML reports no driver version",
+            "install the NVIDIA driver on the host and pass the GPUs in (see the hint)",
+        )
+    driver = snapshot.driver_version
+    if facts.cuda_build is None:
+        return passed(SECTION, "driver", f"driver {driver} (torch has no CUDA to compare)")
+    minimum = cuda_compat.min_driver_for_cuda(facts.cuda_build)
+    data = {
+        "driver": driver,
+        "cuda_build": facts.cuda_build,
+        "driver_cuda": snapshot.cuda_driver_version,
+    }
+    if minimum is None:
+        return warned(
+            SECTION,
+            "driver",
+            f"driver {driver}; no known minimum for CUDA {facts.cuda_build}",
+            "add this CUDA version to torchrig/cuda_compat.py",
+            **data,
+        )
+    minimum_text = version_text(minimum)
+    data["minimum"] = minimum_text
+    supported = cuda_compat.driver_supports_cuda(driver, facts.cuda_build)
+    if supported:
+        return passed(
+            SECTION,
+            "driver",
+            f"driver {driver} >= {minimum_text} (CUDA {facts.cuda_build})",
+            **data,
+        )
+    return failed(
+        SECTION,
+        "driver",
+        f"driver {driver} is older than {minimum_text}, the minimum for CUDA {facts.cuda_build}",
+        f"upgrade the host driver to >= {minimum_text}, or {older_cuda_fix(driver)}",
+        **data,
+    )
+
+
+def version_text(version: tuple[int, int]) -> str:
+    return f"{version[0]}" if version[1] == 0 else f"{version[0]}.{version[1]:02d}"
+
+
+def older_cuda_fix(driver: str) -> str:
+    """Name the newest CUDA major this driver runs, as the image knob to rebuild with."""
+    try:
+        parsed = cuda_compat.parse_version(driver)[:2]
+    except ValueError:
+        parsed = (0, 0)
+    runnable = [
+        major
+        for major, minimum in sorted(cuda_compat.MIN_DRIVER_BY_CUDA_MAJOR.items())
+        if parsed >= minimum
+    ]
+    if not runnable:
+        return "no CUDA that torch ships runs on it: the driver must be upgraded"
+    flavour = FLAVOUR_BY_CUDA_MAJOR.get(runnable[-1])
+    if flavour is None:
+        return f"rebuild the image with a CUDA {runnable[-1]} build of torch (`CUDA_FLAVOUR`)"
+    return f"rebuild the image for CUDA {runnable[-1]}: `make build CUDA_FLAVOUR={flavour}`"

@@ -1,0 +1,102 @@
+"""Run helper processes with a deadline, and kill exactly them (their process group) on expiry.
+
+A hung NCCL all-reduce or a compiler stuck on a lock must become a verdict, not a hung command.
+Each helper gets its own session, so killing its group takes its children with it and nothing
+else. Output goes to temporary files, not pipes: a chatty helper (NCCL_DEBUG=INFO) would fill a
+pipe and block, which would look like a hang.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+# After one helper fails, its peers get this long before they are killed: they would otherwise
+# wait for it inside the collective until the deadline.
+PEER_GRACE_S = 5.0
+
+
+@dataclass
+class Outcome:
+    returncode: int | None  # None: killed at the deadline
+    stdout: str
+    stderr: str
+
+    @property
+    def timed_out(self) -> bool:
+        return self.returncode is None
+
+
+@dataclass
+class Helper:
+    process: subprocess.Popen[bytes]
+    stdout: IO[bytes]
+    stderr: IO[bytes]
+    killed: bool = field(default=False)
+
+
+def start_module(module: str, args: Sequence[str], env: dict[str, str] | None = None) -> Helper:
+    """`python -m module args...` with this interpreter, in a session of its own."""
+    # Closed by read_all() once the helper has ended; a `with` block cannot span that.
+    stdout = tempfile.TemporaryFile()  # noqa: SIM115
+    stderr = tempfile.TemporaryFile()  # noqa: SIM115
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        env=env,
+        start_new_session=True,
+    )
+    return Helper(process, stdout, stderr)
+
+
+def wait_all(helpers: Sequence[Helper], timeout: float) -> list[Outcome]:
+    """Wait for every helper until one shared deadline; kill the ones still running then."""
+    deadline = time.monotonic() + timeout
+    first_failure: float | None = None
+    while True:
+        running = [helper for helper in helpers if helper.process.poll() is None]
+        if not running:
+            break
+        now = time.monotonic()
+        if first_failure is None and any(
+            helper.process.returncode not in (None, 0) for helper in helpers
+        ):
+            first_failure = now
+        if now >= deadline or (first_failure is not None and now >= first_failure + PEER_GRACE_S):
+            for helper in running:
+                kill_group(helper)
+            break
+        time.sleep(0.05)
+    return [outcome_of(helper) for helper in helpers]
+
+
+def kill_group(helper: Helper) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(helper.process.pid, signal.SIGKILL)
+    helper.process.wait()
+    helper.killed = True
+
+
+def outcome_of(helper: Helper) -> Outcome:
+    return Outcome(
+        None if helper.killed else helper.process.returncode,
+        read_all(helper.stdout),
+        read_all(helper.stderr),
+    )
+
+
+def read_all(handle: IO[bytes]) -> str:
+    handle.seek(0)
+    text = handle.read().decode(errors="replace")
+    handle.close()
+    return text
