@@ -287,7 +287,6 @@ class CheckpointManager:
                 state = load_file(path, map_location, verify=verify)
             except CheckpointError as exc:
                 warnings.warn(f"skipping bad checkpoint {exc}", stacklevel=2)
-                log.warning("skipping bad checkpoint %s", exc)
                 continue
             if not isinstance(state, dict):
                 warnings.warn(

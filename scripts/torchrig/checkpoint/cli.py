@@ -1,0 +1,238 @@
+"""`torchrig ckpt`: list, inspect and export checkpoints.
+
+Standard library only at module level (the dispatcher imports this to build its parser); torch
+is imported by the functions that need it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from torchrig.checkpoint.errors import CheckpointError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="ckpt_command", metavar="ACTION", required=True)
+
+    ls = sub.add_parser("ls", help="list the checkpoints in a directory")
+    ls.add_argument("directory", type=Path, metavar="DIR")
+    ls.add_argument(
+        "--verify", action="store_true", help="check CRCs and unpickle every file (slower)"
+    )
+    ls.set_defaults(_ckpt=_ls)
+
+    inspect = sub.add_parser("inspect", help="show what one checkpoint holds")
+    inspect.add_argument("path", type=Path, metavar="FILE", help="a step file or sharded folder")
+    inspect.add_argument("--json", action="store_true", help="print JSON instead of text")
+    inspect.set_defaults(_ckpt=_inspect)
+
+    export = sub.add_parser(
+        "export", help="write the latest good checkpoint's weights as a plain state_dict"
+    )
+    export.add_argument("directory", type=Path, metavar="DIR", help="a checkpoint dir or file")
+    export.add_argument("out", type=Path, metavar="OUT.pt")
+    export.add_argument("--force", action="store_true", help="replace OUT.pt if it exists")
+    export.set_defaults(_ckpt=_export)
+
+
+def run(args: argparse.Namespace) -> int:
+    with warnings.catch_warnings():
+        # Skipped bad files are worth a line each, not Python's file:line warning format.
+        warnings.simplefilter("always")
+        warnings.showwarning = _show_warning
+        try:
+            return int(args._ckpt(args))
+        except CheckpointError as exc:
+            print(f"torchrig ckpt: {exc}", file=sys.stderr)
+            return 1
+
+
+def _show_warning(message: Warning | str, *_args: object, **_kwargs: object) -> None:
+    print(f"torchrig ckpt: warning: {message}", file=sys.stderr)
+
+
+# --- ls -----------------------------------------------------------------------------------------
+
+
+def _ls(args: argparse.Namespace) -> int:
+    from torchrig.checkpoint.files import CheckpointManager
+    from torchrig.checkpoint.sharded import ShardedCheckpointManager
+
+    directory: Path = args.directory
+    _require_dir(directory)
+    rows = [_row(info) for info in CheckpointManager(directory).list(verify=args.verify)]
+    rows += [_row(info) for info in ShardedCheckpointManager(directory).list()]
+    if not rows:
+        raise CheckpointError(f"{directory}: no checkpoints (step_*.pt files or step_* folders)")
+    rows.sort(key=lambda row: int(row[0]))
+    _print_table(("STEP", "FILE", "SIZE", "LATEST", "STATUS"), rows)
+    return 0 if all(row[4] == "ok" for row in rows) else 2
+
+
+def _row(info: Any) -> tuple[str, str, str, str, str]:
+    status = "ok" if info.ok else f"corrupt: {info.error}"
+    name = info.path.name + ("/" if info.path.is_dir() else "")
+    return (
+        str(info.step),
+        name,
+        human_bytes(info.size_bytes),
+        "*" if info.is_latest else "",
+        status,
+    )
+
+
+def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print(
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        )
+
+
+def human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def _require_dir(directory: Path) -> None:
+    if not directory.exists():
+        raise CheckpointError(f"{directory}: no such directory")
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: not a directory")
+
+
+# --- inspect ------------------------------------------------------------------------------------
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    path: Path = args.path
+    if path.is_dir():
+        from torchrig.checkpoint.sharded import describe_folder
+
+        summary = describe_folder(path)
+    elif path.is_file():
+        summary = describe_file(path)
+    else:
+        raise CheckpointError(f"{path}: no such file or directory")
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        _print_summary(summary)
+    return 0
+
+
+def describe_file(path: Path) -> dict[str, Any]:
+    """Step, epoch, config and tensor totals of one checkpoint file (or plain state_dict)."""
+    from torchrig.checkpoint.files import load_file
+    from torchrig.checkpoint.state import FORMAT
+
+    state = load_file(path, "cpu")
+    count, nbytes = _tensor_totals(state)
+    summary: dict[str, Any] = {"path": str(path), "size_bytes": path.stat().st_size}
+    if isinstance(state, dict) and state.get("format") == FORMAT:
+        model_count, model_bytes = _tensor_totals(state.get("model"))
+        summary.update(
+            format=state["format"],
+            step=state.get("step"),
+            epoch=state.get("epoch"),
+            sampler=state.get("sampler"),
+            config=state.get("config"),
+            parts=sorted(k for k, v in state.items() if v is not None),
+            rng_ranks=len(state.get("rng") or []),
+            model_tensors=model_count,
+            model_bytes=model_bytes,
+        )
+    else:
+        summary["format"] = "plain torch.save file (no torchrig metadata)"
+    summary.update(tensors=count, tensor_bytes=nbytes)
+    return summary
+
+
+def _tensor_totals(value: Any) -> tuple[int, int]:
+    """Number of tensors and their bytes, counting shared storages once."""
+    import torch
+
+    seen: set[int] = set()
+    count = total = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, torch.Tensor):
+            count += 1
+            storage = item.untyped_storage()
+            if storage.data_ptr() not in seen or storage.nbytes() == 0:
+                seen.add(storage.data_ptr())
+                total += storage.nbytes()
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple | set):
+            stack.extend(item)
+    return count, total
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    order = ("path", "format", "step", "epoch", "sampler", "parts", "rng_ranks", "config")
+    for key in order:
+        if key in summary:
+            value = summary[key]
+            if isinstance(value, dict | list):
+                value = json.dumps(value, sort_keys=True, default=str)
+            print(f"{key + ':':<11}{value}")
+    if "size_bytes" in summary:
+        print(f"{'size:':<11}{human_bytes(summary['size_bytes'])}")
+    print(f"{'tensors:':<11}{summary['tensors']} ({human_bytes(summary['tensor_bytes'])})")
+    if "model_tensors" in summary:
+        print(
+            f"{'model:':<11}{summary['model_tensors']} tensors "
+            f"({human_bytes(summary['model_bytes'])})"
+        )
+
+
+# --- export -------------------------------------------------------------------------------------
+
+
+def _compact(tensor: Any) -> Any:
+    """A view into a larger storage would drag the whole storage into the file: copy those."""
+    tensor = tensor.detach().cpu()
+    if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
+        tensor = tensor.clone()
+    return tensor
+
+
+def _export(args: argparse.Namespace) -> int:
+    import torch
+
+    from torchrig.checkpoint.files import atomic_write
+    from torchrig.checkpoint.state import load_model_weights
+
+    source: Path = args.directory
+    out: Path = args.out
+    if out.exists() and not args.force:
+        raise CheckpointError(f"{out} exists; pass --force to replace it")
+    if out.is_dir():
+        raise CheckpointError(f"{out} is a directory; give a file name such as model.pt")
+    if not out.parent.is_dir():
+        raise CheckpointError(f"{out.parent}: no such directory")
+    if source.is_dir():
+        from torchrig.checkpoint.sharded import ShardedCheckpointManager, is_sharded_dir
+
+        if is_sharded_dir(source):
+            weights = ShardedCheckpointManager(source).load_model_weights()
+        else:
+            weights = load_model_weights(source)
+    else:
+        weights = load_model_weights(source)
+    weights = {k: _compact(v) for k, v in weights.items()}
+    atomic_write(out, lambda f: torch.save(weights, f))
+    count, nbytes = _tensor_totals(weights)
+    print(f"wrote {out}: {count} tensors, {human_bytes(nbytes)}")
+    return 0

@@ -1,0 +1,171 @@
+"""`torchrig ckpt ls | inspect | export`, driven through the module's own parser."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from ckpt_testlib import TinyNet
+from torchrig.checkpoint import CheckpointManager, training_state
+from torchrig.checkpoint import cli as ckpt_cli
+
+
+def ckpt(*argv: str | Path) -> int:
+    parser = argparse.ArgumentParser(prog="torchrig ckpt")
+    ckpt_cli.add_arguments(parser)
+    return ckpt_cli.run(parser.parse_args([str(a) for a in argv]))
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    torch.manual_seed(0)
+    model = torch.nn.DataParallel(TinyNet())  # saved prefix-free all the same
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    manager = CheckpointManager(tmp_path / "run")
+    for step in (100, 200):
+        state = training_state(
+            model=model,
+            optimizer=optimizer,
+            epoch=step // 100,
+            step=step,
+            sampler={"position": 7},
+            config={"lr": 0.1, "model": "tiny"},
+        )
+        manager.save(step, state)
+    return tmp_path / "run"
+
+
+def test_ls_lists_steps_sizes_latest(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert ckpt("ls", run_dir) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["STEP", "FILE", "SIZE", "LATEST", "STATUS"]
+    assert lines[1].split()[:2] == ["100", "step_00000100.pt"]
+    assert lines[1].split()[-1] == "ok" and "*" not in lines[1]
+    assert lines[2].split()[:2] == ["200", "step_00000200.pt"]
+    assert "*" in lines[2].split() and lines[2].endswith("ok")
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_ls_marks_corrupt_files(
+    run_dir: Path, capsys: pytest.CaptureFixture[str], verify: bool
+) -> None:
+    path = run_dir / "step_00000200.pt"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 100])
+    assert ckpt("ls", run_dir, *(["--verify"] if verify else [])) == 2
+    out = capsys.readouterr().out
+    assert "corrupt" in out.splitlines()[2] and out.splitlines()[1].endswith("ok")
+
+
+def test_inspect_shows_step_epoch_config_tensors(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert ckpt("inspect", run_dir / "step_00000200.pt", "--json") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["step"] == 200 and summary["epoch"] == 2
+    assert summary["config"] == {"lr": 0.1, "model": "tiny"}
+    assert summary["format"] == "torchrig-checkpoint/1"
+    params = TinyNet().state_dict()
+    assert summary["model_tensors"] == len(params)
+    assert summary["model_bytes"] == sum(t.numel() * t.element_size() for t in params.values())
+    assert ckpt("inspect", run_dir / "step_00000200.pt") == 0
+    text = capsys.readouterr().out
+    assert "step:      200" in text and '"model": "tiny"' in text
+
+
+def test_export_writes_plain_prefix_free_weights(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "model.pt"
+    assert ckpt("export", run_dir, out) == 0
+    weights = torch.load(out, weights_only=True)
+    model = TinyNet()
+    model.load_state_dict(weights)  # strict: every key, no `module.`
+    saved = torch.load(run_dir / "step_00000200.pt", weights_only=True)["model"]
+    assert all(torch.equal(weights[k], v) for k, v in saved.items())
+    assert "wrote" in capsys.readouterr().out
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_export_refuses_to_overwrite_without_force(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "model.pt"
+    out.write_bytes(b"precious")
+    assert ckpt("export", run_dir, out) == 1
+    assert "--force" in capsys.readouterr().err
+    assert out.read_bytes() == b"precious"
+    assert ckpt("export", run_dir, out, "--force") == 0
+    assert set(torch.load(out, weights_only=True)) == set(TinyNet().state_dict())
+
+
+def test_export_skips_corrupt_latest(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (run_dir / "step_00000200.pt").write_bytes(b"\0" * 64)
+    assert ckpt("export", run_dir, tmp_path / "m.pt") == 0
+    assert "step_00000200.pt" in capsys.readouterr().err
+    saved = torch.load(run_dir / "step_00000100.pt", weights_only=True)["model"]
+    exported = torch.load(tmp_path / "m.pt", weights_only=True)
+    assert all(torch.equal(exported[k], v) for k, v in saved.items())
+
+
+def test_export_of_a_view_writes_only_its_bytes(tmp_path: Path) -> None:
+    big = torch.zeros(1000, 1000)
+    torch.save({"w": big[:2]}, tmp_path / "plain.pt")  # a view into a 4 MB storage
+    assert ckpt("export", tmp_path / "plain.pt", tmp_path / "small.pt") == 0
+    assert (tmp_path / "small.pt").stat().st_size < 10_000
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["ls", "{tmp}/absent"], "no such directory"),
+        (["ls", "{tmp}/file.txt"], "not a directory"),
+        (["ls", "{tmp}/empty"], "no checkpoints"),
+        (["inspect", "{tmp}/absent.pt"], "no such file"),
+        (["inspect", "{tmp}/file.txt"], "not a torch.save file"),
+        (["export", "{tmp}/empty", "{tmp}/out.pt"], "no good checkpoint"),
+        (["export", "{tmp}/absent", "{tmp}/out.pt"], "no such file"),
+        (["export", "{tmp}/file.txt", "{tmp}/out.pt"], "not a torch.save file"),
+        (["export", "{tmp}/empty", "{tmp}/nodir/out.pt"], "no such directory"),
+    ],
+)
+def test_bad_input_is_one_clear_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file.txt").write_text("not a checkpoint")
+    assert ckpt(*[a.format(tmp=tmp_path) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("torchrig ckpt: ") and message in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out.pt").exists()
+
+
+def test_cli_module_imports_only_the_standard_library() -> None:
+    source = Path(ckpt_cli.__file__).read_text()
+    top_level = [
+        node for node in ast.parse(source).body if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    names = {
+        (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name) or ""
+        for node in top_level
+    }
+    assert not any(name.split(".")[0] in {"torch", "numpy"} for name in names), names
+    assert {n for n in names if n.startswith("torchrig")} <= {"torchrig.checkpoint.errors"}
+
+
+def test_importing_the_package_does_not_import_torch() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torchrig.checkpoint, torchrig.checkpoint.cli; "
+        "sys.exit(1 if 'torch' in sys.modules else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

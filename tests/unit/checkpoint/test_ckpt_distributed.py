@@ -1,0 +1,152 @@
+"""Multi-process (gloo, CPU) checks: DDP with the file manager, FSDP2 with the sharded one."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from ckpt_testlib import TinyNet, run_ranks, train_steps
+from torchrig.checkpoint import (
+    CheckpointManager,
+    ShardedCheckpointManager,
+    restore_training_state,
+    training_state,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+def _ddp_worker(rank: int, world: int, directory: str) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(TinyNet())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    train_steps(model, optimizer)
+    torch.manual_seed(100 + rank)  # ranks' RNG streams differ, as with per-rank dropout seeds
+    manager = CheckpointManager(directory, keep=2)
+    for step in (1, 2, 3):
+        state = training_state(
+            model=model,
+            optimizer=optimizer,
+            epoch=0,
+            step=step,
+            sampler={"position": step * 8},
+            config={"world": world},
+        )
+        path = manager.save(step, state)
+        assert (path is not None) == (rank == 0)
+        # the barrier inside save: every rank sees the finished file right away
+        assert Path(directory, f"step_{step:08d}.pt").is_file()
+    assert "module." not in "".join(state["model"])
+    expected = torch.rand(2)
+
+    fresh = torch.nn.parallel.DistributedDataParallel(TinyNet())
+    fresh_opt = torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
+    loaded = manager.load_latest(map_location="cpu")
+    assert loaded is not None
+    resumed = restore_training_state(loaded, model=fresh, optimizer=fresh_opt)
+    assert resumed["step"] == 3 and resumed["sampler"] == {"position": 24}
+    assert torch.equal(torch.rand(2), expected), "this rank's own RNG stream came back"
+    for a, b in zip(model.parameters(), fresh.parameters(), strict=True):
+        assert torch.equal(a, b)
+    if rank == 0:
+        assert sorted(p.name for p in Path(directory).glob("step_*")) == [
+            "step_00000002.pt",
+            "step_00000003.pt",
+        ]
+
+
+def test_ddp_save_on_rank0_resume_everywhere(tmp_path: Path) -> None:
+    run_ranks(_ddp_worker, 2, tmp_path, str(tmp_path / "ckpt"))
+
+
+def _fsdp_model(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(seed)
+    model = TinyNet()
+    fully_shard(model.body)
+    fully_shard(model)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+
+def _full(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.full_tensor().clone() for k, v in model.state_dict().items()}
+
+
+def _fsdp_worker(rank: int, world: int, directory: str, reference: str) -> None:
+    model, optimizer = _fsdp_model(seed=0)
+    manager = ShardedCheckpointManager(directory, keep=2)
+    full_by_step = {}
+    for step in (1, 2, 3):
+        train_steps(model, optimizer, 1)
+        manager.save(step, model, optimizer, {"step": step, "epoch": 0, "config": {"lr": 0.01}})
+        full_by_step[step] = _full(model)
+    if rank == 0:
+        torch.save(full_by_step[2], reference)
+        names = sorted(p.name for p in Path(directory).iterdir())
+        assert names == ["latest", "step_00000002", "step_00000003"], names
+    expected_rand = torch.rand(3)
+    moments = {k: v["exp_avg"].full_tensor() for k, v in optimizer.state_dict()["state"].items()}
+
+    fresh, fresh_opt = _fsdp_model(seed=1)
+    train_steps(fresh, fresh_opt, 1)  # different weights and moments before the load
+    extra = manager.load_latest(fresh, fresh_opt)
+    assert extra == {"step": 3, "epoch": 0, "config": {"lr": 0.01}}
+    assert torch.equal(torch.rand(3), expected_rand)
+    for key, value in _full(fresh).items():
+        assert torch.equal(value, full_by_step[3][key]), key
+    for key, value in fresh_opt.state_dict()["state"].items():
+        assert torch.equal(value["exp_avg"].full_tensor(), moments[key])
+
+    # A truncated shard in the newest folder: every rank falls back to step 2 together.
+    if rank == 0:
+        shard = next(Path(directory, "step_00000003").glob("*.distcp"))
+        shard.write_bytes(shard.read_bytes()[:10])
+    dist.barrier()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        extra = manager.load_latest(fresh, fresh_opt)
+    assert extra is not None and extra["step"] == 2
+    for key, value in _full(fresh).items():
+        assert torch.equal(value, full_by_step[2][key]), key
+    if rank == 0:
+        assert any("step_00000003" in str(w.message) for w in caught)
+
+
+def test_fsdp2_sharded_save_resume_and_fallback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "sharded"
+    reference = tmp_path / "reference.pt"
+    run_ranks(_fsdp_worker, 2, tmp_path, str(directory), str(reference))
+    # Export path: full weights from the shards in one process, no process group. Step 3 was
+    # damaged by the workers, so it falls back to step 2, with a warning naming step 3.
+    with pytest.warns(UserWarning, match="step_00000003"):
+        weights = ShardedCheckpointManager(directory).load_model_weights()
+    expected = torch.load(reference, weights_only=True)
+    assert weights.keys() == expected.keys()
+    for key, value in expected.items():
+        assert torch.equal(weights[key], value), key
+
+    # The CLI on the sharded folders: ls flags the damaged one, inspect reads metadata, export
+    # writes the same weights as load_model_weights.
+    from test_ckpt_cli import ckpt
+
+    capsys.readouterr()
+    assert ckpt("ls", directory) == 2
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[1].split()[:2] == ["2", "step_00000002/"] and listing[1].endswith("ok")
+    assert "*" in listing[2] and "truncated" in listing[2]
+    assert ckpt("inspect", directory / "step_00000002", "--json") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["step"] == 2 and summary["config"] == {"lr": 0.01}
+    assert summary["model_tensors"] == len(expected)
+    assert summary["model_bytes"] == sum(t.numel() * t.element_size() for t in expected.values())
+    out = tmp_path / "exported.pt"
+    assert ckpt("export", directory, out) == 0
+    exported = torch.load(out, weights_only=True)
+    assert all(torch.equal(exported[k], v) for k, v in expected.items())
