@@ -95,15 +95,12 @@ def run_allreduce(
 
 def allreduce_verdict(plan: Plan, outcomes: list[spawn.Outcome], nvlink_everywhere: bool) -> Check:
     what = f"{plan.world} rank(s), {plan.backend}"
-    if any(outcome.timed_out for outcome in outcomes):
-        return failed(
-            SECTION,
-            NAME,
-            f"{what}: not finished after {plan.timeout:g} s, ranks killed",
-            HANG_FIX if plan.backend == "nccl" else "gloo hung: check loopback networking",
-            timeout_s=plan.timeout,
-        )
-    broken = [(rank, outcome) for rank, outcome in enumerate(outcomes) if outcome.returncode != 0]
+    # A rank that died is the cause; its peers, killed after a grace, only waited for it.
+    broken = [
+        (rank, outcome)
+        for rank, outcome in enumerate(outcomes)
+        if outcome.returncode not in (None, 0)
+    ]
     if broken:
         rank, outcome = broken[0]
         return failed(
@@ -112,6 +109,14 @@ def allreduce_verdict(plan: Plan, outcomes: list[spawn.Outcome], nvlink_everywhe
             f"{what}: rank {rank} exited {outcome.returncode}: {last_error_line(outcome.stderr)}",
             "run with NCCL_DEBUG=INFO for the cause; " + HANG_FIX.split(": ", 1)[1],
             stderr_tail=outcome.stderr[-2000:],
+        )
+    if any(outcome.timed_out for outcome in outcomes):
+        return failed(
+            SECTION,
+            NAME,
+            f"{what}: not finished after {plan.timeout:g} s, ranks killed",
+            HANG_FIX if plan.backend == "nccl" else "gloo hung: check loopback networking",
+            timeout_s=plan.timeout,
         )
     result = parse_result(outcomes[0].stdout)
     if result is None:

@@ -45,19 +45,19 @@ class Check:
             raise ValueError(f"{self.section}/{self.name}: a {self.verdict} needs a fix")
 
 
-def passed(section: str, name: str, summary: str, **data: Any) -> Check:
+def passed(section: str, name: str, summary: str, /, **data: Any) -> Check:
     return Check(section, name, Verdict.PASS, summary, None, data)
 
 
-def warned(section: str, name: str, summary: str, fix: str, **data: Any) -> Check:
+def warned(section: str, name: str, summary: str, fix: str, /, **data: Any) -> Check:
     return Check(section, name, Verdict.WARN, summary, fix, data)
 
 
-def failed(section: str, name: str, summary: str, fix: str, **data: Any) -> Check:
+def failed(section: str, name: str, summary: str, fix: str, /, **data: Any) -> Check:
     return Check(section, name, Verdict.FAIL, summary, fix, data)
 
 
-def skipped(section: str, name: str, summary: str, **data: Any) -> Check:
+def skipped(section: str, name: str, summary: str, /, **data: Any) -> Check:
     return Check(section, name, Verdict.SKIP, summary, None, data)
 
 

@@ -75,8 +75,12 @@ def wait_all(helpers: Sequence[Helper], timeout: float) -> list[Outcome]:
         if now >= deadline or (first_failure is not None and now >= first_failure + PEER_GRACE_S):
             for helper in running:
                 kill_group(helper)
+                helper.killed = True
             break
         time.sleep(0.05)
+    for helper in helpers:
+        # Whatever a helper started and left behind (it is in the helper's own group) goes too.
+        kill_group(helper)
     return [outcome_of(helper) for helper in helpers]
 
 
@@ -84,7 +88,6 @@ def kill_group(helper: Helper) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(helper.process.pid, signal.SIGKILL)
     helper.process.wait()
-    helper.killed = True
 
 
 def outcome_of(helper: Helper) -> Outcome:

@@ -1,0 +1,225 @@
+"""Faked NVML and torch answers for the verify tests.
+
+`FakeNvml` answers the pynvml calls that `torchrig.verify.nvml` makes, from plain dicts shaped
+like what an HGX H100 board reports (see data/hgx_h100_8gpu.json); a key set to UNSUPPORTED makes
+that query raise, as NVML does on GPUs without the feature.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from torchrig.verify.nvml import NvmlSnapshot, read_snapshot
+from torchrig.verify.runner import Readers
+from torchrig.verify.runtime import RuntimeFacts
+from torchrig.verify.software import TorchDevice, TorchFacts
+
+DATA = Path(__file__).parent / "data"
+UNSUPPORTED = "unsupported"
+GIB = 1024**3
+
+
+class FakeNvmlError(Exception):
+    """Stands in for pynvml.NVMLError (NVML_ERROR_NOT_SUPPORTED and friends)."""
+
+
+def load_board(name: str = "hgx_h100_8gpu.json") -> dict[str, Any]:
+    return json.loads((DATA / name).read_text())
+
+
+def board(gpu_count: int = 8, **gpu_overrides: Any) -> dict[str, Any]:
+    """The H100 board with `gpu_count` GPUs; overrides apply to every GPU."""
+    data = load_board()
+    data["gpus"] = [dict(gpu, **gpu_overrides) for gpu in data["gpus"][:gpu_count]]
+    size = len(data["gpus"])
+    data["p2p_read"] = [row[:size] for row in data["p2p_read"][:size]]
+    data["p2p_nvlink"] = [row[:size] for row in data["p2p_nvlink"][:size]]
+    data["topology"] = [row[:size] for row in data["topology"][:size]]
+    return data
+
+
+class FakeNvml:
+    """The pynvml functions torchrig uses, answering from a board dict."""
+
+    def __init__(self, data: dict[str, Any], init_error: str | None = None) -> None:
+        self.data = copy.deepcopy(data)
+        self.init_error = init_error
+        self.shutdown_called = False
+
+    def _answer(self, handle: int, key: str) -> Any:
+        value = self.data["gpus"][handle].get(key, UNSUPPORTED)
+        if value == UNSUPPORTED:
+            raise FakeNvmlError(f"Not Supported: {key}")
+        return value
+
+    def nvmlInit(self) -> None:
+        if self.init_error:
+            raise FakeNvmlError(self.init_error)
+
+    def nvmlShutdown(self) -> None:
+        self.shutdown_called = True
+
+    def nvmlSystemGetDriverVersion(self) -> bytes:
+        return self.data["driver_version"].encode()
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        return self.data["cuda_driver_version"]
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.data["gpus"])
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        return index
+
+    def nvmlDeviceGetName(self, handle: int) -> str:
+        return self._answer(handle, "name")
+
+    def nvmlDeviceGetUUID(self, handle: int) -> str:
+        return self._answer(handle, "uuid")
+
+    def nvmlDeviceGetPciInfo(self, handle: int) -> SimpleNamespace:
+        return SimpleNamespace(busId=self._answer(handle, "pci_bus_id").encode())
+
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
+        return SimpleNamespace(total=self._answer(handle, "memory_total"))
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> tuple[int, int]:
+        return tuple(self._answer(handle, "cc"))
+
+    def nvmlDeviceGetPersistenceMode(self, handle: int) -> int:
+        return self._answer(handle, "persistence")
+
+    def nvmlDeviceGetComputeMode(self, handle: int) -> int:
+        return self._answer(handle, "compute_mode")
+
+    def nvmlDeviceGetMigMode(self, handle: int) -> list[int]:
+        return list(self._answer(handle, "mig"))
+
+    def nvmlDeviceGetTotalEccErrors(self, handle: int, error_type: int, counter: int) -> int:
+        assert (error_type, counter) == (1, 0), "only volatile uncorrected errors are read"
+        return self._answer(handle, "ecc_volatile_uncorrected")
+
+    def nvmlDeviceGetRemappedRows(self, handle: int) -> tuple[int, int, int, int]:
+        return tuple(self._answer(handle, "remapped_rows"))
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: int) -> int:
+        return self._answer(handle, "retired_pending")
+
+    def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
+        return self._answer(handle, "temperature")
+
+    def nvmlDeviceGetTemperatureThreshold(self, handle: int, threshold: int) -> int:
+        return self._answer(handle, "slowdown_temperature")
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: int) -> int:
+        return self._answer(handle, "clock_reasons")
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: int) -> int:
+        return self._answer(handle, "pcie")[0]
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: int) -> int:
+        return self._answer(handle, "pcie")[1]
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: int) -> int:
+        return self._answer(handle, "pcie")[2]
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: int) -> int:
+        return self._answer(handle, "pcie")[3]
+
+    def nvmlDeviceGetNvLinkState(self, handle: int, link: int) -> int:
+        links = self._answer(handle, "nvlink")
+        if link >= len(links):
+            raise FakeNvmlError("Not Supported: link")
+        return links[link]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
+        return [SimpleNamespace(**proc) for proc in self.data["gpus"][handle].get("processes", [])]
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle: int) -> list[SimpleNamespace]:
+        return []
+
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
+        names = self.data.get("process_names", {})
+        if str(pid) not in names:
+            raise FakeNvmlError("Not Found")
+        return names[str(pid)]
+
+    def nvmlDeviceGetP2PStatus(self, first: int, second: int, caps: int) -> int:
+        matrix = self.data["p2p_nvlink"] if caps == 2 else self.data["p2p_read"]
+        return matrix[first][second]
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, first: int, second: int) -> int:
+        return self.data["topology"][first][second]
+
+
+def snapshot(gpu_count: int = 8, **gpu_overrides: Any) -> NvmlSnapshot:
+    return read_snapshot(FakeNvml(board(gpu_count, **gpu_overrides)))
+
+
+def snapshot_of(data: dict[str, Any]) -> NvmlSnapshot:
+    return read_snapshot(FakeNvml(data))
+
+
+def torch_facts(
+    count: int = 8,
+    cuda: str | None = "13.0",
+    names: str = "NVIDIA H100 80GB HBM3",
+    capability: tuple[int, int] = (9, 0),
+    arch_list: list[str] | None = None,
+    uuids: list[str] | None = None,
+) -> TorchFacts:
+    data = load_board()
+    uuids = uuids if uuids is not None else [gpu["uuid"] for gpu in data["gpus"]][:count]
+    devices = [
+        TorchDevice(
+            index, names, 80 * GIB, capability, uuids[index] if index < len(uuids) else None
+        )
+        for index in range(count)
+    ]
+    return TorchFacts(
+        version="2.13.0+cu130",
+        cuda_build=cuda,
+        cudnn_version=91002,
+        nccl_version="2.27.7",
+        cuda_available=count > 0 and cuda is not None,
+        device_count=count,
+        arch_list=arch_list if arch_list is not None else ["sm_80", "sm_90", "sm_100", "sm_120"],
+        devices=devices,
+    )
+
+
+def runtime_facts(**overrides: Any) -> RuntimeFacts:
+    values: dict[str, Any] = {
+        "shm_bytes": 16 * GIB,
+        "memlock_bytes": None,
+        "stack_bytes": 64 * 1024**2,
+        "cpu_count": 128,
+        "usable_cpus": 128,
+        "cpu_quota": None,
+        "numa_nodes": ["0-63", "64-127"],
+    }
+    values.update(overrides)
+    return RuntimeFacts(**values)
+
+
+def readers(
+    nvml: NvmlSnapshot | None = None,
+    facts: TorchFacts | None = None,
+    runtime: RuntimeFacts | None = None,
+    env: dict[str, str | None] | None = None,
+) -> Readers:
+    chosen_nvml = nvml if nvml is not None else snapshot()
+    chosen_facts = facts if facts is not None else torch_facts()
+    chosen_runtime = runtime if runtime is not None else runtime_facts()
+    chosen_env = env if env is not None else {}
+    return Readers(
+        nvml=lambda: chosen_nvml,
+        torch=lambda gpu_mode: chosen_facts,
+        runtime=lambda: chosen_runtime,
+        env=lambda: chosen_env,
+        own_pids=lambda: {4242},
+    )
