@@ -147,6 +147,19 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def _check_ranks_agree(choice: str | None, directory: Path) -> None:
+    """Every rank must resume from the same file; anything else diverges silently."""
+    if not _dist.is_distributed():
+        return
+    choices = _dist.all_gather(choice)
+    if len(set(choices)) > 1:
+        found = ", ".join(f"rank {r}: {c or 'nothing'}" for r, c in enumerate(choices))
+        raise CheckpointError(
+            f"ranks found different checkpoints in {directory} ({found}); every rank must see "
+            "the same checkpoint directory (shared storage on multi-node runs)"
+        )
+
+
 # --- the manager --------------------------------------------------------------------------------
 
 
@@ -184,21 +197,24 @@ class CheckpointManager:
     # -- saving --
 
     def save(self, step: int, state: dict[str, Any]) -> Path | None:
-        """Rank 0 writes step_<step>.pt atomically, points `latest` at it and prunes; then every
-        rank waits at a barrier. Returns the path on rank 0, None elsewhere."""
+        """Rank 0 writes step_<step>.pt atomically, points `latest` at it and prunes; every rank
+        waits until that is done. Returns the path on rank 0, None elsewhere.
+
+        Call it on every rank. If rank 0 fails (disk full, an unpicklable object), every rank
+        raises, instead of the others waiting at a barrier until a timeout.
+        """
         path = self.directory / step_file_name(step)
-        if _dist.rank() == 0:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._remove_stale_temp_files()
-            # One directory fsync, after the pointer's rename, covers both renames: were the
-            # pointer's to survive a crash and the file's not, loading falls back (with a warning).
-            atomic_write(path, lambda f: self._torch_save(state, f), sync_dir=False)
-            atomic_write_text(self.directory / LATEST_NAME, path.name + "\n")
-            self._prune(step)
-        # The barrier stops other ranks from racing ahead (and, e.g., exiting or reading the
-        # directory) before the file is complete.
-        _dist.barrier()
+        _dist.run_on_rank0(lambda: self._write(path, step, state), f"save {path}")
         return path if _dist.rank() == 0 else None
+
+    def _write(self, path: Path, step: int, state: dict[str, Any]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._remove_stale_temp_files()
+        # One directory fsync, after the pointer's rename, covers both renames: were the
+        # pointer's to survive a crash and the file's not, loading falls back (with a warning).
+        atomic_write(path, lambda f: self._torch_save(state, f), sync_dir=False)
+        atomic_write_text(self.directory / LATEST_NAME, path.name + "\n")
+        self._prune(step)
 
     def _torch_save(self, state: dict[str, Any], f: IO[bytes]) -> None:
         if self.checksums == torch.serialization.get_crc32_options():
@@ -297,8 +313,12 @@ class CheckpointManager:
 
         A missing, truncated or corrupt file is reported with a warning naming it, and the next
         older one is tried. `verify` also checks every record's CRC (torch.load does not).
+
+        With a process group, call it on every rank: the ranks then compare what they found and
+        raise if they differ (a checkpoint directory that is not shared by all nodes).
         """
         found = self.load_latest_with_path(map_location, verify=verify)
+        _check_ranks_agree(None if found is None else found[0].name, self.directory)
         return None if found is None else found[1]
 
     def load_latest_with_path(

@@ -162,23 +162,24 @@ class ShardedCheckpointManager:
         # The same name on every rank, without pid or random part: DCP writes into one folder.
         tmp = self.directory / f".{final.name}.tmp"
         extra = {**extra, "rng": gather_rng_states()}
-        if _dist.rank() == 0:
-            check_loadable(extra, "extra")
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._remove_stale_temp_folders()
-        _dist.barrier()
+        check_loadable(extra, "extra")  # on every rank, so that all of them raise together
+        _dist.run_on_rank0(self._prepare, f"prepare {self.directory}")
         model_state, optim_state = get_state_dict(model, optimizer)
+        # DCP reports a failure on any rank to all of them.
         dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=tmp)
-        if _dist.rank() == 0:
-            atomic_write(tmp / EXTRA_NAME, lambda f: torch.save(extra, f))
-            fsync_dir(tmp)
-        # Every rank's shards are on disk before the folder gets its final name.
-        _dist.barrier()
-        if _dist.rank() == 0:
-            self._publish(tmp, final)
-            atomic_write_text(self.directory / LATEST_NAME, final.name + "\n")
-            self._prune(step)
-        _dist.barrier()
+        # Every rank's shards are on disk (DCP fsyncs them) before the folder is renamed.
+        _dist.run_on_rank0(lambda: self._finish(tmp, final, step, extra), f"save {final}")
+
+    def _prepare(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._remove_stale_temp_folders()
+
+    def _finish(self, tmp: Path, final: Path, step: int, extra: dict[str, Any]) -> None:
+        # Its directory fsync also makes the shard files' entries in tmp durable.
+        atomic_write(tmp / EXTRA_NAME, lambda f: torch.save(extra, f))
+        self._publish(tmp, final)
+        atomic_write_text(self.directory / LATEST_NAME, final.name + "\n")
+        self._prune(step)
 
     def _publish(self, tmp: Path, final: Path) -> None:
         """Rename tmp to final. A folder cannot be atomically replaced, so an existing one (the

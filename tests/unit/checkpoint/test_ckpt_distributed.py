@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 from ckpt_testlib import TinyNet, run_ranks, train_steps
 from torchrig.checkpoint import (
+    CheckpointError,
     CheckpointManager,
     ShardedCheckpointManager,
     restore_training_state,
@@ -57,6 +58,22 @@ def _ddp_worker(rank: int, world: int, directory: str) -> None:
             "step_00000002.pt",
             "step_00000003.pt",
         ]
+
+    # rank 0 fails to write: every rank raises, none is left waiting in a collective
+    with pytest.raises(RuntimeError if rank == 0 else CheckpointError, match="disk on fire"):
+        manager.save(4, {"bad": Unpicklable()})
+    assert manager.load_latest()["step"] == 3  # the good checkpoints are untouched
+
+    # a directory that is not shared: rank 0 sees step 1, rank 1 sees nothing
+    split = CheckpointManager(f"{directory}-rank{rank}")
+    split.save(1, {"step": 1})
+    with pytest.raises(CheckpointError, match="ranks found different checkpoints"):
+        split.load_latest()
+
+
+class Unpicklable:
+    def __reduce__(self) -> tuple:
+        raise RuntimeError("disk on fire")
 
 
 def test_ddp_save_on_rank0_resume_everywhere(tmp_path: Path) -> None:
