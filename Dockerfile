@@ -1,0 +1,172 @@
+# torchrig workstation image: PyTorch, JupyterLab and sshd for multi-GPU work.
+#
+# No `# syntax=` line on purpose: the engine's built-in Dockerfile frontend is used, so a build
+# never has to pull a frontend image (air-gapped and proxied builders work).
+#
+# Build: `make build` (= `docker compose build`). Knobs (build args):
+#   CUDA_FLAVOUR   which CUDA PyTorch is built for; picks the base image tag below AND the lock
+#                  (locks/<flavour>.txt) that holds the matching torch wheels.
+#                  Minimum NVIDIA driver: cu130 >= 580; cu128 and cu126 >= 525.60 (CUDA 12
+#                  minor-version compatibility). The banner checks this at start.
+#   BASE_IMAGE     any Debian-family image instead of the flavour's nvidia/cuda base.
+#   UV_VERSION     the uv that installs the lock.
+# Secret: `extra_ca` (a PEM file, e.g. a TLS-intercepting proxy's CA), trusted during the build
+# and kept in the image's trust store.
+# Targets: `runtime` (default, last stage) and `devel` (adds nvcc and CUDA headers matching
+# torch's CUDA, for building extensions; needs an nvidia/cuda base for NVIDIA's apt repository).
+
+ARG CUDA_FLAVOUR=cu130
+ARG BASE_IMAGE=cuda-${CUDA_FLAVOUR}
+ARG UV_VERSION=0.13.9
+
+# One stage per flavour: `-base` only, since torch's wheels bring their own CUDA runtime, cuDNN
+# and NCCL. BuildKit pulls only the stage that BASE_IMAGE names.
+FROM nvidia/cuda:13.0.2-base-ubuntu24.04 AS cuda-cu130
+FROM nvidia/cuda:12.8.1-base-ubuntu24.04 AS cuda-cu128
+FROM nvidia/cuda:12.6.3-base-ubuntu24.04 AS cuda-cu126
+
+# --- os: the base plus CA trust and the system Python the venv is made from ---------------------
+FROM ${BASE_IMAGE} AS os
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ARG DEBIAN_FRONTEND=noninteractive
+# Ubuntu images delete downloaded .debs after each install, which would empty the apt cache
+# mount; keep them (the cache mount lives outside the image). policy-rc.d stops package scripts
+# from starting daemons (openssh-server) during the build.
+RUN rm -f /etc/apt/apt.conf.d/docker-clean \
+    && echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' > /etc/apt/apt.conf.d/keep-cache \
+    && printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+# The extra CA goes in before anything talks HTTPS. apt gets it explicitly for the first install
+# (ca-certificates itself may come from an https mirror behind the same proxy).
+RUN --mount=type=secret,id=extra_ca \
+    --mount=type=cache,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
+    apt_ca=() \
+    && if [ -s /run/secrets/extra_ca ]; then \
+         apt_ca=(-o Acquire::https::CAInfo=/run/secrets/extra_ca); \
+       fi \
+    && apt-get "${apt_ca[@]}" update \
+    && apt-get "${apt_ca[@]}" install -y --no-install-recommends ca-certificates python3 \
+    && if [ -s /run/secrets/extra_ca ]; then \
+         cp /run/secrets/extra_ca /usr/local/share/ca-certificates/torchrig-extra-ca.crt; \
+       fi \
+    && update-ca-certificates
+# Everything that speaks TLS uses the system bundle, so the extra CA also works for the user's
+# own `pip install` at run time.
+ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
+    REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
+    LANG=C.UTF-8
+
+# --- uv: the installer, from PyPI, kept out of the runtime image -----------------------------
+FROM os AS uv
+ARG UV_VERSION
+ARG DEBIAN_FRONTEND=noninteractive
+RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update && apt-get install -y --no-install-recommends python3-venv
+RUN --mount=type=cache,target=/root/.cache/pip \
+    python3 -m venv /opt/uv && /opt/uv/bin/pip install --disable-pip-version-check "uv==${UV_VERSION}"
+
+# --- venv: every locked package, bytecode precompiled ----------------------------------------
+FROM uv AS venv
+ARG CUDA_FLAVOUR
+ENV UV_COMPILE_BYTECODE=1 \
+    UV_LINK_MODE=copy \
+    UV_PYTHON_DOWNLOADS=never
+COPY locks/ /tmp/locks/
+RUN if [ ! -f "/tmp/locks/${CUDA_FLAVOUR}.txt" ]; then \
+      echo "error: no lock for CUDA_FLAVOUR=${CUDA_FLAVOUR} (locks/${CUDA_FLAVOUR}.txt)." \
+           "Create it with: make lock CUDA_FLAVOUR=${CUDA_FLAVOUR}" >&2; \
+      exit 1; \
+    fi
+# The venv is owned by dev (1000) and group `users` (100), group-writable with setgid
+# directories: after dev's UID/GID are remapped at start, pip still works through the group
+# without a recursive chown over gigabytes of site-packages.
+RUN --mount=type=cache,target=/root/.cache/uv \
+    /opt/uv/bin/uv venv --python /usr/bin/python3 /opt/venv \
+    && /opt/uv/bin/uv pip sync --python /opt/venv/bin/python --require-hashes \
+         "/tmp/locks/${CUDA_FLAVOUR}.txt" \
+    && chmod -R g+w /opt/venv \
+    && find /opt/venv -type d -exec chmod g+s {} +
+
+# --- workstation: the runtime image's content --------------------------------------------------
+FROM os AS workstation
+ARG CUDA_FLAVOUR
+ARG BASE_IMAGE
+ARG DEBIAN_FRONTEND=noninteractive
+LABEL org.opencontainers.image.title="torchrig workstation" \
+      org.opencontainers.image.description="PyTorch multi-GPU workstation: JupyterLab, sshd, torchrig helpers" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${BASE_IMAGE}" \
+      io.torchrig.cuda-flavour="${CUDA_FLAVOUR}"
+# gcc/g++ and Python headers: torch.compile (Triton on GPU, C++ codegen on CPU) compiles at run
+# time. The rest is what a remote workstation session needs.
+RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
+    apt-get update \
+    && apt-get install -y --no-install-recommends \
+         gcc g++ libc6-dev python3-dev \
+         openssh-server tini sudo \
+         git tmux htop curl less procps nano vim-tiny \
+    && rm -f /etc/ssh/ssh_host_*
+# User dev (1000:1000, also in `users` for the venv). Ubuntu images ship `ubuntu` at 1000.
+# Password '*': no password login, but not "locked", which sshd would refuse for key logins.
+RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
+    && groupadd --gid 1000 dev \
+    && useradd --uid 1000 --gid 1000 --groups users --create-home --shell /bin/bash dev \
+    && usermod -p '*' dev \
+    && install -d -o dev -g dev -m 755 /workspace /checkpoints /data /run/torchrig \
+         /var/lib/torchrig/ssh \
+    && install -d -o dev -g dev -m 700 /home/dev/.ssh \
+    && install -d -o dev -g dev -m 755 /home/dev/.cache
+COPY --from=venv --chown=1000:100 /opt/venv /opt/venv
+ENV VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    TORCHINDUCTOR_CACHE_DIR=/home/dev/.cache/torchinductor \
+    TRITON_CACHE_DIR=/home/dev/.cache/triton \
+    HF_HOME=/home/dev/.cache/huggingface \
+    SERVICES=jupyter,sshd \
+    TORCHRIG_CUDA_FLAVOUR=${CUDA_FLAVOUR}
+COPY entrypoint/entrypoint.sh /usr/local/bin/torchrig-entrypoint
+COPY entrypoint/sshd_config /etc/torchrig/sshd_config
+COPY entrypoint/profile.sh /etc/profile.d/torchrig.sh
+COPY entrypoint/page_config.json /opt/venv/etc/jupyter/labconfig/page_config.json
+# This project last, so editing a helper rebuilds in seconds. Its dependencies are all in the
+# lock; setuptools (a torch dependency) builds it without reaching an index.
+RUN --mount=type=bind,target=/src \
+    --mount=type=bind,from=uv,source=/opt/uv/bin/uv,target=/usr/local/bin/uv \
+    cp -r /src /tmp/torchrig-src \
+    && UV_COMPILE_BYTECODE=1 uv pip install --python /opt/venv/bin/python --no-deps \
+         --no-build-isolation --no-cache --offline /tmp/torchrig-src \
+    && rm -rf /tmp/torchrig-src \
+    && chown -R 1000:100 /opt/venv/bin/torchrig /opt/venv/lib/python3*/site-packages/torchrig*
+WORKDIR /workspace
+EXPOSE 8888 2222
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["/opt/venv/bin/python", "-m", "torchrig.container.healthcheck"]
+ENTRYPOINT ["tini", "-g", "--", "/usr/local/bin/torchrig-entrypoint"]
+
+# --- devel: adds nvcc + CUDA headers for torch's CUDA (from NVIDIA's apt repository) ---------
+FROM workstation AS devel
+ARG CUDA_FLAVOUR
+ARG DEBIAN_FRONTEND=noninteractive
+RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
+    --mount=type=cache,target=/var/lib/apt/lists,sharing=locked \
+    version="${CUDA_FLAVOUR#cu}" && major="${version%?}" && minor="${version#"${major}"}" \
+    && package="cuda-minimal-build-${major}-${minor}" \
+    && apt-get update \
+    && if ! apt-cache show "${package}" >/dev/null 2>&1; then \
+         echo "error: ${package} is not in this base's apt sources: the devel target needs" \
+              "an nvidia/cuda base (NVIDIA's apt repository); BASE_IMAGE has none." >&2; \
+         exit 1; \
+       fi \
+    && apt-get install -y --no-install-recommends "${package}" \
+    && ln -sfn "/usr/local/cuda-${major}.${minor}" /usr/local/cuda
+ENV CUDA_HOME=/usr/local/cuda \
+    PATH=/opt/venv/bin:/usr/local/cuda/bin:$PATH
+
+# --- runtime: the default target ---------------------------------------------------------------
+FROM workstation AS runtime

@@ -1,0 +1,216 @@
+"""The container's start sequence (`entrypoint/entrypoint.sh` execs this under tini).
+
+1. Read and check the settings; print the banner (versions, GPUs, checks with fixes).
+2. As root: remap dev to PUID/PGID, fix ownership where needed, sudo when GRANT_SUDO=1, read
+   the SSH keys; then drop to dev for good. Started with `--user`: those steps are skipped.
+3. As dev: check the mounts, make SSH host keys once, install the keys, export the environment
+   for SSH sessions.
+4. Run the given command, or supervise the services in SERVICES.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from torchrig.container import accounts, banner, jupyter, log, ssh
+from torchrig.container.log import SetupError
+from torchrig.container.settings import Settings, read_settings
+from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, state_dir
+from torchrig.container.supervisor import ServiceSpec, Supervisor
+
+HOME = Path("/home/dev")
+SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
+# Mount point -> the compose variable that chooses its host side (for error messages).
+WRITABLE_MOUNTS = {"/workspace": "WORKSPACE_DIR", "/checkpoints": "CHECKPOINT_DIR"}
+READABLE_MOUNTS = {"/data": "DATA_DIR"}
+FRESH_MOUNT_CANDIDATES = ("/workspace", "/checkpoints", "/data", "/home/dev/.cache")
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return start(command)
+    except SetupError as exc:
+        log.error(str(exc))
+        return 1
+
+
+def start(command: list[str]) -> int:
+    settings = read_settings(os.environ)
+    show_banner(settings)
+    keys_file = Path(os.environ.get("SSH_AUTHORIZED_KEYS_FILE", ssh.AUTHORIZED_KEYS_FILE_DEFAULT))
+    if os.geteuid() == 0:
+        who = prepare_as_root(settings)
+        keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)  # file may be root-only
+        accounts.drop_privileges(who)
+        home = Path(who.home)
+        os.environ.update(HOME=who.home, USER=accounts.USER, LOGNAME=accounts.USER, SHELL=who.shell)
+    else:
+        note_unprivileged(settings)
+        keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)
+        home = Path(os.environ.get("HOME", str(HOME)))
+    check_mounts()
+    state = state_dir()
+    sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home)
+    export_environment(home, state)
+    if command:
+        (state / SERVICES_FILE).write_text("", encoding="utf-8")
+        return run_command(command)
+    specs = service_specs(settings, sshd_ok, state)
+    (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
+    return Supervisor(specs, on_started=lambda spec: log.info(f"started {spec.name}")).run()
+
+
+def show_banner(settings: Settings) -> None:
+    described = banner.describe(banner.gather_facts(cpu_only=settings.cpu_only))
+    for line in described.lines:
+        log.info(line)
+    for warning in described.warnings:
+        log.warn(warning)
+
+
+# --- root steps ---------------------------------------------------------------------------------
+
+
+def prepare_as_root(settings: Settings) -> accounts.Identity:
+    if accounts.apply_remap(settings.puid, settings.pgid):
+        who = accounts.identity()
+        accounts.chown_tree(HOME, who.uid, who.gid)
+        log.info(f"user dev remapped to uid {who.uid}, gid {who.gid}")
+    who = accounts.identity()
+    for path in (Path("/run/torchrig"), ssh.HOST_KEY_DIR):
+        if path.exists():
+            accounts.chown_tree(path, who.uid, who.gid)
+    for mount in FRESH_MOUNT_CANDIDATES:
+        if accounts.claim_if_fresh_mount(Path(mount), who.uid, who.gid):
+            log.info(f"{mount} was created empty by Docker as root: handed to dev")
+    configure_sudo(settings.grant_sudo)
+    return who
+
+
+def configure_sudo(grant: bool) -> None:
+    if not grant:
+        SUDOERS_FILE.unlink(missing_ok=True)
+        return
+    SUDOERS_FILE.write_text("dev ALL=(ALL:ALL) NOPASSWD: ALL\n", encoding="utf-8")
+    SUDOERS_FILE.chmod(0o440)
+    log.info("GRANT_SUDO=1: dev may use sudo without a password")
+
+
+def note_unprivileged(settings: Settings) -> None:
+    ignored = [
+        name
+        for name, given in (
+            ("PUID", settings.puid is not None),
+            ("PGID", settings.pgid is not None),
+            ("GRANT_SUDO", settings.grant_sudo),
+        )
+        if given
+    ]
+    message = f"started as uid {os.getuid()} (not root): user remap and sudo set-up skipped"
+    if ignored:
+        message += f"; {', '.join(ignored)} ignored (they need the container to start as root)"
+    log.info(message)
+
+
+# --- dev steps ----------------------------------------------------------------------------------
+
+
+def check_mounts() -> None:
+    who = f"uid {os.getuid()}, gid {os.getgid()}"
+    for mount, variable in WRITABLE_MOUNTS.items():
+        if os.path.isdir(mount) and not os.access(mount, os.W_OK | os.X_OK):
+            raise SetupError(
+                f"{mount} is not writable for dev ({who}): {describe_owner(mount)}. Fix: make "
+                f"the host directory ({variable}) writable for that uid, or set PUID/PGID to its "
+                f"owner's ids (`make up` writes yours to .env)."
+            )
+    for mount, variable in READABLE_MOUNTS.items():
+        if os.path.isdir(mount) and not os.access(mount, os.R_OK | os.X_OK):
+            raise SetupError(
+                f"{mount} is not readable for dev ({who}): {describe_owner(mount)}. Fix: make "
+                f"the host directory ({variable}) readable for that uid."
+            )
+
+
+def describe_owner(path: str) -> str:
+    stat = os.stat(path)
+    read_only = os.statvfs(path).f_flag & os.ST_RDONLY
+    owner = f"owned by uid {stat.st_uid}, gid {stat.st_gid}, mode {stat.st_mode & 0o777:o}"
+    return owner + (", mounted read-only" if read_only else "")
+
+
+def prepare_sshd(keys: list[str], home: Path) -> bool:
+    """True when sshd can run: it has keys, host keys, and authorized_keys is installed."""
+    if not keys:
+        log.info(
+            "sshd not started: no SSH public key (set SSH_PUBLIC_KEY, or mount an authorized_keys "
+            f"file at {ssh.AUTHORIZED_KEYS_FILE_DEFAULT}); Jupyter is unaffected"
+        )
+        return False
+    try:
+        made = ssh.ensure_host_keys()
+        installed = ssh.install_authorized_keys(keys, home)
+    except OSError as exc:
+        raise SetupError(
+            f"SSH set-up failed ({exc}): the host-key volume at {ssh.HOST_KEY_DIR} and "
+            f"{home}/.ssh must be writable for dev (uid {os.getuid()})."
+        ) from exc
+    if made:
+        log.info(f"made SSH host keys in {ssh.HOST_KEY_DIR} (kept on its volume from now on)")
+    log.info(f"sshd: {len(keys)} authorized key(s) installed in {installed}")
+    return True
+
+
+def export_environment(home: Path, state: Path) -> None:
+    variables = ssh.exported_environment(os.environ)
+    try:
+        ssh.write_private(home / ".ssh" / "environment", ssh.ssh_environment_text(variables))
+    except OSError as exc:
+        log.warn(f"could not write {home}/.ssh/environment ({exc}): SSH sessions get a bare env")
+    (state / ENVIRONMENT_FILE).write_text(ssh.shell_exports_text(variables), encoding="utf-8")
+
+
+def service_specs(settings: Settings, sshd_ok: bool, state: Path) -> list[ServiceSpec]:
+    specs = []
+    for name in settings.services:
+        if name == "jupyter":
+            specs.append(jupyter_spec(settings, state))
+        elif name == "sshd" and sshd_ok:
+            specs.append(ServiceSpec("sshd", ssh.sshd_command()))
+    if settings.services == ("sshd",) and not sshd_ok:
+        raise SetupError(
+            "SERVICES=sshd but there is no SSH key, so nothing would run: set SSH_PUBLIC_KEY "
+            "(or mount an authorized_keys file), or add jupyter to SERVICES."
+        )
+    return specs
+
+
+def jupyter_spec(settings: Settings, state: Path) -> ServiceSpec:
+    token = jupyter.resolve_token(settings.jupyter_token, settings.jupyter_allow_no_token, state)
+    argv = jupyter.jupyter_command()
+    if not token.value:
+        argv.append("--IdentityProvider.token=")
+        log.warn(
+            "Jupyter runs WITHOUT a token (JUPYTER_ALLOW_NO_TOKEN=1): anyone who can reach the "
+            "port can run code as dev; keep BIND_ADDR=127.0.0.1"
+        )
+    url = jupyter.lab_url(f"127.0.0.1:{jupyter.JUPYTER_PORT}", token.value)
+    log.info(f"Jupyter (token: {token.origin}): {url}  (`make jupyter-url` prints the host URL)")
+    return ServiceSpec("jupyter", argv, jupyter.jupyter_environment(dict(os.environ), token))
+
+
+def run_command(command: list[str]) -> int:
+    try:
+        os.execvp(command[0], command)
+    except FileNotFoundError as exc:
+        raise SetupError(f"command not found: {command[0]!r}") from exc
+    except PermissionError as exc:
+        raise SetupError(f"command not executable: {command[0]!r}") from exc
+    return 127  # not reached: execvp replaces this process
+
+
+if __name__ == "__main__":
+    sys.exit(main())

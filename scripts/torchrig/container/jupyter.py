@@ -1,0 +1,62 @@
+"""JupyterLab: the token (given, generated, or explicitly none), the command, the URL."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchrig.container.state import TOKEN_FILE
+
+JUPYTER_PORT = 8888
+ROOT_DIR = "/workspace"
+
+
+@dataclass(frozen=True)
+class Token:
+    value: str  # '' only when the user opted out with JUPYTER_ALLOW_NO_TOKEN=1
+    origin: str  # 'JUPYTER_TOKEN', 'generated', 'none (JUPYTER_ALLOW_NO_TOKEN=1)'
+
+
+def resolve_token(given: str | None, allow_no_token: bool, state: Path) -> Token:
+    """The given token, else the one generated earlier in this container, else a new one.
+
+    Kept in the state dir so a restarted Jupyter keeps its token and `make jupyter-url` reads it.
+    """
+    path = state / TOKEN_FILE
+    if allow_no_token:
+        token = Token("", "none (JUPYTER_ALLOW_NO_TOKEN=1)")
+    elif given:
+        token = Token(given, "JUPYTER_TOKEN")
+    else:
+        previous = path.read_text(encoding="utf-8").strip() if path.exists() else ""
+        token = Token(previous or secrets.token_hex(24), "generated")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(token.value + "\n")
+    return token
+
+
+def lab_url(host_port: str, token: str) -> str:
+    url = f"http://{host_port}/lab"
+    return f"{url}?token={token}" if token else url
+
+
+def jupyter_command() -> list[str]:
+    # Settings that make up the container's contract are on the command line, not in a config
+    # file a user might shadow. The token comes through the environment (not visible in `ps`).
+    return [
+        "/opt/venv/bin/jupyter-lab",
+        "--ServerApp.ip=0.0.0.0",
+        f"--ServerApp.port={JUPYTER_PORT}",
+        "--ServerApp.port_retries=0",
+        "--ServerApp.open_browser=False",
+        f"--ServerApp.root_dir={ROOT_DIR}",
+    ]
+
+
+def jupyter_environment(environ: dict[str, str], token: Token) -> dict[str, str]:
+    env = dict(environ)
+    env["JUPYTER_TOKEN"] = token.value
+    return env

@@ -1,0 +1,43 @@
+"""Print the JupyterLab URL with its token (`make jupyter-url`).
+
+Run inside the container. `--published HOST:PORT` is where the host reaches Jupyter (what
+`docker compose port workstation 8888` prints); without it the in-container address is used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from torchrig.container.jupyter import JUPYTER_PORT, lab_url
+from torchrig.container.state import TOKEN_FILE, readable_state_dir
+
+
+def browser_address(published: str) -> str:
+    """'0.0.0.0:8888' -> '127.0.0.1:8888': a wildcard bind is reachable on loopback."""
+    host, _, port = published.strip().rpartition(":")
+    if host in ("0.0.0.0", "::", "[::]", ""):
+        host = "127.0.0.1"
+    return f"{host}:{port}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--published", default=f"127.0.0.1:{JUPYTER_PORT}")
+    args = parser.parse_args(argv)
+    path = readable_state_dir() / TOKEN_FILE
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        print(
+            "error: no Jupyter token yet: is the container up with SERVICES including jupyter? "
+            "(see `make logs`)",
+            file=sys.stderr,
+        )
+        return 1
+    print(lab_url(browser_address(args.published), token))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""`make lock`: resolve pyproject's `workstation` extra into locks/<flavour>.txt with uv.
+
+Every version and hash is pinned; the image installs exactly that. PyPI's torch is the CUDA 13
+build, so the default flavour resolves against PyPI alone; another flavour adds PyTorch's index
+for its CUDA, and the index URLs are written into the lock (the Dockerfile names no index).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from torchrig.container import dockerfile_facts
+
+PYPI_TORCH_FLAVOUR = "cu130"  # the CUDA build of torch that PyPI itself serves
+TORCH_INDEX = "https://download.pytorch.org/whl"
+# The lowest Python any supported base has (Debian 12: 3.11; Ubuntu 24.04: 3.12); --universal
+# makes the lock valid for every Python from there up.
+LOCK_PYTHON = "3.11"
+
+
+def uv_command(uv: str, flavour: str, output: Path, upgrade: bool = False) -> list[str]:
+    command = [
+        uv, "pip", "compile", "pyproject.toml",
+        "--extra", "workstation",
+        "--universal",
+        "--python-version", LOCK_PYTHON,
+        "--generate-hashes",
+        "--no-config",
+        "--custom-compile-command", f"make lock CUDA_FLAVOUR={flavour}",
+        "--output-file", str(output),
+    ]  # fmt: skip
+    if flavour != PYPI_TORCH_FLAVOUR:
+        command += ["--index", f"{TORCH_INDEX}/{flavour}", "--emit-index-url"]
+    if upgrade:
+        command.append("--upgrade")
+    return command
+
+
+def find_uv(explicit: str | None) -> str:
+    candidates = [explicit] if explicit else [".venv/bin/uv", shutil.which("uv")]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise SystemExit(
+        "error: uv not found: `pip install uv` (or `make venv`, then `.venv/bin/pip install uv`)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--flavour", help="CUDA flavour (default: the Dockerfile's)")
+    parser.add_argument("--uv", help="the uv executable (default: .venv/bin/uv, then PATH)")
+    parser.add_argument("--upgrade", action="store_true", help="move every pin to the newest")
+    args = parser.parse_args(argv)
+    text = dockerfile_facts.read()
+    flavour = args.flavour or dockerfile_facts.default_flavour(text)
+    known = dockerfile_facts.flavours(text)
+    if flavour not in known:
+        print(
+            f"error: CUDA_FLAVOUR={flavour} has no base stage in the Dockerfile; "
+            f"known: {', '.join(known)}",
+            file=sys.stderr,
+        )
+        return 2
+    command = uv_command(find_uv(args.uv), flavour, Path("locks") / f"{flavour}.txt", args.upgrade)
+    print("+ " + " ".join(command), file=sys.stderr)
+    return subprocess.run(command, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""The container's settings, read from its environment and checked once, up front.
+
+Every value a user can get wrong is validated here, so a typo stops the start with one clear
+line instead of breaking something later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from torchrig.container.log import SetupError
+
+KNOWN_SERVICES = ("jupyter", "sshd")
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
+MAX_ID = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Settings:
+    services: tuple[str, ...]
+    puid: int | None
+    pgid: int | None
+    grant_sudo: bool
+    cpu_only: bool
+    jupyter_token: str | None
+    jupyter_allow_no_token: bool
+    ssh_public_keys_text: str
+
+
+def parse_flag(name: str, value: str | None) -> bool:
+    """'1'/'true'/'yes'/'on' -> True; unset, '', '0', 'false', 'no', 'off' -> False."""
+    word = (value or "").strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise SetupError(f"{name}={value!r} is not a yes/no value: use 1 or 0.")
+
+
+def parse_id(name: str, value: str | None) -> int | None:
+    """A numeric UID/GID, or None when unset or empty (keep the image's 1000)."""
+    text = (value or "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) > MAX_ID:
+        raise SetupError(
+            f"{name}={value!r} is not a numeric id: set it to the output of "
+            f"`id -{'u' if name == 'PUID' else 'g'}` on the host."
+        )
+    return int(text)
+
+
+def parse_services(value: str | None) -> tuple[str, ...]:
+    """'jupyter,sshd' -> ('jupyter', 'sshd'); order kept, duplicates dropped, unknown = error."""
+    names: list[str] = []
+    for raw in (value or "").split(","):
+        name = raw.strip().lower()
+        if not name:
+            continue
+        if name not in KNOWN_SERVICES:
+            raise SetupError(
+                f"SERVICES names an unknown service {raw.strip()!r}: "
+                f"choose from {', '.join(KNOWN_SERVICES)} (comma-separated)."
+            )
+        if name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+def read_settings(environ: Mapping[str, str]) -> Settings:
+    token = environ.get("JUPYTER_TOKEN")
+    allow_no_token = parse_flag("JUPYTER_ALLOW_NO_TOKEN", environ.get("JUPYTER_ALLOW_NO_TOKEN"))
+    if allow_no_token and token:
+        raise SetupError(
+            "JUPYTER_ALLOW_NO_TOKEN=1 and a JUPYTER_TOKEN are both set: unset one of them "
+            "(the opt-out is for running without any token)."
+        )
+    return Settings(
+        services=parse_services(environ.get("SERVICES", ",".join(KNOWN_SERVICES))),
+        puid=parse_id("PUID", environ.get("PUID")),
+        pgid=parse_id("PGID", environ.get("PGID")),
+        grant_sudo=parse_flag("GRANT_SUDO", environ.get("GRANT_SUDO")),
+        cpu_only=parse_flag("TORCHRIG_CPU_ONLY", environ.get("TORCHRIG_CPU_ONLY")),
+        jupyter_token=token or None,
+        jupyter_allow_no_token=allow_no_token,
+        ssh_public_keys_text=environ.get("SSH_PUBLIC_KEY", ""),
+    )

@@ -1,0 +1,185 @@
+"""SSH: validate the user's public keys, make host keys once, export the environment.
+
+sshd starts sessions with a clean environment, so the container's variables (venv on PATH,
+CUDA/NCCL settings, whatever compose sets) are written where sessions pick them up:
+~/.ssh/environment (read by sshd with PermitUserEnvironment, for `ssh host cmd`) and a shell
+file that /etc/profile.d sources (login shells, where Debian's /etc/profile resets PATH).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import shlex
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from torchrig.container.log import SetupError
+
+SSHD = "/usr/sbin/sshd"
+SSHD_CONFIG = "/etc/torchrig/sshd_config"
+SSH_PORT = 2222
+HOST_KEY_DIR = Path("/var/lib/torchrig/ssh")
+HOST_KEY_TYPES = ("ed25519", "ecdsa")
+AUTHORIZED_KEYS_FILE_DEFAULT = "/etc/torchrig/authorized_keys"
+
+KEY_TYPES = frozenset(
+    {
+        "ssh-ed25519",
+        "ssh-rsa",
+        "ecdsa-sha2-nistp256",
+        "ecdsa-sha2-nistp384",
+        "ecdsa-sha2-nistp521",
+        "sk-ssh-ed25519@openssh.com",
+        "sk-ecdsa-sha2-nistp256@openssh.com",
+    }
+)
+# Never copied into SSH sessions: per-login values, or secrets a shell has no use for.
+NOT_EXPORTED = frozenset(
+    {
+        "HOME",
+        "HOSTNAME",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+        "TERM",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "MAIL",
+        "SSH_PUBLIC_KEY",
+        "JUPYTER_TOKEN",
+        "SSH_AUTHORIZED_KEYS_FILE",
+    }
+)
+
+
+def split_key_text(text: str) -> list[str]:
+    """Keys come one per line; a literal '\\n' (easy to put in .env) also separates keys."""
+    return [line.strip() for line in text.replace("\\n", "\n").splitlines()]
+
+
+def validate_key_line(line: str, where: str) -> str:
+    """Return the key line unchanged when it is a well-formed public key, else SetupError."""
+    tokens = line.split()
+    type_index = next((i for i, token in enumerate(tokens) if token in KEY_TYPES), None)
+    if type_index is None:
+        shown = line if len(line) <= 40 else line[:37] + "..."
+        if line.startswith("-----BEGIN") or "PRIVATE KEY" in line:
+            raise SetupError(f"{where} holds a PRIVATE key: give the public one (~/.ssh/*.pub).")
+        raise SetupError(
+            f"{where} is not an SSH public key ({shown!r}): expected '<type> <base64> [comment]' "
+            f"with type one of {', '.join(sorted(KEY_TYPES))}; copy a ~/.ssh/*.pub file whole."
+        )
+    if type_index + 1 >= len(tokens):
+        raise SetupError(f"{where}: the key of type {tokens[type_index]} has no key data.")
+    key_type, blob = tokens[type_index], tokens[type_index + 1]
+    embedded = embedded_key_type(blob)
+    if embedded is None:
+        raise SetupError(
+            f"{where}: the {key_type} key data is not valid base64 (truncated or wrapped?): "
+            "paste the whole key on one line."
+        )
+    if embedded != key_type:
+        raise SetupError(f"{where}: the key says {key_type} but its data is a {embedded} key.")
+    return line
+
+
+def embedded_key_type(blob: str) -> str | None:
+    """The key type named inside the base64 blob (SSH wire format), or None if unreadable."""
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) < 4:
+        return None
+    length = int.from_bytes(raw[:4], "big")
+    if length > len(raw) - 4:
+        return None
+    try:
+        return raw[4 : 4 + length].decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
+def parse_keys(text: str, source: str) -> list[str]:
+    keys = []
+    for number, line in enumerate(split_key_text(text), start=1):
+        if not line or line.startswith("#"):
+            continue
+        keys.append(validate_key_line(line, f"{source} (line {number})"))
+    return keys
+
+
+def collect_keys(env_text: str, keys_file: Path) -> list[str]:
+    """Keys from SSH_PUBLIC_KEY and from a mounted authorized_keys file, de-duplicated."""
+    keys = parse_keys(env_text, "SSH_PUBLIC_KEY")
+    if keys_file.is_file():
+        try:
+            file_text = keys_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SetupError(f"cannot read the mounted key file {keys_file}: {exc}") from exc
+        keys += parse_keys(file_text, str(keys_file))
+    return list(dict.fromkeys(keys))
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (sshd's StrictModes insists)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def install_authorized_keys(keys: list[str], home: Path) -> Path:
+    path = home / ".ssh" / "authorized_keys"
+    write_private(path, "".join(f"{key}\n" for key in keys))
+    return path
+
+
+def ensure_host_keys(directory: Path = HOST_KEY_DIR) -> list[Path]:
+    """Make the host keys once; later starts (and recreated containers) reuse the volume's."""
+    made = []
+    for key_type in HOST_KEY_TYPES:
+        path = directory / f"ssh_host_{key_type}_key"
+        if path.exists() and path.with_suffix(".pub").exists():
+            continue
+        path.unlink(missing_ok=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", key_type, "-N", "", "-C", "", "-f", str(path)],
+            check=True,
+            capture_output=True,
+        )
+        made.append(path)
+    return made
+
+
+def exported_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What SSH sessions should see: everything but per-login values, secrets and multi-line."""
+    return {
+        name: value
+        for name, value in sorted(environ.items())
+        if name not in NOT_EXPORTED and "\n" not in value and name.isidentifier()
+    }
+
+
+def ssh_environment_text(variables: Mapping[str, str]) -> str:
+    """~/.ssh/environment: NAME=value lines, taken literally by sshd (no quoting)."""
+    return "".join(f"{name}={value}\n" for name, value in variables.items())
+
+
+def shell_exports_text(variables: Mapping[str, str]) -> str:
+    """The same variables as POSIX sh `export` lines, safely quoted, for login shells."""
+    lines = ["# Written by the torchrig entrypoint at container start: the container's env.\n"]
+    lines += [f"export {name}={shlex.quote(value)}\n" for name, value in variables.items()]
+    return "".join(lines)
+
+
+def sshd_command() -> list[str]:
+    # -D: stay in the foreground for the supervisor; -e: log to stderr (docker logs).
+    return [SSHD, "-D", "-e", "-f", SSHD_CONFIG, "-p", str(SSH_PORT)]

@@ -1,0 +1,137 @@
+"""Run the services, restart one that dies (with backoff), stop all on SIGTERM/SIGINT.
+
+Docker waits 10 s after SIGTERM before it kills; the services get STOP_GRACE_S of that to exit
+on their own, then SIGKILL, so the container is always gone in time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from torchrig.container import log
+
+STOP_GRACE_S = 7.0
+POLL_S = 0.2
+FIRST_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 30.0
+# A service that ran this long before dying counts as healthy: its backoff starts over.
+STABLE_AFTER_S = 60.0
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    argv: Sequence[str]
+    env: Mapping[str, str] | None = None
+
+
+@dataclass
+class Running:
+    spec: ServiceSpec
+    process: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+    backoff_s: float = FIRST_BACKOFF_S
+    restart_at: float | None = None
+    restarts: int = 0
+
+
+def next_backoff(current_s: float, ran_for_s: float) -> tuple[float, float]:
+    """(delay before this restart, backoff for the one after)."""
+    if ran_for_s >= STABLE_AFTER_S:
+        current_s = FIRST_BACKOFF_S
+    return current_s, min(current_s * 2, MAX_BACKOFF_S)
+
+
+@dataclass
+class Supervisor:
+    specs: Sequence[ServiceSpec]
+    on_started: Callable[[ServiceSpec], None] = lambda spec: None
+    clock: Callable[[], float] = time.monotonic
+    services: list[Running] = field(default_factory=list)
+    stop_signal: int | None = None
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._request_stop)
+        signal.signal(signal.SIGINT, self._request_stop)
+        self.services = [Running(spec) for spec in self.specs]
+        for service in self.services:
+            self._start(service)
+        if not self.services:
+            log.info("no services to run (SERVICES is empty): waiting for a stop signal")
+        while self.stop_signal is None:
+            self._tick()
+            time.sleep(POLL_S)
+        return self._stop_all()
+
+    def _request_stop(self, signum: int, _frame: object) -> None:
+        self.stop_signal = signum
+
+    def _start(self, service: Running) -> None:
+        try:
+            service.process = subprocess.Popen(list(service.spec.argv), env=service.spec.env)
+        except OSError as exc:
+            log.error(f"{service.spec.name} could not start ({exc}); will retry")
+            service.process = None
+            self._schedule_restart(service, ran_for_s=0.0)
+            return
+        service.started_at = self.clock()
+        service.restart_at = None
+        self.on_started(service.spec)
+
+    def _tick(self) -> None:
+        now = self.clock()
+        for service in self.services:
+            if service.process is not None:
+                code = service.process.poll()
+                if code is None:
+                    continue
+                ran_for = now - service.started_at
+                service.process = None
+                self._schedule_restart(service, ran_for, code)
+            elif service.restart_at is not None and now >= service.restart_at:
+                service.restarts += 1
+                log.info(f"restarting {service.spec.name} (restart #{service.restarts})")
+                self._start(service)
+
+    def _schedule_restart(
+        self, service: Running, ran_for_s: float, code: int | None = None
+    ) -> None:
+        delay, service.backoff_s = next_backoff(service.backoff_s, ran_for_s)
+        service.restart_at = self.clock() + delay
+        if code is not None:
+            log.error(
+                f"{service.spec.name} exited with {describe_exit(code)} after {ran_for_s:.1f} s; "
+                f"restarting in {delay:.0f} s"
+            )
+
+    def _stop_all(self) -> int:
+        name = signal.Signals(self.stop_signal or signal.SIGTERM).name
+        names = ", ".join(s.spec.name for s in self.services) or "nothing"
+        log.info(f"{name} received: stopping {names}")
+        alive = [s.process for s in self.services if s.process and s.process.poll() is None]
+        for process in alive:
+            with contextlib.suppress(ProcessLookupError):  # it may have just exited
+                process.send_signal(signal.SIGTERM)
+        deadline = self.clock() + STOP_GRACE_S
+        for process in alive:
+            try:
+                process.wait(timeout=max(0.0, deadline - self.clock()))
+            except subprocess.TimeoutExpired:
+                log.warn(f"pid {process.pid} did not stop within {STOP_GRACE_S:.0f} s: killing it")
+                process.kill()
+                process.wait()
+        return 0
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"code {code}"
