@@ -40,3 +40,57 @@ lint: $(VENV)/.installed ## ruff and shellcheck
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	shellcheck entrypoint/*.sh .ci/run
+
+# --- the container ------------------------------------------------------------------------------
+# Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
+# ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs.
+CPU ?=
+COMPOSE := docker compose -f docker-compose.yml $(if $(filter 1,$(CPU)),-f docker-compose.cpu.yml)
+# Host-side helpers: plain python3 and the standard library, no venv needed.
+HOST_PY := PYTHONPATH=scripts python3 -m
+# `exec` gets a TTY only when there is one (make in CI has none).
+EXEC := $(COMPOSE) exec $$([ -t 0 ] || echo -T) -u dev workstation
+UV ?= $(firstword $(wildcard $(VENV)/bin/uv) uv)
+
+.PHONY: build
+build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUILD_TARGET=devel)
+	$(HOST_PY) torchrig.container.buildcheck
+	DOCKER_BUILDKIT=1 $(COMPOSE) build
+
+.PHONY: up
+up: ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
+	$(HOST_PY) torchrig.container.dotenv
+	$(COMPOSE) config --format json | $(HOST_PY) torchrig.container.host_dirs
+	$(COMPOSE) up -d
+	@echo "Jupyter: make jupyter-url | SSH: make ssh | logs: make logs"
+
+.PHONY: down
+down: ## stop and remove the container (volumes with host keys and caches are kept)
+	$(COMPOSE) down
+
+.PHONY: logs
+logs: ## follow the container's logs (banner, Jupyter URL, sshd)
+	$(COMPOSE) logs -f
+
+.PHONY: shell
+shell: ## a login shell as dev in the running container
+	$(EXEC) bash -l
+
+.PHONY: ssh
+ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
+	address="$$($(COMPOSE) port workstation 2222)"; \
+		ssh -p "$${address##*:}" "dev@$${address%:*}"
+
+.PHONY: jupyter-url
+jupyter-url: ## print JupyterLab's URL with its token
+	$(EXEC) python -m torchrig.container.jupyter_url \
+		--published "$$($(COMPOSE) port workstation 8888)"
+
+.PHONY: verify-gpus
+verify-gpus: ## run `torchrig verify` in the container (ARGS=--quick)
+	$(EXEC) torchrig verify $(ARGS)
+
+.PHONY: lock
+lock: ## re-resolve locks/<CUDA_FLAVOUR>.txt from pyproject.toml (needs uv; UPGRADE=1 to bump)
+	$(HOST_PY) torchrig.container.lockfile --uv "$(UV)" \
+		$(if $(CUDA_FLAVOUR),--flavour $(CUDA_FLAVOUR)) $(if $(filter 1,$(UPGRADE)),--upgrade)
