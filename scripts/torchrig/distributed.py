@@ -1,0 +1,169 @@
+"""Process-group set-up for torchrun jobs that survives torchrun's own restarts.
+
+torchrun (`--max-restarts N`) restarts every worker when one dies. The restarted workers talk to
+the same TCPStore as the failed attempt, hosted by torchrun's agent, and the keys the old attempt
+left there (each rank's gloo/NCCL address under the default group's prefix) are still present. A
+new worker can read a dead peer's address before the peer has overwritten it and then fails in
+`init_process_group` ("Gloo connectFullMesh failed ... Connection refused") or hangs. Giving each
+attempt its own key space, a `PrefixStore` named after `TORCHELASTIC_RESTART_COUNT`, removes the
+stale keys from view; that is what `init_distributed` does.
+
+The module imports only the standard library at import time; torch is imported inside functions.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    import torch.distributed as dist
+
+# Seconds a collective may wait before it fails. Without it a dead or stuck peer keeps the others
+# waiting for NCCL's default of 10 minutes (gloo: 30); `torchrig launch` sets it.
+TIMEOUT_ENV = "TORCHRIG_COLLECTIVE_TIMEOUT"
+DEFAULT_TIMEOUT_S = 600
+
+# Where torchrun says which attempt this is (0 for the first start, 1 after the first restart...).
+RESTART_COUNT_ENV = "TORCHELASTIC_RESTART_COUNT"
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits in the job."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    restart_count: int
+    backend: str
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def collective_timeout(environ: dict[str, str] | None = None) -> timedelta:
+    """The collective timeout from TORCHRIG_COLLECTIVE_TIMEOUT (seconds), default 10 minutes."""
+    env = os.environ if environ is None else environ
+    raw = env.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return timedelta(seconds=DEFAULT_TIMEOUT_S)
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ValueError(f"{TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+    if seconds <= 0:
+        raise ValueError(f"{TIMEOUT_ENV}={raw!r} must be a positive number of seconds")
+    return timedelta(seconds=seconds)
+
+
+def _env_int(name: str, environ: dict[str, str], default: int | None = None) -> int:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        if default is None:
+            raise ValueError(f"environment variable {name} is not set")
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r} is not an integer") from None
+
+
+def launched_by_torchrun(environ: dict[str, str] | None = None) -> bool:
+    env = os.environ if environ is None else environ
+    return all(env.get(name) for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
+
+
+def attempt_prefix(restart_count: int) -> str:
+    """The store prefix of one torchrun attempt; distinct attempts never share a key."""
+    return f"torchrig/attempt_{restart_count}/"
+
+
+def default_backend(device_type: str) -> str:
+    return "nccl" if device_type == "cuda" else "gloo"
+
+
+def _attempt_store(environ: dict[str, str], restart_count: int, timeout: timedelta) -> dist.Store:
+    """A key space of its own for this attempt in the store torchrun's agent hosts."""
+    import torch.distributed as dist
+
+    store = dist.TCPStore(
+        host_name=environ["MASTER_ADDR"],
+        port=_env_int("MASTER_PORT", environ),
+        is_master=False,
+        timeout=timeout,
+    )
+    return dist.PrefixStore(attempt_prefix(restart_count), store)
+
+
+def init_distributed(
+    device_type: str = "cpu",
+    backend: str | None = None,
+    environ: dict[str, str] | None = None,
+) -> DistInfo:
+    """Join (or, run without torchrun, create) the default process group.
+
+    Under torchrun the group is formed over a per-attempt prefix of torchrun's store, so a job
+    restarted by `--max-restarts` forms its group again instead of tripping over the keys of the
+    attempt that crashed. Run as a plain `python script.py`, it makes a group of one, so the same
+    training code (DDP, collectives, checkpoint saving) runs unchanged.
+    """
+    import torch.distributed as dist
+
+    env = dict(os.environ if environ is None else environ)
+    backend = backend or default_backend(device_type)
+    timeout = collective_timeout(env)
+    if dist.is_initialized():
+        raise RuntimeError("the default process group is already initialised")
+
+    if not launched_by_torchrun(env):
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+        return DistInfo(rank=0, local_rank=0, world_size=1, restart_count=0, backend=backend)
+
+    rank = _env_int("RANK", env)
+    world_size = _env_int("WORLD_SIZE", env)
+    local_rank = _env_int("LOCAL_RANK", env, default=rank)
+    restart_count = _env_int(RESTART_COUNT_ENV, env, default=0)
+    if device_type == "cuda":
+        # Before the group exists, so NCCL binds each rank to its own GPU, not all to GPU 0.
+        import torch
+
+        torch.cuda.set_device(local_rank)
+
+    if env.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        store = _attempt_store(env, restart_count, timeout)
+        dist.init_process_group(
+            backend, store=store, rank=rank, world_size=world_size, timeout=timeout
+        )
+    else:
+        # Rank 0 hosts a fresh store for every attempt here, so there are no stale keys to avoid.
+        dist.init_process_group(backend, timeout=timeout)
+    return DistInfo(
+        rank=rank,
+        local_rank=local_rank,
+        world_size=world_size,
+        restart_count=restart_count,
+        backend=backend,
+    )
+
+
+def shutdown_distributed() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
+    """The mean of `value` over all ranks (a copy; the input is left alone)."""
+    import torch.distributed as dist
+
+    out = value.detach().clone()
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(out, op=dist.ReduceOp.SUM)
+        out /= dist.get_world_size()
+    return out

@@ -1,0 +1,1 @@
+"""Integration tests: real torchrun runs of the training example, and the notebook."""

@@ -1,0 +1,165 @@
+"""Helpers for the integration tests: real torchrun runs of the training example on CPU.
+
+Every run uses `--standalone` (torchrun picks a free port), so tests on a shared machine never
+collide on torchrun's default port. Waiting is by polling for an event with a generous deadline,
+never a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
+
+# A run that finishes in seconds on two shared cores yet crosses an epoch boundary: 96 samples,
+# 2 ranks x batch 4 = 8 per step, 12 steps = one epoch.
+TINY = [
+    "--device", "cpu", "--model", "tiny", "--image-size", "8", "--num-classes", "4",
+    "--synthetic-size", "96", "--batch-size", "4", "--steps", "12", "--warmup-steps", "2",
+    "--checkpoint-every", "3", "--log-every", "3", "--seed", "7",
+]  # fmt: skip
+
+RUN_TIMEOUT_S = 300
+EVENT_TIMEOUT_S = 240
+
+
+def run_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = "1"  # two ranks on two shared cores must not oversubscribe them
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def torchrun_argv(nproc: int, args: Iterable[str], max_restarts: int = 0) -> list[str]:
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts),
+        str(EXAMPLE), *args,
+    ]  # fmt: skip
+
+
+def example_args(ckpt_dir: Path, *extra: str) -> list[str]:
+    return [*TINY, "--checkpoint-dir", str(ckpt_dir), "--save-final", str(final_path(ckpt_dir)),
+            *extra]  # fmt: skip
+
+
+def final_path(ckpt_dir: Path) -> Path:
+    return ckpt_dir / "final.pt"
+
+
+def run_to_end(argv: list[str], expect_rc: int = 0) -> str:
+    """Run to completion; the combined output, after checking the exit status."""
+    result = subprocess.run(
+        argv,
+        env=run_env(),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == expect_rc, f"exit {result.returncode}:\n{output[-6000:]}"
+    return output
+
+
+def start(argv: list[str], log_file: Path) -> subprocess.Popen[bytes]:
+    """Start in its own process group (so the whole job can be killed) with output to a file."""
+    with log_file.open("wb") as out:
+        return subprocess.Popen(
+            argv, env=run_env(), stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+def wait_for(
+    condition: Callable[[], bool], what: str, proc: subprocess.Popen[bytes], log_file: Path
+) -> None:
+    deadline = time.monotonic() + EVENT_TIMEOUT_S
+    while not condition():
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"the job exited ({proc.returncode}) before {what}:\n{tail(log_file)}"
+            )
+        if time.monotonic() > deadline:
+            kill_group(proc)
+            raise AssertionError(f"no {what} within {EVENT_TIMEOUT_S} s:\n{tail(log_file)}")
+        time.sleep(0.05)
+
+
+def checkpoint_landed(ckpt_dir: Path) -> Callable[[], bool]:
+    # `latest` is written (atomically) only after a checkpoint is complete on disk.
+    return lambda: (ckpt_dir / "latest").is_file()
+
+
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+
+
+def tail(log_file: Path, chars: int = 6000) -> str:
+    return log_file.read_text(errors="replace")[-chars:]
+
+
+def descendants(root_pid: int) -> list[int]:
+    """Every process below `root_pid`, read from /proc (no psutil needed)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # the process ended while we looked
+        # The command name in (...) may contain spaces; the parent pid is the 2nd field after it.
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root_pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def process_env(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+
+
+def find_worker(root_pid: int, rank: int, attempt: int = 0) -> int | None:
+    """The pid of the training worker with this RANK in torchrun attempt `attempt`."""
+    for pid in descendants(root_pid):
+        env = process_env(pid)
+        if env.get("RANK") == str(rank) and env.get("TORCHELASTIC_RESTART_COUNT") == str(attempt):
+            return pid
+    return None
+
+
+def load_weights(path: Path) -> dict[str, torch.Tensor]:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def assert_bitwise_equal(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    different = [name for name in a if not torch.equal(a[name], b[name])]
+    assert not different, f"tensors differ: {different}"
+
+
+def read_sample_log(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,149 @@
+"""The training example for real: torchrun with gloo on CPU, crashes and resumes.
+
+The claims under test: the same command twice gives identical weights; a job killed outright and
+started again, or one whose worker is SIGKILLed under `torchrun --max-restarts 1`, ends with the
+very same weights as a run that never stopped; a resume on another number of processes trains
+on every remaining sample of the epoch exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from integration.runs import (
+    EXAMPLE,
+    assert_bitwise_equal,
+    checkpoint_landed,
+    example_args,
+    final_path,
+    find_worker,
+    kill_group,
+    load_weights,
+    read_sample_log,
+    run_to_end,
+    start,
+    tail,
+    torchrun_argv,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+# Slows every step, so a kill reliably lands mid-run however fast or loaded the machine is.
+SLOW = ("--step-delay", "0.6")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The weights of an uninterrupted 2-process run, the yardstick for every resume test."""
+    ckpt = tmp_path_factory.mktemp("reference")
+    output = run_to_end(torchrun_argv(2, example_args(ckpt)))
+    assert "starting from scratch" in output
+    return load_weights(final_path(ckpt))
+
+
+def test_same_command_twice_gives_identical_weights(tmp_path: Path, reference: dict) -> None:
+    run_to_end(torchrun_argv(2, example_args(tmp_path)))
+    assert_bitwise_equal(load_weights(final_path(tmp_path)), reference)
+
+
+def test_rerun_after_the_whole_job_was_killed_matches_uninterrupted(
+    tmp_path: Path, reference: dict
+) -> None:
+    log = tmp_path / "first.log"
+    job = start(torchrun_argv(2, example_args(tmp_path, *SLOW)), log)
+    wait_for(checkpoint_landed(tmp_path), "checkpoint", job, log)
+    kill_group(job)  # torchrun and both workers at once, as a crash or power cut would
+    assert not final_path(tmp_path).exists(), "the job finished before it could be killed"
+
+    output = run_to_end(torchrun_argv(2, example_args(tmp_path)))
+    assert "resuming from step" in output
+    assert_bitwise_equal(load_weights(final_path(tmp_path)), reference)
+
+
+def test_torchrun_restart_after_a_worker_is_sigkilled_matches_uninterrupted(
+    tmp_path: Path, reference: dict
+) -> None:
+    log = tmp_path / "job.log"
+    job = start(torchrun_argv(2, example_args(tmp_path, *SLOW), max_restarts=1), log)
+    try:
+        wait_for(checkpoint_landed(tmp_path), "checkpoint", job, log)
+        victim = find_worker(job.pid, rank=1, attempt=0)
+        assert victim is not None, f"no rank-1 worker under torchrun:\n{tail(log)}"
+        os.kill(victim, signal.SIGKILL)
+        returncode = job.wait(timeout=600)
+    finally:
+        kill_group(job)
+    output = tail(log, 20_000)
+    assert returncode == 0, f"torchrun exit {returncode}:\n{output}"
+    assert "resuming from step" in output, output
+    assert_bitwise_equal(load_weights(final_path(tmp_path)), reference)
+
+
+def test_resume_on_another_process_count_sees_each_sample_once(tmp_path: Path) -> None:
+    samples = tmp_path / "samples.jsonl"
+    # 3 steps on 2 processes (24 of the epoch's 96 samples), then the rest on 3 processes.
+    run_to_end(torchrun_argv(2, [*example_args(tmp_path), "--steps", "3",
+                                 "--log-samples", str(samples)]))  # fmt: skip
+    output = run_to_end(torchrun_argv(3, [*example_args(tmp_path), "--steps", "12",
+                                          "--log-samples", str(samples)]))  # fmt: skip
+    assert "resuming from step 3 (epoch 0, 24 samples into it)" in output
+
+    records = read_sample_log(samples)
+    assert {r["world_size"] for r in records} == {2, 3}
+    per_epoch: dict[int, Counter] = {}
+    for record in records:
+        per_epoch.setdefault(record["epoch"], Counter()).update(record["indices"])
+    # Epoch 0: 24 samples on 2 ranks + 72 on 3 ranks (steps 4..9) = all 96, each exactly once.
+    assert sorted(per_epoch[0]) == list(range(96))
+    assert set(per_epoch[0].values()) == {1}
+    # Epoch 1 (steps 10..12 on 3 ranks): 36 samples, none twice.
+    assert sum(per_epoch[1].values()) == 36
+    assert set(per_epoch[1].values()) == {1}
+
+
+def test_single_process_without_torchrun(tmp_path: Path) -> None:
+    import sys
+
+    output = run_to_end([sys.executable, str(EXAMPLE), *example_args(tmp_path), "--steps", "2"])
+    assert "tiny on 1 x cpu (gloo)" in output
+    assert final_path(tmp_path).is_file()
+
+
+def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
+    import sys
+
+    output = run_to_end(
+        [sys.executable, str(EXAMPLE), *example_args(tmp_path), "--batch-size", "0"], expect_rc=2
+    )
+    assert "--batch-size must be >= 1" in output
+    output = run_to_end(
+        [sys.executable, str(EXAMPLE), *example_args(tmp_path), "--sync-bn"], expect_rc=1
+    )
+    assert "--sync-bn needs --device cuda" in output
+    missing = tmp_path / "no-such-dir"
+    output = run_to_end([sys.executable, str(EXAMPLE), "--data", str(missing)], expect_rc=2)
+    assert f"--data {missing}: not a directory" in output
+
+
+def torchvision_importable() -> bool:
+    try:
+        import torchvision  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+@pytest.mark.skipif(torchvision_importable(), reason="torchvision works here")
+def test_torchvision_model_without_torchvision_says_use_tiny(tmp_path: Path) -> None:
+    import sys
+
+    args = [*example_args(tmp_path), "--model", "resnet18"]
+    output = run_to_end([sys.executable, str(EXAMPLE), *args], expect_rc=1)
+    assert "needs torchvision" in output
+    assert "--model tiny" in output

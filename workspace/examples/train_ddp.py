@@ -1,0 +1,409 @@
+"""Train an image classifier with DistributedDataParallel, and resume exactly after a crash.
+
+Run it with torchrun (or `torchrig launch`, which picks the process count and restart defaults):
+
+    torchrun --nproc-per-node 4 workspace/examples/train_ddp.py                  # GPUs, resnet18
+    torchrun --nproc-per-node 2 workspace/examples/train_ddp.py --device cpu \
+        --model tiny --image-size 32 --batch-size 16 --steps 50                  # CPU, seconds
+    torchrun --nproc-per-node 4 --max-restarts 3 workspace/examples/train_ddp.py # survive crashes
+
+Start the same command again after a crash (or let torchrun's --max-restarts do it) and it goes
+on from the newest good checkpoint in --checkpoint-dir, mid-epoch, with the optimizer, LR
+schedule, gradient scaler, sampler position and RNG states restored: on CPU with a fixed seed
+the final weights equal those of a run that never stopped, bit for bit.
+
+The file reads top to bottom: settings, process group, data, model, optimizer, resume, loop.
+The reusable parts live in the torchrig package (torchrig.distributed, torchrig.data,
+torchrig.models, torchrig.checkpoint).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+from torchrig.checkpoint import CheckpointManager, restore_training_state, training_state
+from torchrig.data import ResumableDistributedSampler, SyntheticImages, WithIndex
+from torchrig.distributed import all_reduce_mean, init_distributed, shutdown_distributed
+from torchrig.models import TorchvisionUnavailable, build_model, import_torchvision
+
+# -----------------------------------------------------------------------------------------------
+# Settings. Defaults suit a GPU; on a CPU pass a small model and image size.
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="resnet18", help="torchvision model name, or 'tiny'")
+    p.add_argument("--data", type=Path, help="an ImageFolder directory (default: synthetic data)")
+    p.add_argument("--synthetic-size", type=int, default=50_000, help="synthetic dataset length")
+    p.add_argument("--num-classes", type=int, default=1000, help="classes of the synthetic data")
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--batch-size", type=int, default=128, help="per process and micro-step")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step")
+    p.add_argument("--steps", type=int, default=1000, help="optimizer steps of the whole run")
+    p.add_argument("--lr", type=float, default=0.1, help="learning rate per 256 samples")
+    p.add_argument("--warmup-steps", type=int, help="default: a tenth of --steps, at most 100")
+    p.add_argument("--weight-decay", type=float, default=5e-5)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
+    p.add_argument("--amp", choices=["auto", "bf16", "fp16", "off"], default="auto")
+    p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--sync-bn", action="store_true", help="synchronise BatchNorm across ranks")
+    p.add_argument("--fsdp", action="store_true", help="shard the model with FSDP2 (fully_shard)")
+    p.add_argument("--workers", type=int, default=None, help="DataLoader workers per process")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint-dir", type=Path, default=Path("/checkpoints/train_ddp"))
+    p.add_argument("--checkpoint-every", type=int, default=200, help="optimizer steps")
+    p.add_argument("--keep", type=int, default=3, help="checkpoints to keep")
+    p.add_argument("--log-every", type=int, default=20, help="throughput line every N steps")
+    p.add_argument("--tensorboard-dir", type=Path, help="default: <checkpoint-dir>/tensorboard")
+    p.add_argument("--save-final", type=Path, help="also write the final weights to this file")
+    p.add_argument("--log-samples", type=Path, help="append the sample indices trained on (JSONL)")
+    p.add_argument("--step-delay", type=float, default=0.0, help="sleep per step (crash tests)")
+    args = p.parse_args(argv)
+    positive = ("synthetic_size", "num_classes", "image_size", "batch_size", "grad_accum", "steps")
+    for name in (*positive, "checkpoint_every", "keep", "log_every"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.warmup_steps is None:
+        args.warmup_steps = min(100, args.steps // 10)
+    if args.lr <= 0 or args.warmup_steps < 0 or args.step_delay < 0:
+        p.error("--lr must be > 0, --warmup-steps and --step-delay >= 0")
+    if args.data is not None and not args.data.is_dir():
+        p.error(f"--data {args.data}: not a directory")
+    return args
+
+
+args = parse_args()
+
+# On a CPU, torch would start one thread per core in every rank and the ranks would fight over
+# the cores; torchrun/torchrig launch set OMP_NUM_THREADS for that, default 1.
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+if args.device == "auto":
+    args.device = "cuda" if torch.cuda.is_available() else "cpu"
+if args.device == "cuda" and not torch.cuda.is_available():
+    sys.exit("--device cuda: CUDA is not available here (torch.cuda.is_available() is False)")
+on_gpu = args.device == "cuda"
+if args.sync_bn and not on_gpu:
+    sys.exit("--sync-bn needs --device cuda: torch's SyncBatchNorm works only on GPUs")
+# The GPU speed-ups are on by default on a GPU and off on a CPU, where they do not pay.
+if args.channels_last is None:
+    args.channels_last = on_gpu
+if args.compile is None:
+    args.compile = on_gpu
+if args.workers is None:
+    args.workers = min(8, (os.cpu_count() or 1) // torch.cuda.device_count()) if on_gpu else 0
+
+# -----------------------------------------------------------------------------------------------
+# Process group. torchrig's init survives torchrun restarts (see torchrig/distributed.py).
+
+dist_info = init_distributed(args.device)
+rank, world_size = dist_info.rank, dist_info.world_size
+is_main = dist_info.is_main
+device = torch.device("cuda", dist_info.local_rank) if on_gpu else torch.device("cpu")
+
+
+def log(message: str) -> None:
+    if is_main:
+        print(message, flush=True)
+
+
+if on_gpu:
+    torch.backends.cudnn.benchmark = True  # picks the fastest conv kernels for these shapes
+    torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores
+    torch.backends.cudnn.allow_tf32 = True
+else:
+    # Bitwise reproducible on CPU at no real cost; on GPUs deterministic kernels cost speed.
+    torch.use_deterministic_algorithms(True)
+
+# AMP: bf16 where the GPU has it (no loss scaling needed); fp16 with a GradScaler otherwise.
+if args.amp == "auto":
+    args.amp = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "off"
+amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None}[args.amp]
+autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
+scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+
+# -----------------------------------------------------------------------------------------------
+# Data: a sampler that knows its position in the epoch, so a resume skips what was consumed.
+
+if args.data is not None:
+    try:
+        tv = import_torchvision("--data (ImageFolder)")
+    except TorchvisionUnavailable as exc:
+        sys.exit(str(exc))
+    transforms = tv.transforms
+    dataset = tv.datasets.ImageFolder(
+        str(args.data),
+        transforms.Compose(
+            [
+                transforms.RandomResizedCrop(args.image_size),
+                transforms.RandomHorizontalFlip(),
+                transforms.ToTensor(),
+                transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+            ]
+        ),
+    )
+    args.num_classes = len(dataset.classes)
+else:
+    dataset = SyntheticImages(args.synthetic_size, args.image_size, args.num_classes, args.seed)
+sampler = ResumableDistributedSampler(dataset, world_size, rank, seed=args.seed)
+loader = DataLoader(
+    WithIndex(dataset),  # each item carries its index, for --log-samples
+    batch_size=args.batch_size,
+    sampler=sampler,
+    num_workers=args.workers,
+    pin_memory=on_gpu,
+    persistent_workers=False,  # a new epoch must see the sampler's new order
+    drop_last=False,  # the sampler already gives every rank the same number of samples
+)
+
+# -----------------------------------------------------------------------------------------------
+# Model. Seeded identically on every rank; DDP also broadcasts rank 0's weights at start.
+
+torch.manual_seed(args.seed)
+try:
+    model = build_model(args.model, args.num_classes)
+except (TorchvisionUnavailable, ValueError) as exc:
+    sys.exit(str(exc))
+if args.sync_bn:
+    model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+model = model.to(device, memory_format=torch.channels_last if args.channels_last else None)
+if args.fsdp:
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    # Each block holding parameters becomes a unit; its weights are gathered only while in use.
+    policy = MixedPrecisionPolicy(param_dtype=amp_dtype) if amp_dtype else MixedPrecisionPolicy()
+    for module in model.modules():
+        if module is not model and list(module.parameters(recurse=False)):
+            fully_shard(module, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    ddp_model = model
+else:
+    ddp_model = DDP(model, device_ids=[dist_info.local_rank] if on_gpu else None)
+train_model = torch.compile(ddp_model) if args.compile else ddp_model
+
+# Per-rank seed for anything random from here on (augmentation, dropout).
+torch.manual_seed(args.seed + rank)
+
+# -----------------------------------------------------------------------------------------------
+# Optimizer and LR: linear scaling with the global batch, linear warmup, then cosine decay.
+
+global_batch = args.batch_size * args.grad_accum * world_size
+peak_lr = args.lr * global_batch / 256
+decay = [p for p in model.parameters() if p.ndim > 1]  # no weight decay on norms and biases
+no_decay = [p for p in model.parameters() if p.ndim <= 1]
+optimizer = torch.optim.SGD(
+    [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay}],
+    lr=peak_lr,
+    momentum=0.9,
+    nesterov=True,
+)
+
+
+def lr_factor(step: int) -> float:
+    if step < args.warmup_steps:
+        return (step + 1) / (args.warmup_steps + 1)
+    progress = (step - args.warmup_steps) / max(1, args.steps - args.warmup_steps)
+    return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+
+# -----------------------------------------------------------------------------------------------
+# Resume: the newest good checkpoint in --checkpoint-dir, if any. Every rank loads it.
+
+config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+if args.fsdp:
+    from torchrig.checkpoint.sharded import ShardedCheckpointManager
+
+    sharded = ShardedCheckpointManager(args.checkpoint_dir, keep=args.keep)
+    meta = sharded.load_latest(model, optimizer)
+    if meta is not None:
+        scheduler.load_state_dict(meta["scheduler"])
+        scaler.load_state_dict(meta["scaler"])
+else:
+    checkpoints = CheckpointManager(args.checkpoint_dir, keep=args.keep)
+    state = checkpoints.load_latest(map_location=device)
+    meta = None
+    if state is not None:
+        meta = restore_training_state(
+            state, model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler
+        )
+        del state
+step = 0  # optimizer steps done
+if meta is not None:
+    step = meta["step"]
+    sampler.load_state_dict(meta["sampler"])
+    changed = [
+        k
+        for k in ("model", "batch_size", "grad_accum", "lr", "seed", "steps")
+        if meta["config"].get(k) != config[k]
+    ]
+    log(f"resuming from step {step} (epoch {sampler.epoch}, {sampler.consumed} samples into it)")
+    if changed:
+        log(f"warning: settings differ from the checkpoint's: {', '.join(changed)}")
+else:
+    log(f"no checkpoint in {args.checkpoint_dir}: starting from scratch")
+
+
+def save_checkpoint(step: int) -> None:
+    """Collective: every rank calls it (RNG states are gathered, FSDP shards written by all)."""
+    if args.fsdp:
+        extra = {
+            "epoch": sampler.epoch,
+            "step": step,
+            "sampler": sampler.state_dict(),
+            "config": config,
+            "scheduler": scheduler.state_dict(),
+            "scaler": scaler.state_dict(),
+        }
+        sharded.save(step, model, optimizer, extra)
+        return
+    state = training_state(
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        scaler=scaler,
+        epoch=sampler.epoch,
+        step=step,
+        sampler=sampler.state_dict(),
+        config=config,
+    )
+    checkpoints.save(step, state)
+
+
+# -----------------------------------------------------------------------------------------------
+# Logging on rank 0 only: a progress bar, a throughput line, TensorBoard scalars.
+
+log(
+    f"{args.model} on {world_size} x {device.type} ({dist_info.backend}), amp={args.amp}, "
+    f"channels_last={args.channels_last}, compile={args.compile}, fsdp={args.fsdp}, "
+    f"global batch {global_batch}, peak lr {peak_lr:.4g}, {len(dataset)} samples"
+)
+writer = progress = None
+if is_main:
+    from torch.utils.tensorboard import SummaryWriter
+    from tqdm import tqdm
+
+    writer = SummaryWriter(str(args.tensorboard_dir or args.checkpoint_dir / "tensorboard"))
+    progress = tqdm(total=args.steps, initial=step, unit="step", dynamic_ncols=True)
+sample_log = None
+if args.log_samples is not None:
+    # One JSON line per micro-batch and rank, appended with a single write (atomic on Linux).
+    args.log_samples.parent.mkdir(parents=True, exist_ok=True)
+    sample_log = os.open(args.log_samples, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+
+def micro_batches():
+    """Batches forever, epoch after epoch, starting where the sampler stands."""
+    epoch = sampler.epoch
+    while True:
+        sampler.set_epoch(epoch)  # a new order per epoch (keeps the position when resuming)
+        yield from loader
+        epoch += 1
+
+
+def gradient_sync(last_micro_step: bool):
+    """All-reduce gradients only on the last micro-step of an accumulation (saves bandwidth)."""
+    if args.fsdp:
+        model.set_requires_gradient_sync(last_micro_step)
+        return nullcontext()
+    return nullcontext() if last_micro_step else ddp_model.no_sync()
+
+
+# -----------------------------------------------------------------------------------------------
+# The training loop. A step is one optimizer update; checkpoints land only between steps.
+
+batches = micro_batches()
+train_model.train()
+window_start, window_steps = time.perf_counter(), 0
+while step < args.steps:
+    loss_sum = torch.zeros((), device=device)
+    for micro_step in range(args.grad_accum):
+        images, labels, indices = next(batches)
+        images = images.to(device, non_blocking=True)
+        if args.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        labels = labels.to(device, non_blocking=True)
+        with gradient_sync(micro_step == args.grad_accum - 1):
+            with autocast:
+                loss = F.cross_entropy(train_model(images), labels) / args.grad_accum
+            scaler.scale(loss).backward()
+        loss_sum += loss.detach()
+        sampler.advance(len(labels))
+        if sample_log is not None:
+            record = {
+                "rank": rank,
+                "world_size": world_size,
+                "step": step + 1,
+                "epoch": sampler.epoch,
+                "indices": indices.tolist(),
+            }
+            os.write(sample_log, (json.dumps(record) + "\n").encode())
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    scheduler.step()
+    step += 1
+    window_steps += 1
+    if args.step_delay:
+        time.sleep(args.step_delay)
+
+    if step % args.log_every == 0 or step == args.steps:
+        mean_loss = all_reduce_mean(loss_sum).item()  # also waits for the GPU: honest timings
+        elapsed = time.perf_counter() - window_start
+        samples_per_s = window_steps * global_batch / elapsed
+        step_ms = 1000 * elapsed / window_steps
+        if is_main:
+            lr = scheduler.get_last_lr()[0]
+            for name, value in (
+                ("loss", mean_loss),
+                ("lr", lr),
+                ("samples_per_s", samples_per_s),
+                ("step_time_ms", step_ms),
+            ):
+                writer.add_scalar(f"train/{name}", value, step)
+            progress.set_postfix(loss=f"{mean_loss:.4f}", refresh=False)
+            progress.write(
+                f"step {step:6d} | loss {mean_loss:.4f} | lr {lr:.4g} | "
+                f"{samples_per_s:8.1f} samples/s | {step_ms:7.1f} ms/step"
+            )
+        window_start, window_steps = time.perf_counter(), 0
+    if is_main:
+        progress.update(1)
+    if step % args.checkpoint_every == 0 or step == args.steps:
+        save_checkpoint(step)
+        window_start = time.perf_counter()  # checkpoint time is not training throughput
+
+# -----------------------------------------------------------------------------------------------
+# Done: the final weights (plain names, no DDP/compile prefixes) for whoever needs them.
+
+if args.save_final is not None:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    # Collective for FSDP (gathers the shards); a plain copy for DDP.
+    final = get_model_state_dict(
+        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
+    if is_main:
+        args.save_final.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(final, args.save_final)
+        log(f"final weights: {args.save_final}")
+if is_main:
+    progress.close()
+    writer.close()
+if sample_log is not None:
+    os.close(sample_log)
+log(f"finished {args.steps} steps; checkpoints in {args.checkpoint_dir}")
+shutdown_distributed()
