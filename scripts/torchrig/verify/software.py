@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -193,10 +194,14 @@ def check_driver(facts: TorchFacts, snapshot: NvmlSnapshot) -> Check:
             f"driver {driver} >= {minimum_text} (CUDA {facts.cuda_build})",
             **data,
         )
+    # The image records the flavour it was built with; name it so the fix reads as a change.
+    image_flavour = os.environ.get("TORCHRIG_CUDA_FLAVOUR")
+    built_with = f" (image built with CUDA_FLAVOUR={image_flavour})" if image_flavour else ""
     return failed(
         SECTION,
         "driver",
-        f"driver {driver} is older than {minimum_text}, the minimum for CUDA {facts.cuda_build}",
+        f"driver {driver} is older than {minimum_text}, the minimum for CUDA {facts.cuda_build}"
+        + built_with,
         f"upgrade the host driver to >= {minimum_text}, or {older_cuda_fix(driver)}",
         **data,
     )

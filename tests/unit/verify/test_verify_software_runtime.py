@@ -188,3 +188,11 @@ def test_this_machines_runtime_facts_read_without_error() -> None:
     found = runtime.read_runtime_facts()
     assert found.cpu_count >= 1
     assert 1 <= found.usable_cpus <= found.cpu_count
+
+
+def test_the_driver_fail_names_the_flavour_the_image_was_built_with(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TORCHRIG_CUDA_FLAVOUR", "cu130")
+    check = software.check_driver(torch_facts(cuda="13.0"), driver_board("550.54.15"))
+    assert "(image built with CUDA_FLAVOUR=cu130)" in check.summary
