@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from torchrig.container import accounts
+from torchrig.container.log import SetupError
+
+PASSWD = (
+    "root:x:0:0:root:/root:/bin/bash\n"
+    "_apt:x:42:65534::/nonexistent:/usr/sbin/nologin\n"
+    "dev:x:1000:1000::/home/dev:/bin/bash\n"
+)
+GROUP = "root:x:0:\nusers:x:100:dev\ndev:x:1000:\n"
+
+
+def test_same_ids_change_nothing() -> None:
+    remap = accounts.plan_remap(PASSWD, GROUP, 1000, 1000)
+    assert not remap.changed
+    assert accounts.plan_remap(PASSWD, GROUP, None, None).changed is False
+
+
+def test_remap_rewrites_only_devs_lines() -> None:
+    remap = accounts.plan_remap(PASSWD, GROUP, 1234, 2345)
+    assert remap.changed
+    assert "dev:x:1234:2345::/home/dev:/bin/bash\n" in remap.passwd
+    assert "dev:x:2345:\n" in remap.group
+    assert "root:x:0:0:root:/root:/bin/bash\n" in remap.passwd
+    assert "users:x:100:dev\n" in remap.group  # supplementary membership kept
+
+
+def test_uid_only_keeps_the_group() -> None:
+    remap = accounts.plan_remap(PASSWD, GROUP, 1234, None)
+    assert "dev:x:1234:1000:" in remap.passwd
+    assert remap.group == GROUP
+
+
+@pytest.mark.parametrize(("uid", "gid", "message"), [
+    (0, None, "PUID=0 is already the user 'root'"),
+    (42, None, "PUID=42 is already the user '_apt'"),
+    (None, 100, "PGID=100 is already the group 'users'"),
+    (None, 0, "PGID=0 is already the group 'root'"),
+])  # fmt: skip
+def test_colliding_ids_are_clear_errors(uid: int | None, gid: int | None, message: str) -> None:
+    with pytest.raises(SetupError, match=message):
+        accounts.plan_remap(PASSWD, GROUP, uid, gid)
+
+
+def test_apply_remap_writes_files_atomically_with_their_mode(tmp_path: Path) -> None:
+    (tmp_path / "passwd").write_text(PASSWD)
+    (tmp_path / "group").write_text(GROUP)
+    os.chmod(tmp_path / "passwd", 0o644)
+    assert accounts.apply_remap(1500, 1500, etc=tmp_path)
+    assert "dev:x:1500:1500:" in (tmp_path / "passwd").read_text()
+    assert (tmp_path / "passwd").stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["group", "passwd"]
+    assert not accounts.apply_remap(1500, 1500, etc=tmp_path)
+
+
+def test_identity_lists_supplementary_groups(tmp_path: Path) -> None:
+    (tmp_path / "passwd").write_text(PASSWD)
+    (tmp_path / "group").write_text(GROUP)
+    who = accounts.identity(etc=tmp_path)
+    assert (who.uid, who.gid, who.groups, who.home) == (1000, 1000, (100,), "/home/dev")
+
+
+def test_fresh_mount_claim_only_takes_empty_root_owned_dirs(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    if os.geteuid() == 0:
+        os.chown(empty, 1234, 1234)  # owned by someone: not Docker's fresh root-owned dir
+    assert not accounts.claim_if_fresh_mount(empty, 4321, 4321)
+    assert not accounts.claim_if_fresh_mount(tmp_path / "missing", 4321, 4321)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_chown_tree_as_root(tmp_path: Path) -> None:
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / "f").write_text("x")
+    accounts.chown_tree(tmp_path / "a", 4321, 4322)
+    for path in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "f"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (4321, 4322)
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    os.chown(fresh, 0, 0)
+    assert accounts.claim_if_fresh_mount(fresh, 4321, 4321)
+    assert fresh.stat().st_uid == 4321
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    assert not accounts.claim_if_fresh_mount(tmp_path / "full", 4321, 4321)

@@ -1,0 +1,151 @@
+"""The helpers `make` runs on the host: .env, bind-mount sources, build checks, lock command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from torchrig.container import buildcheck, dockerfile_facts, dotenv, host_dirs, lockfile
+
+REPO = Path(__file__).resolve().parents[3]
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOVIn3vrfO52GQr5ULEVFwWTv38bAMv/OjVX3L/DwZFJ me@host"
+
+
+# --- .env ---------------------------------------------------------------------------------------
+
+
+def test_dotenv_for_a_normal_user_has_ids_and_key() -> None:
+    text = dotenv.dotenv_text(1001, 1002, (Path("/home/me/.ssh/id_ed25519.pub"), KEY))
+    assert "PUID=1001\nPGID=1002\n" in text
+    assert f"SSH_PUBLIC_KEY='{KEY}'\n" in text
+
+
+def test_dotenv_for_root_leaves_ids_unset_and_says_why() -> None:
+    text = dotenv.dotenv_text(0, 0, None)
+    assert "PUID=" not in text.replace("# PUID/PGID", "")
+    assert "you ran as root" in text
+    assert "no ~/.ssh/id_*.pub found" in text
+
+
+def test_dotenv_prefers_ed25519_and_skips_empty_files(tmp_path: Path) -> None:
+    ssh_dir = tmp_path / ".ssh"
+    ssh_dir.mkdir()
+    (ssh_dir / "id_ed25519.pub").write_text("")
+    (ssh_dir / "id_rsa.pub").write_text("ssh-rsa AAAA rsa@host\n")
+    assert dotenv.find_public_key(tmp_path) == (ssh_dir / "id_rsa.pub", "ssh-rsa AAAA rsa@host")
+    assert dotenv.find_public_key(tmp_path / "nobody") is None
+
+
+def test_dotenv_never_overwrites(tmp_path: Path) -> None:
+    path = tmp_path / ".env"
+    path.write_text("PUID=4242\n")
+    assert dotenv.main(["--path", str(path)]) == 0
+    assert path.read_text() == "PUID=4242\n"
+
+
+def test_dotenv_writes_when_absent(tmp_path: Path) -> None:
+    path = tmp_path / ".env"
+    assert dotenv.main(["--path", str(path)]) == 0
+    assert path.read_text().startswith("# Written by `make up`")
+
+
+def test_dotenv_refuses_values_it_cannot_quote() -> None:
+    with pytest.raises(ValueError):
+        dotenv.quote("it's")
+
+
+# --- bind-mount sources -------------------------------------------------------------------------
+
+
+def test_missing_bind_sources_are_created_and_volumes_ignored(tmp_path: Path) -> None:
+    existing = tmp_path / "workspace"
+    existing.mkdir()
+    config = {
+        "services": {
+            "workstation": {
+                "volumes": [
+                    {"type": "bind", "source": str(existing), "target": "/workspace"},
+                    {
+                        "type": "bind",
+                        "source": str(tmp_path / "ck" / "a"),
+                        "target": "/checkpoints",
+                    },
+                    {"type": "volume", "source": "cache", "target": "/home/dev/.cache"},
+                ]
+            }
+        }
+    }
+    sources = host_dirs.bind_sources(config)
+    assert sources == [existing, tmp_path / "ck" / "a"]
+    assert host_dirs.create_missing(sources) == [tmp_path / "ck" / "a"]
+    assert (tmp_path / "ck" / "a").is_dir()
+
+
+# --- build inputs -------------------------------------------------------------------------------
+
+DOCKERFILE = (REPO / "Dockerfile").read_text()
+
+
+def test_extra_ca_checks(tmp_path: Path) -> None:
+    assert buildcheck.check_extra_ca(None) is None
+    assert "does not exist" in buildcheck.check_extra_ca(str(tmp_path / "nope.pem"))
+    assert "is not a file" in buildcheck.check_extra_ca(str(tmp_path))
+    der = tmp_path / "ca.cer"
+    der.write_bytes(b"\x30\x82\x01\x0a")
+    assert "no PEM certificate" in buildcheck.check_extra_ca(str(der))
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    assert buildcheck.check_extra_ca(str(pem)) is None
+
+
+def test_flavour_needs_a_stage_and_a_lock(tmp_path: Path) -> None:
+    assert buildcheck.check_flavour(None, DOCKERFILE, REPO / "locks") is None
+    assert "is not one of" in buildcheck.check_flavour("cu999", DOCKERFILE, REPO / "locks")
+    assert "make lock CUDA_FLAVOUR=cu128" in buildcheck.check_flavour("cu128", DOCKERFILE, tmp_path)
+
+
+def test_dockerfile_declares_flavours_once_and_a_default_with_a_lock() -> None:
+    flavours = dockerfile_facts.flavours(DOCKERFILE)
+    assert len(flavours) == len(set(flavours)) >= 2
+    default = dockerfile_facts.default_flavour(DOCKERFILE)
+    assert default in flavours
+    assert (REPO / "locks" / f"{default}.txt").is_file()
+
+
+def test_every_flavour_uses_a_slim_base_image() -> None:
+    for line in DOCKERFILE.splitlines():
+        if line.startswith("FROM nvidia/cuda:"):
+            assert "-base-ubuntu24.04 AS cuda-cu" in line, line
+
+
+# --- lock command -------------------------------------------------------------------------------
+
+
+def test_default_flavour_locks_from_pypi_alone() -> None:
+    command = lockfile.uv_command("uv", "cu130", Path("locks/cu130.txt"))
+    assert "--index" not in command and "--emit-index-url" not in command
+    assert command[command.index("--output-file") + 1] == "locks/cu130.txt"
+    assert {"--universal", "--generate-hashes", "--no-config"} <= set(command)
+    assert command[command.index("--extra") + 1] == "workstation"
+
+
+def test_other_flavours_add_pytorch_s_index_and_emit_it_into_the_lock() -> None:
+    command = lockfile.uv_command("uv", "cu128", Path("locks/cu128.txt"), upgrade=True)
+    assert command[command.index("--index") + 1].endswith("/whl/cu128")
+    assert "--emit-index-url" in command and "--upgrade" in command
+
+
+def test_lock_refuses_unknown_flavours(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    assert lockfile.main(["--flavour", "cu999", "--uv", "/bin/true"]) == 2
+
+
+def test_checked_in_lock_pins_everything_with_hashes_and_not_this_project() -> None:
+    lock = (REPO / "locks" / f"{dockerfile_facts.default_flavour(DOCKERFILE)}.txt").read_text()
+    requirements = [line for line in lock.splitlines() if line and line[0].isalnum()]
+    assert all("==" in line for line in requirements)
+    names = {line.split("==")[0] for line in requirements}
+    assert {"torch", "torchvision", "jupyterlab", "ipykernel", "paramiko", "pip"} <= names
+    assert {"nvidia-ml-py", "tensorboard", "tqdm", "matplotlib"} <= names
+    assert "torchrig" not in names
+    assert lock.count("--hash=sha256:") >= len(requirements)

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchrig.container import jupyter, jupyter_url
+from torchrig.container.state import TOKEN_FILE
+
+
+def test_given_token_is_used_and_stored(tmp_path: Path) -> None:
+    token = jupyter.resolve_token("abc123", False, tmp_path)
+    assert (token.value, token.origin) == ("abc123", "JUPYTER_TOKEN")
+    assert (tmp_path / TOKEN_FILE).read_text().strip() == "abc123"
+    assert (tmp_path / TOKEN_FILE).stat().st_mode & 0o777 == 0o600
+
+
+def test_generated_token_is_long_and_kept_across_restarts(tmp_path: Path) -> None:
+    first = jupyter.resolve_token(None, False, tmp_path)
+    assert first.origin == "generated" and len(first.value) >= 32
+    assert jupyter.resolve_token(None, False, tmp_path).value == first.value
+
+
+def test_no_token_only_on_opt_out(tmp_path: Path) -> None:
+    assert jupyter.resolve_token(None, True, tmp_path).value == ""
+    assert jupyter.resolve_token("", False, tmp_path).value != ""
+
+
+def test_lab_url() -> None:
+    assert jupyter.lab_url("127.0.0.1:8888", "t") == "http://127.0.0.1:8888/lab?token=t"
+    assert jupyter.lab_url("127.0.0.1:8888", "") == "http://127.0.0.1:8888/lab"
+
+
+def test_command_pins_the_contract() -> None:
+    command = " ".join(jupyter.jupyter_command())
+    assert "--ServerApp.root_dir=/workspace" in command
+    assert "--ServerApp.port=8888" in command and "--ServerApp.ip=0.0.0.0" in command
+    assert "token" not in command  # the token travels in the environment, not in `ps`
+
+
+def test_environment_carries_the_token() -> None:
+    token = jupyter.Token("xyz", "generated")
+    assert jupyter.jupyter_environment({"PATH": "/x"}, token) == {
+        "PATH": "/x",
+        "JUPYTER_TOKEN": "xyz",
+    }
+
+
+def test_url_printer_maps_wildcard_binds_to_loopback() -> None:
+    assert jupyter_url.browser_address("0.0.0.0:8899") == "127.0.0.1:8899"
+    assert jupyter_url.browser_address("[::]:8899") == "127.0.0.1:8899"
+    assert jupyter_url.browser_address("192.168.1.5:8888\n") == "192.168.1.5:8888"

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from torchrig.container import ssh
+from torchrig.container.log import SetupError
+
+
+def fake_key(key_type: str = "ssh-ed25519", inner_type: str | None = None) -> str:
+    inner = (inner_type or key_type).encode()
+    blob = len(inner).to_bytes(4, "big") + inner + (32).to_bytes(4, "big") + b"k" * 32
+    return f"{key_type} {base64.b64encode(blob).decode()} me@laptop"
+
+
+def test_a_real_key_made_by_ssh_keygen_is_accepted(tmp_path: Path) -> None:
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("ssh-keygen not installed")
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True
+    )
+    line = (tmp_path / "k.pub").read_text().strip()
+    assert ssh.parse_keys(line, "SSH_PUBLIC_KEY") == [line]
+
+
+def test_several_keys_by_newline_or_literal_backslash_n() -> None:
+    one, two = fake_key(), fake_key("ssh-rsa")
+    assert ssh.parse_keys(f"{one}\n\n# comment\n{two}\n", "x") == [one, two]
+    assert ssh.parse_keys(f"{one}\\n{two}", "x") == [one, two]
+
+
+def test_options_before_the_key_are_allowed() -> None:
+    line = 'from="10.0.0.0/8",no-pty ' + fake_key()
+    assert ssh.parse_keys(line, "x") == [line]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("hello world", "not an SSH public key"),
+    ("ssh-ed25519", "has no key data"),
+    ("ssh-ed25519 not-base64!! me", "not valid base64"),
+    ("ssh-ed25519 QUJD me", "not valid base64"),  # decodes, but is not SSH wire format
+    (fake_key("ssh-ed25519", inner_type="ssh-rsa"), "its data is a ssh-rsa key"),
+    ("-----BEGIN OPENSSH PRIVATE KEY-----", "PRIVATE key"),
+])  # fmt: skip
+def test_malformed_keys_are_clear_errors(text: str, message: str) -> None:
+    with pytest.raises(SetupError, match=message):
+        ssh.parse_keys(text, "SSH_PUBLIC_KEY")
+
+
+def test_error_names_the_line() -> None:
+    with pytest.raises(SetupError, match=r"SSH_PUBLIC_KEY \(line 2\)"):
+        ssh.parse_keys(f"{fake_key()}\nssh-rsa AAAA", "SSH_PUBLIC_KEY")
+
+
+def test_keys_from_env_and_mounted_file_are_merged_without_duplicates(tmp_path: Path) -> None:
+    one, two = fake_key(), fake_key("ecdsa-sha2-nistp256")
+    keys_file = tmp_path / "authorized_keys"
+    keys_file.write_text(f"{two}\n{one}\n")
+    assert ssh.collect_keys(one, keys_file) == [one, two]
+    assert ssh.collect_keys("", tmp_path / "absent") == []
+
+
+def test_authorized_keys_is_private(tmp_path: Path) -> None:
+    path = ssh.install_authorized_keys([fake_key()], tmp_path)
+    assert path == tmp_path / ".ssh" / "authorized_keys"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / ".ssh").stat().st_mode & 0o777 == 0o700
+    assert path.read_text() == fake_key() + "\n"
+
+
+def test_host_keys_are_made_once(tmp_path: Path) -> None:
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("ssh-keygen not installed")
+    made = ssh.ensure_host_keys(tmp_path)
+    assert sorted(p.name for p in made) == ["ssh_host_ecdsa_key", "ssh_host_ed25519_key"]
+    before = (tmp_path / "ssh_host_ed25519_key").read_bytes()
+    assert ssh.ensure_host_keys(tmp_path) == []
+    assert (tmp_path / "ssh_host_ed25519_key").read_bytes() == before
+
+
+def test_exported_environment_drops_per_login_secret_and_multiline_values() -> None:
+    env = {
+        "PATH": "/opt/venv/bin:/usr/bin",
+        "NCCL_DEBUG": "INFO",
+        "HOME": "/root",
+        "JUPYTER_TOKEN": "secret",
+        "SSH_PUBLIC_KEY": "ssh-ed25519 AAA",
+        "MULTI": "a\nb",
+        "odd-name": "x",
+    }
+    assert ssh.exported_environment(env) == {"NCCL_DEBUG": "INFO", "PATH": "/opt/venv/bin:/usr/bin"}
+
+
+def test_shell_exports_survive_spaces_and_quotes() -> None:
+    text = ssh.shell_exports_text({"A": "it's a value", "PATH": "/opt/venv/bin:/usr/bin"})
+    out = subprocess.run(
+        ["sh", "-c", text + 'printf "%s|%s" "$A" "$PATH"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out == "it's a value|/opt/venv/bin:/usr/bin"
+
+
+def test_ssh_environment_is_literal_name_value_lines() -> None:
+    assert ssh.ssh_environment_text({"A": "x y", "B": "1"}) == "A=x y\nB=1\n"
