@@ -148,6 +148,7 @@ def test_a_crashing_rank_fails_fast_with_its_error_and_its_peers_are_killed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("torch.distributed")
+    monkeypatch.setattr(spawn, "PEER_GRACE_S", 0.5)
     module = fake_worker(tmp_path, monkeypatch, crash_rank=0)
     check = collectives.run_allreduce(
         collectives.Plan("gloo", [], 2, (MIB,), timeout=90), module=module
