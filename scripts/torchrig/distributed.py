@@ -167,3 +167,27 @@ def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(out, op=dist.ReduceOp.SUM)
         out /= dist.get_world_size()
     return out
+
+
+def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
+    """Give every rank `src`'s buffers (BatchNorm running statistics and the like).
+
+    DDP does this before every forward; FSDP does not, so with FSDP each rank's running
+    statistics drift apart and a checkpoint (which stores one rank's copy) would hand the others
+    different values on resume. One broadcast per dtype keeps it to a few small messages.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
+    for buffer in module.buffers():
+        by_dtype.setdefault(buffer.dtype, []).append(buffer)
+    for buffers in by_dtype.values():
+        flat = torch.cat([b.detach().reshape(-1) for b in buffers])
+        dist.broadcast(flat, src=src)
+        offset = 0
+        for buffer in buffers:
+            buffer.data.copy_(flat[offset : offset + buffer.numel()].view_as(buffer))
+            offset += buffer.numel()

@@ -147,3 +147,31 @@ def test_torchvision_model_without_torchvision_says_use_tiny(tmp_path: Path) -> 
     output = run_to_end([sys.executable, str(EXAMPLE), *args], expect_rc=1)
     assert "needs torchvision" in output
     assert "--model tiny" in output
+
+
+def fsdp2_available() -> bool:
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not fsdp2_available(), reason="this torch has no FSDP2 (fully_shard)")
+def test_fsdp_sharded_checkpoints_resume_to_identical_weights(tmp_path: Path) -> None:
+    fsdp = ("--fsdp", "--steps", "6")
+    uninterrupted = tmp_path / "uninterrupted"
+    run_to_end(torchrun_argv(2, [*example_args(uninterrupted), *fsdp]))
+
+    resumed = tmp_path / "resumed"
+    log = tmp_path / "first.log"
+    job = start(torchrun_argv(2, [*example_args(resumed), *fsdp, *SLOW]), log)
+    wait_for(checkpoint_landed(resumed), "checkpoint", job, log)
+    kill_group(job)
+    assert not final_path(resumed).exists(), "the job finished before it could be killed"
+    # One folder per step, each rank's shards inside: the sharded layout, not a single file.
+    assert list(resumed.glob("step_*/__1_0.distcp"))
+
+    output = run_to_end(torchrun_argv(2, [*example_args(resumed), *fsdp]))
+    assert "resuming from step" in output
+    assert_bitwise_equal(load_weights(final_path(resumed)), load_weights(final_path(uninterrupted)))

@@ -34,7 +34,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
 from torchrig.checkpoint import CheckpointManager, restore_training_state, training_state
 from torchrig.data import ResumableDistributedSampler, SyntheticImages, WithIndex
-from torchrig.distributed import all_reduce_mean, init_distributed, shutdown_distributed
+from torchrig.distributed import (
+    all_reduce_mean,
+    broadcast_buffers,
+    init_distributed,
+    shutdown_distributed,
+)
 from torchrig.models import TorchvisionUnavailable, build_model, import_torchvision
 
 # -----------------------------------------------------------------------------------------------
@@ -355,6 +360,10 @@ while step < args.steps:
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
     scheduler.step()
+    if args.fsdp:
+        # BatchNorm statistics: rank 0's on every rank, as DDP does, so a checkpoint (which
+        # holds one rank's copy) resumes every rank where it was.
+        broadcast_buffers(model)
     step += 1
     window_steps += 1
     if args.step_delay:

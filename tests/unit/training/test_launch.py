@@ -1,0 +1,172 @@
+"""`torchrig launch`: the torchrun command line it builds, and its errors."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+from torchrig import launch
+from torchrig.cli import build_parser, main
+from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
+from torchrig.launch import (
+    TORCHRUN_FLAGS,
+    LaunchError,
+    LaunchRequest,
+    build_plan,
+    choose_nproc,
+    visible_gpus_from_env,
+)
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["launch", *argv])
+
+
+def plan_for(*argv: str, environ: dict[str, str] | None = None, gpus: int = 0, cpus: int = 8):
+    request = launch.request_from_args(parse(*argv))
+    return build_plan(request, environ or {}, gpu_count=gpus, cpu_count=cpus)
+
+
+def torchrun_part(argv: list[str]) -> list[str]:
+    assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    return argv[3:]
+
+
+def test_defaults_on_one_gpu_machine() -> None:
+    plan = plan_for("train.py", "--lr", "0.1", gpus=4, cpus=32)
+    assert torchrun_part(plan.argv) == [
+        "--standalone", "--nproc-per-node", "4", "--max-restarts", "3", "train.py", "--lr", "0.1",
+    ]  # fmt: skip
+    assert plan.env_updates == {
+        "OMP_NUM_THREADS": "8",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+        TIMEOUT_ENV: str(DEFAULT_TIMEOUT_S),
+    }
+
+
+def test_cpu_only_machine_gets_a_few_processes() -> None:
+    assert choose_nproc(None, gpu_count=0, cpu_count=2) == 2
+    assert choose_nproc(None, gpu_count=0, cpu_count=64) == 4
+    assert choose_nproc("cpu", gpu_count=8, cpu_count=1) == 1
+    assert choose_nproc("gpu", gpu_count=8, cpu_count=1) == 8
+    assert choose_nproc("3", gpu_count=8, cpu_count=1) == 3
+    with pytest.raises(LaunchError, match="no GPU is visible"):
+        choose_nproc("gpu", gpu_count=0, cpu_count=4)
+
+
+def test_explicit_choices_win_over_defaults() -> None:
+    plan = plan_for(
+        "--nproc-per-node", "2", "--max_restarts", "0", "--threads", "3",
+        "--collective-timeout", "45", "--tee", "3", "train.py",
+        environ={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "OMP_NUM_THREADS": "7"}, gpus=8,
+    )  # fmt: skip
+    assert torchrun_part(plan.argv) == [
+        "--standalone", "--nproc-per-node", "2", "--max-restarts", "0", "--tee", "3", "train.py",
+    ]  # fmt: skip
+    # The user's own environment is left alone; explicit flags are applied.
+    assert plan.env_updates == {"OMP_NUM_THREADS": "3", TIMEOUT_ENV: "45"}
+
+
+def test_environment_already_set_by_the_user_is_kept() -> None:
+    env = {"OMP_NUM_THREADS": "5", TIMEOUT_ENV: "99", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+    assert plan_for("t.py", environ=env).env_updates == {}
+
+
+def test_multi_node_flags_drop_standalone_and_pass_through_in_order() -> None:
+    plan = plan_for(
+        "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv-endpoint", "head:29400",
+        "-m", "pkg.train", "--epochs", "3", gpus=8,
+    )  # fmt: skip
+    assert torchrun_part(plan.argv) == [
+        "--nproc-per-node", "8", "--max-restarts", "3", "--nnodes", "2", "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", "head:29400", "--module", "pkg.train", "--epochs", "3",
+    ]  # fmt: skip
+
+
+def test_script_arguments_are_never_taken_for_launch_flags() -> None:
+    plan = plan_for("train.py", "--max-restarts", "9", "--dry-run", "--nnodes", "4")
+    tail = ["train.py", "--max-restarts", "9", "--dry-run", "--nnodes", "4"]
+    assert torchrun_part(plan.argv)[-len(tail) :] == tail
+    assert "--standalone" in plan.argv  # --nnodes 4 belonged to the script
+
+
+def test_display_is_a_copyable_shell_line() -> None:
+    plan = plan_for("my script.py", "--name", "a b", environ={"OMP_NUM_THREADS": "1"})
+    shown = plan.display()
+    assert shown.startswith("TORCH_NCCL_ASYNC_ERROR_HANDLING=1 ")
+    assert "'my script.py' --name 'a b'" in shown
+
+
+@pytest.mark.parametrize(
+    ("value", "count"),
+    [("0,1,2", 3), ("", 0), ("-1", 0), ("0,-1,2", 1), ("GPU-8a1b,GPU-77c2", 2), ("none", 0)],
+)
+def test_visible_gpus_from_cuda_visible_devices(value: str, count: int) -> None:
+    assert visible_gpus_from_env({"CUDA_VISIBLE_DEVICES": value}) == count
+    assert visible_gpus_from_env({}) is None
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--nproc-per-node", "0", "t.py"], ["--nproc-per-node", "two", "t.py"],
+     ["--max-restarts", "-1", "t.py"], ["--threads", "0", "t.py"],
+     ["--collective-timeout", "0", "t.py"], ["--bogus-flag", "t.py"]],
+)  # fmt: skip
+def test_bad_numbers_and_unknown_flags_are_argparse_errors(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse(*argv)
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_missing_script_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    assert main(["launch", "--dry-run"]) == 2
+    assert "no script given" in capsys.readouterr().err
+    missing = tmp_path / "nope.py"
+    assert main(["launch", "--dry-run", str(missing)]) == 2
+    assert f"{missing}: no such file" in capsys.readouterr().err
+
+
+def test_dry_run_prints_the_command_and_runs_nothing(tmp_path: Path, capsys, monkeypatch) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('must not run')\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setattr(launch.os, "execve", lambda *a: pytest.fail("dry run executed"))
+    assert main(["launch", "--dry-run", str(script), "--steps", "5"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("+ ")
+    assert f"--nproc-per-node 2 --max-restarts 3 {script} --steps 5" in out
+
+
+def test_run_execs_torchrun_with_the_environment(tmp_path: Path, monkeypatch, capsys) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    calls = []
+    monkeypatch.setattr(launch.os, "execve", lambda *a: calls.append(a))
+    main(["launch", "--nproc-per-node", "2", str(script)])
+    ((path, argv, env),) = calls
+    assert path == sys.executable and argv[0] == sys.executable
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" and TIMEOUT_ENV in env
+    assert env["OMP_NUM_THREADS"] == str(max(1, (launch.os.cpu_count() or 1) // 2))
+
+
+def test_pass_through_flags_match_torchruns_own() -> None:
+    """Catches torch adding or renaming a flag that launch would then reject."""
+    from torch.distributed.run import get_args_parser
+
+    theirs = {
+        max(action.option_strings, key=len).replace("_", "-")
+        for action in get_args_parser()._actions
+        if action.option_strings and action.dest != "help"
+    }
+    ours = set(TORCHRUN_FLAGS) | {"--nproc-per-node", "--max-restarts", "--standalone"}
+    assert ours == theirs
+
+
+def test_request_keeps_script_arguments_verbatim() -> None:
+    request = launch.request_from_args(parse("t.py", "-x", "--", "y"))
+    assert request == LaunchRequest(script="t.py", script_args=["-x", "--", "y"])
