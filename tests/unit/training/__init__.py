@@ -1,0 +1,1 @@
+"""Unit tests for the training helpers: sampler, launch command, distributed set-up."""
