@@ -160,6 +160,14 @@ def cuda_unavailable_fix(snapshot: NvmlSnapshot | None) -> str:
 
 
 def check_driver(facts: TorchFacts, snapshot: NvmlSnapshot) -> Check:
+    if (not snapshot.available or snapshot.driver_version is None) and facts.cuda_available:
+        # CUDA works, so the driver is new enough for it; only the figure is missing.
+        return warned(
+            SECTION,
+            "driver",
+            f"driver version unknown: {snapshot.error or 'NVML reports none'}",
+            "install nvidia-ml-py (pynvml) so the driver and GPU health can be checked",
+        )
     if not snapshot.available or snapshot.driver_version is None:
         return failed(
             SECTION,

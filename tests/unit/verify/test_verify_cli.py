@@ -274,3 +274,15 @@ def test_the_cpu_path_runs_for_real_and_prints_json() -> None:
     assert all(entry["correct"] for entry in allreduce["data"]["sweep"])
     for name in ("numerics", "amp", "torch.compile"):
         assert checks[("probes", name)]["verdict"] == "PASS", checks[("probes", name)]
+
+
+def test_gpus_torch_sees_without_nvml_are_still_identified_and_health_is_skipped() -> None:
+    missing = NvmlSnapshot(error="pynvml is not installed (pip install nvidia-ml-py)")
+    result = verify(Options(quick=True), fakes.readers(nvml=missing, facts=fakes.torch_facts(2)))
+    rows = {(check.section, check.name): check for check in result.checks}
+    assert rows[("gpus", "GPU1")].summary == "NVIDIA H100 80GB HBM3, 80 GiB, sm_90"
+    assert rows[("gpus", "health")].verdict is Verdict.SKIP
+    assert rows[("gpus", "counts")].verdict is Verdict.WARN
+    assert rows[("software", "driver")].verdict is Verdict.WARN
+    assert not result.no_gpu
+    assert result.exit_code() == 0

@@ -58,7 +58,8 @@ def test_a_cuda_version_missing_from_the_table_warns() -> None:
 
 
 def test_no_nvml_means_no_driver_verdict_fails_without_a_traceback() -> None:
-    check = software.check_driver(torch_facts(), NvmlSnapshot(error="NVML did not initialise"))
+    no_cuda = torch_facts(0)
+    check = software.check_driver(no_cuda, NvmlSnapshot(error="NVML did not initialise"))
     assert check.verdict is Verdict.FAIL
     assert "NVML did not initialise" in check.summary
 
@@ -196,3 +197,10 @@ def test_the_driver_fail_names_the_flavour_the_image_was_built_with(
     monkeypatch.setenv("TORCHRIG_CUDA_FLAVOUR", "cu130")
     check = software.check_driver(torch_facts(cuda="13.0"), driver_board("550.54.15"))
     assert "(image built with CUDA_FLAVOUR=cu130)" in check.summary
+
+
+def test_without_nvml_but_with_working_cuda_the_driver_row_only_warns() -> None:
+    missing = NvmlSnapshot(error="pynvml is not installed (pip install nvidia-ml-py)")
+    check = software.check_driver(torch_facts(), missing)
+    assert check.verdict is Verdict.WARN
+    assert "nvidia-ml-py" in (check.fix or "")
