@@ -286,3 +286,12 @@ def test_gpus_torch_sees_without_nvml_are_still_identified_and_health_is_skipped
     assert rows[("software", "driver")].verdict is Verdict.WARN
     assert not result.no_gpu
     assert result.exit_code() == 0
+
+
+def test_the_topology_matrix_is_printed_under_its_row() -> None:
+    text = report.render_text(verify(Options(quick=True, gpus=[0, 5]), fakes.readers()))
+    lines = text.splitlines()
+    header = next(index for index, line in enumerate(lines) if "topology" in line)
+    assert lines[header + 1].split() == ["GPU0", "GPU5"]
+    assert lines[header + 2].split() == ["GPU0", "X", "NV"]
+    assert lines[header + 3].split() == ["GPU5", "NV", "X"]
