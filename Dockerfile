@@ -142,7 +142,8 @@ RUN --mount=type=bind,target=/src \
     && UV_COMPILE_BYTECODE=1 uv pip install --python /opt/venv/bin/python --no-deps \
          --no-build-isolation --no-cache --offline /tmp/torchrig-src \
     && rm -rf /tmp/torchrig-src \
-    && chown -R 1000:100 /opt/venv/bin/torchrig /opt/venv/lib/python3*/site-packages/torchrig*
+    && chown -R 1000:100 /opt/venv/bin/torchrig /opt/venv/lib/python3*/site-packages/torchrig* \
+    && chmod 2775 /opt/venv
 WORKDIR /workspace
 EXPOSE 8888 2222
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

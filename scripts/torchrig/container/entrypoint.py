@@ -51,13 +51,13 @@ def start(command: list[str]) -> int:
         note_unprivileged(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)
         home = Path(os.environ.get("HOME", str(HOME)))
-    check_mounts()
+    check_mounts(mount_points())
     state = state_dir()
-    sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home)
     export_environment(home, state)
     if command:
         (state / SERVICES_FILE).write_text("", encoding="utf-8")
         return run_command(command)
+    sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home)
     specs = service_specs(settings, sshd_ok, state)
     (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
     return Supervisor(specs, on_started=lambda spec: log.info(f"started {spec.name}")).run()
@@ -118,17 +118,33 @@ def note_unprivileged(settings: Settings) -> None:
 # --- dev steps ----------------------------------------------------------------------------------
 
 
-def check_mounts() -> None:
+def mount_points(mountinfo: Path = Path("/proc/self/mountinfo")) -> set[str]:
+    """The container's mount points (field 5 of mountinfo; octal escapes as the kernel writes)."""
+    try:
+        lines = mountinfo.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return set()
+    points = set()
+    for line in lines:
+        fields = line.split()
+        if len(fields) > 4:
+            points.add(fields[4].encode().decode("unicode_escape"))
+    return points
+
+
+def check_mounts(mounted: set[str]) -> None:
+    """Mounted work directories must be usable by dev; unmounted image dirs are not checked
+    (a `docker run --user ...` without mounts is the user's explicit choice)."""
     who = f"uid {os.getuid()}, gid {os.getgid()}"
     for mount, variable in WRITABLE_MOUNTS.items():
-        if os.path.isdir(mount) and not os.access(mount, os.W_OK | os.X_OK):
+        if mount in mounted and not os.access(mount, os.W_OK | os.X_OK):
             raise SetupError(
                 f"{mount} is not writable for dev ({who}): {describe_owner(mount)}. Fix: make "
                 f"the host directory ({variable}) writable for that uid, or set PUID/PGID to its "
                 f"owner's ids (`make up` writes yours to .env)."
             )
     for mount, variable in READABLE_MOUNTS.items():
-        if os.path.isdir(mount) and not os.access(mount, os.R_OK | os.X_OK):
+        if mount in mounted and not os.access(mount, os.R_OK | os.X_OK):
             raise SetupError(
                 f"{mount} is not readable for dev ({who}): {describe_owner(mount)}. Fix: make "
                 f"the host directory ({variable}) readable for that uid."

@@ -21,6 +21,8 @@ TORCH_INDEX = "https://download.pytorch.org/whl"
 # The lowest Python any supported base has (Debian 12: 3.11; Ubuntu 24.04: 3.12); --universal
 # makes the lock valid for every Python from there up.
 LOCK_PYTHON = "3.11"
+# Packages the lock leaves out or pins differently from what the dependencies ask (with reasons).
+OVERRIDES = Path("locks/overrides.txt")
 
 
 def uv_command(uv: str, flavour: str, output: Path, upgrade: bool = False) -> list[str]:
@@ -31,6 +33,7 @@ def uv_command(uv: str, flavour: str, output: Path, upgrade: bool = False) -> li
         "--python-version", LOCK_PYTHON,
         "--generate-hashes",
         "--no-config",
+        "--override", str(OVERRIDES),
         "--custom-compile-command", f"make lock CUDA_FLAVOUR={flavour}",
         "--output-file", str(output),
     ]  # fmt: skip

@@ -16,10 +16,32 @@ def test_unwritable_workspace_is_a_clear_error(
     workspace.mkdir()
     monkeypatch.setattr(entrypoint, "WRITABLE_MOUNTS", {str(workspace): "WORKSPACE_DIR"})
     monkeypatch.setattr(entrypoint, "READABLE_MOUNTS", {})
-    entrypoint.check_mounts()  # writable: fine
+    entrypoint.check_mounts({str(workspace)})  # writable: fine
     monkeypatch.setattr(os, "access", lambda path, mode: False)
+    entrypoint.check_mounts(set())  # not a mount: the image's own dir, not checked
     with pytest.raises(SetupError, match=r"is not writable for dev.*WORKSPACE_DIR.*PUID/PGID"):
-        entrypoint.check_mounts()
+        entrypoint.check_mounts({str(workspace)})
+
+
+def test_unreadable_data_mount_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(entrypoint, "WRITABLE_MOUNTS", {})
+    monkeypatch.setattr(entrypoint, "READABLE_MOUNTS", {str(tmp_path): "DATA_DIR"})
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(SetupError, match=r"is not readable for dev.*DATA_DIR"):
+        entrypoint.check_mounts({str(tmp_path)})
+
+
+def test_mount_points_are_read_from_mountinfo(tmp_path: Path) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        "600 500 0:50 / / rw,relatime - overlay overlay rw\n"
+        "610 600 8:1 /home/me/ws /workspace rw,relatime - ext4 /dev/sda1 rw\n"
+        "611 600 8:1 /home/me/my\\040data /data ro,relatime - ext4 /dev/sda1 rw\n"
+    )
+    assert entrypoint.mount_points(mountinfo) == {"/", "/workspace", "/data"}
+    assert entrypoint.mount_points(tmp_path / "absent") == set()
 
 
 def test_missing_mount_points_are_not_checked(
@@ -27,7 +49,7 @@ def test_missing_mount_points_are_not_checked(
 ) -> None:
     monkeypatch.setattr(entrypoint, "WRITABLE_MOUNTS", {str(tmp_path / "absent"): "X"})
     monkeypatch.setattr(entrypoint, "READABLE_MOUNTS", {str(tmp_path / "absent2"): "Y"})
-    entrypoint.check_mounts()
+    entrypoint.check_mounts({"/"})
 
 
 def test_no_key_skips_sshd_with_one_line(

@@ -126,6 +126,7 @@ def test_default_flavour_locks_from_pypi_alone() -> None:
     assert "--index" not in command and "--emit-index-url" not in command
     assert command[command.index("--output-file") + 1] == "locks/cu130.txt"
     assert {"--universal", "--generate-hashes", "--no-config"} <= set(command)
+    assert command[command.index("--override") + 1] == "locks/overrides.txt"
     assert command[command.index("--extra") + 1] == "workstation"
 
 
@@ -148,4 +149,7 @@ def test_checked_in_lock_pins_everything_with_hashes_and_not_this_project() -> N
     assert {"torch", "torchvision", "jupyterlab", "ipykernel", "paramiko", "pip"} <= names
     assert {"nvidia-ml-py", "tensorboard", "tqdm", "matplotlib"} <= names
     assert "torchrig" not in names
+    # locks/overrides.txt: slow to import and optional, so never installed
+    (rfc3987,) = [line for line in requirements if line.startswith("rfc3987-syntax==")]
+    assert "sys_platform == 'never'" in rfc3987
     assert lock.count("--hash=sha256:") >= len(requirements)
