@@ -20,8 +20,9 @@ pytestmark = pytest.mark.container
 CPU_RUN_TIMEOUT_S = 600
 
 
-def json_document(stdout: str) -> dict[str, Any]:
+def json_document(stdout: str, stderr: str) -> dict[str, Any]:
     """The report: stdout carries nothing else (the start-up banner goes to stderr)."""
+    assert stdout.strip(), f"no report on stdout; stderr ends:\n{stderr[-3000:]}"
     return json.loads(stdout)
 
 
@@ -47,7 +48,7 @@ def test_verify_cpu_json_runs_every_cpu_check_in_the_container(
     result = stack_factory().run(
         "torchrig", "verify", "--cpu", "--json", "--timeout", "400", timeout_s=CPU_RUN_TIMEOUT_S
     )
-    document = json_document(result.stdout)
+    document = json_document(result.stdout, result.stderr)
     failures = [check for check in document["checks"] if check["verdict"] == "FAIL"]
     assert failures == [], failures
     assert result.returncode == document["exit_code"] == 0, result.stderr[-3000:]
