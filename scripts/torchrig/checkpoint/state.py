@@ -229,7 +229,9 @@ def restore_training_state(
 def _load_part(target: Any, saved: Any, name: str) -> None:
     if target is None:
         return
-    if saved is None:
+    # An empty dict is what a disabled GradScaler saves (a run without AMP): loading it into an
+    # enabled one would raise, and starting that scaler afresh is the right thing anyway.
+    if saved is None or (isinstance(saved, Mapping) and not saved):
         warnings.warn(f"checkpoint holds no {name} state; {name} left as it is", stacklevel=3)
         return
     target.load_state_dict(saved)

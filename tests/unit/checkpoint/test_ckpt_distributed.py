@@ -124,11 +124,14 @@ def _fsdp_worker(rank: int, world: int, directory: str, reference: str) -> None:
         shard = next(Path(directory, "step_00000003").glob("*.distcp"))
         shard.write_bytes(shard.read_bytes()[:10])
     dist.barrier()
+    # and this time into a model whose optimizer never stepped (no state yet), as at a restart
+    untouched, untouched_opt = _fsdp_model(seed=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        extra = manager.load_latest(fresh, fresh_opt)
+        extra = manager.load_latest(untouched, untouched_opt)
     assert extra is not None and extra["step"] == 2
-    for key, value in _full(fresh).items():
+    assert len(untouched_opt.state_dict()["state"]) == len(moments)
+    for key, value in _full(untouched).items():
         assert torch.equal(value, full_by_step[2][key]), key
     if rank == 0:
         assert any("step_00000003" in str(w.message) for w in caught)

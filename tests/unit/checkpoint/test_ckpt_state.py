@@ -147,6 +147,18 @@ def test_missing_part_warns_and_keeps_object() -> None:
         restore_training_state(state, model=model, scheduler=scheduler)
 
 
+def test_resume_with_amp_turned_on_starts_a_fresh_scaler() -> None:
+    model, optimizer, _, scaler = make_run()
+    disabled = torch.amp.GradScaler("cpu", enabled=False)
+    state = training_state(
+        model=model, optimizer=optimizer, scaler=disabled, epoch=0, step=0, sampler={}, config={}
+    )
+    assert state["scaler"] == {}
+    with pytest.warns(UserWarning, match="no scaler state"):
+        restore_training_state(state, model=model, scaler=scaler)
+    assert scaler.get_scale() == 1024.0
+
+
 @pytest.mark.parametrize(
     "config", [{"path": Path("/x")}, {1: "a"}, {"a": {"b": object()}}, {"t": torch.zeros(1)}]
 )
