@@ -7,7 +7,7 @@ that are not right named in the row and every GPU's figures in its data.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from torchrig.verify.model import Check, Verdict, passed
@@ -530,7 +530,7 @@ def check_health(selected: list[SelectedGpu], own_pids: set[int] | None = None) 
     gpus = nvml_gpus(selected)
     count = f"{len(gpus)} GPU(s)"
 
-    def each(evaluate) -> list[Finding]:
+    def each(evaluate: Callable[[str, NvmlGpu], list[Finding]]) -> list[Finding]:
         return [finding for label, gpu in gpus for finding in evaluate(label, gpu)]
 
     temperatures = [gpu.temperature_c for _, gpu in gpus if gpu.temperature_c is not None]
