@@ -30,7 +30,9 @@ def main(argv: list[str]) -> int:
 
         inputs = torch.randn(32, 64, device=args.device)
         compiled = torch.compile(fused)
-        error = float((compiled(inputs) - fused(inputs)).abs().max())
+        eager = fused(inputs)
+        # Relative: generated kernels may use other (equally valid) sin/cos approximations.
+        error = float((compiled(inputs) - eager).abs().max() / eager.abs().max().clamp_min(1e-6))
         result.update(ok=error <= 1e-4, max_error=error)
     except Exception as exc:
         lines = str(exc).strip().splitlines()
