@@ -116,8 +116,13 @@ def _require_dir(directory: Path) -> None:
 def _inspect(args: argparse.Namespace) -> int:
     path: Path = args.path
     if path.is_dir():
-        from torchrig.checkpoint.sharded import describe_folder
+        from torchrig.checkpoint.sharded import METADATA_NAME, describe_folder
 
+        if not (path / METADATA_NAME).exists():
+            raise CheckpointError(
+                f"{path}: a directory, not a checkpoint (no {METADATA_NAME}); "
+                "`torchrig ckpt ls` lists the checkpoints in a directory"
+            )
         summary = describe_folder(path)
     elif path.is_file():
         summary = describe_file(path)
@@ -200,6 +205,23 @@ def _print_summary(summary: dict[str, Any]) -> None:
 # --- export -------------------------------------------------------------------------------------
 
 
+def _weights_from(source: Path) -> dict[str, Any]:
+    """A run directory (either layout), one sharded step folder, or one file."""
+    from torchrig.checkpoint.sharded import (
+        METADATA_NAME,
+        ShardedCheckpointManager,
+        is_sharded_dir,
+        load_folder_weights,
+    )
+    from torchrig.checkpoint.state import load_model_weights
+
+    if source.is_dir() and (source / METADATA_NAME).exists():
+        return load_folder_weights(source)
+    if is_sharded_dir(source):
+        return ShardedCheckpointManager(source).load_model_weights()
+    return load_model_weights(source)
+
+
 def _compact(tensor: Any) -> Any:
     """A view into a larger storage would drag the whole storage into the file: copy those."""
     tensor = tensor.detach().cpu()
@@ -212,7 +234,6 @@ def _export(args: argparse.Namespace) -> int:
     import torch
 
     from torchrig.checkpoint.files import atomic_write
-    from torchrig.checkpoint.state import load_model_weights
 
     source: Path = args.directory
     out: Path = args.out
@@ -222,15 +243,7 @@ def _export(args: argparse.Namespace) -> int:
         raise CheckpointError(f"{out} is a directory; give a file name such as model.pt")
     if not out.parent.is_dir():
         raise CheckpointError(f"{out.parent}: no such directory")
-    if source.is_dir():
-        from torchrig.checkpoint.sharded import ShardedCheckpointManager, is_sharded_dir
-
-        if is_sharded_dir(source):
-            weights = ShardedCheckpointManager(source).load_model_weights()
-        else:
-            weights = load_model_weights(source)
-    else:
-        weights = load_model_weights(source)
+    weights = _weights_from(source)
     weights = {k: _compact(v) for k, v in weights.items()}
     atomic_write(out, lambda f: torch.save(weights, f))
     count, nbytes = _tensor_totals(weights)

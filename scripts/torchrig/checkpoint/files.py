@@ -139,12 +139,28 @@ def load_file(path: Path, map_location: Any = None, *, verify: bool = True) -> A
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
-        raise CheckpointError(f"{path}: torch.load failed: {_first_line(exc)}") from exc
+        raise CheckpointError(f"{path}: torch.load failed: {first_line(exc)}") from exc
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
+
+
+def warn_if_other_layout(directory: Path, *, sharded_here: bool) -> None:
+    """Nothing to resume, but the other kind of checkpoint is there: likely a missing or extra
+    --fsdp. Starting from scratch silently would throw the run's progress away."""
+    if not directory.is_dir():
+        return
+    pattern = re.compile(r"^step_\d{8,}\.pt$" if sharded_here else r"^step_\d{8,}$")
+    others = sorted(p.name for p in directory.iterdir() if pattern.match(p.name))
+    if others:
+        kind = "single-file (CheckpointManager)" if sharded_here else "sharded (FSDP) folder"
+        warnings.warn(
+            f"{directory} holds {kind} checkpoints ({others[-1]}, ...) that this manager does "
+            "not read: was the run started with a different sharding setting?",
+            stacklevel=3,
+        )
 
 
 def _check_ranks_agree(choice: str | None, directory: Path) -> None:
@@ -319,6 +335,8 @@ class CheckpointManager:
         """
         found = self.load_latest_with_path(map_location, verify=verify)
         _check_ranks_agree(None if found is None else found[0].name, self.directory)
+        if found is None:
+            warn_if_other_layout(self.directory, sharded_here=False)
         return None if found is None else found[1]
 
     def load_latest_with_path(

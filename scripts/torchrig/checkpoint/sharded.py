@@ -34,8 +34,10 @@ from torchrig.checkpoint.files import (
     CheckpointInfo,
     atomic_write,
     atomic_write_text,
+    first_line,
     fsync_dir,
     load_file,
+    warn_if_other_layout,
 )
 from torchrig.checkpoint.rng import gather_rng_states, restore_rng_state
 
@@ -263,12 +265,14 @@ class ShardedCheckpointManager:
                 self._load_folder(folder, model, optimizer)
                 extra = load_file(folder / EXTRA_NAME, "cpu")
             except Exception as exc:  # DCP raises the same error on every rank
-                warnings.warn(f"skipping bad checkpoint {folder}: {exc}", stacklevel=2)
+                reason = str(exc) if isinstance(exc, CheckpointError) else f"{folder}: {exc}"
+                warnings.warn(f"skipping bad checkpoint {reason}", stacklevel=2)
                 continue
             rng = extra.pop("rng", None)
             if rng is not None:
                 restore_rng_state(rng)
             return extra
+        warn_if_other_layout(self.directory, sharded_here=True)
         return None
 
     @staticmethod
@@ -310,24 +314,33 @@ class ShardedCheckpointManager:
 
         For export and inference: it needs CPU memory for the whole model, but no process group.
         """
-        from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
-        from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
-
         for folder in self.candidates():
             try:
-                check_folder(folder)
-                state: dict[str, Any] = {}
-                _load_state_dict(
-                    state,
-                    storage_reader=_reader(folder),
-                    planner=_EmptyStateDictLoadPlanner(keys={"model"}),
-                    no_dist=True,
-                )
-            except Exception as exc:
-                warnings.warn(f"skipping bad checkpoint {folder}: {exc}", stacklevel=2)
-                continue
-            return dict(state["model"])
+                return load_folder_weights(folder)
+            except CheckpointError as exc:
+                warnings.warn(f"skipping bad checkpoint {exc}", stacklevel=2)
         raise CheckpointError(f"{self.directory}: no good sharded checkpoint")
+
+
+def load_folder_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """One sharded step folder's model weights, gathered into full CPU tensors."""
+    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    check_folder(folder)
+    state: dict[str, Any] = {}
+    try:
+        # The planner allocates every tensor from the metadata: no model object is needed. This
+        # is what torch's own dcp_to_torch_save does; the public dcp.load fills a copy instead.
+        _load_state_dict(
+            state,
+            storage_reader=_reader(folder),
+            planner=_EmptyStateDictLoadPlanner(keys={"model"}),
+            no_dist=True,
+        )
+    except Exception as exc:
+        raise CheckpointError(f"{folder}: cannot be read ({first_line(exc)})") from exc
+    return dict(state["model"])
 
 
 def _reader(folder: Path) -> Any:

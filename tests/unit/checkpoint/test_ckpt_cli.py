@@ -129,6 +129,7 @@ def test_export_of_a_view_writes_only_its_bytes(tmp_path: Path) -> None:
         (["ls", "{tmp}/empty"], "no checkpoints"),
         (["inspect", "{tmp}/absent.pt"], "no such file"),
         (["inspect", "{tmp}/file.txt"], "not a torch.save file"),
+        (["inspect", "{tmp}/empty"], "torchrig ckpt ls"),
         (["export", "{tmp}/empty", "{tmp}/out.pt"], "no good checkpoint"),
         (["export", "{tmp}/absent", "{tmp}/out.pt"], "no such file"),
         (["export", "{tmp}/file.txt", "{tmp}/out.pt"], "not a torch.save file"),

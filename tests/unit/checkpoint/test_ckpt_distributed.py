@@ -170,3 +170,7 @@ def test_fsdp2_sharded_save_resume_and_fallback(
     assert ckpt("export", directory, out) == 0
     exported = torch.load(out, weights_only=True)
     assert all(torch.equal(exported[k], v) for k, v in expected.items())
+    # one step folder on its own exports too
+    assert ckpt("export", directory / "step_00000002", out, "--force") == 0
+    exported = torch.load(out, weights_only=True)
+    assert all(torch.equal(exported[k], v) for k, v in expected.items())

@@ -221,3 +221,9 @@ def test_checksums_off_saves_without_crcs_and_restores_the_switch(tmp_path: Path
     assert torch.serialization.get_crc32_options() is True  # the process-wide switch is back
     loaded = manager.load_latest()  # nothing to verify: loads all the same
     assert loaded is not None and loaded["step"] == 1
+
+
+def test_sharded_checkpoints_here_are_pointed_out(tmp_path: Path) -> None:
+    (tmp_path / "step_00000500").mkdir()  # what ShardedCheckpointManager writes
+    with pytest.warns(UserWarning, match=r"sharded \(FSDP\) folder checkpoints \(step_00000500"):
+        assert CheckpointManager(tmp_path).load_latest() is None
