@@ -7,6 +7,7 @@ never a fixed sleep.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -103,9 +104,30 @@ def checkpoint_landed(ckpt_dir: Path) -> Callable[[], bool]:
 
 
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL torchrun and every worker, as a crash of the machine would.
+
+    torchrun starts each worker in a session of its own, so killing torchrun's process group
+    alone would leave the workers running (and writing checkpoints) as orphans.
+    """
+    workers = descendants(proc.pid)
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     proc.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while any(Path(f"/proc/{pid}").exists() and not is_zombie(pid) for pid in workers):
+        assert time.monotonic() < deadline, f"workers {workers} outlived SIGKILL"
+        time.sleep(0.05)
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def tail(log_file: Path, chars: int = 6000) -> str:

@@ -1,0 +1,208 @@
+"""Training throughput: what the example's defaults buy, and what DDP costs.
+
+    python benchmarks/train_throughput.py cpu   [--repeats 3] [--json]
+    python benchmarks/train_throughput.py gpu   [--model resnet18] [--batch-size 128] [--json]
+
+cpu: the training example itself under torchrun with gloo, 1 process against 2 (one thread each,
+  the tiny CNN on synthetic data); samples/s of all processes together, read from the example's
+  throughput lines after the first (warm-up) window. The same per-process batch on both, so 2
+  processes ideally give 2x.
+
+gpu (one GPU): images/s of one training step loop on device-resident synthetic batches, so the
+  data pipeline is not what is measured:
+  - naive: fp32, NCHW, eager, no cudnn.benchmark: the loop of the usual tutorials;
+  - defaults: what the example does on a GPU: bf16 autocast (fp16 + GradScaler where bf16 is
+    missing), channels_last, cudnn.benchmark, TF32, torch.compile; target >= 2.5x naive;
+  - plain / ddp-1: the defaults without and with DistributedDataParallel in a one-process group
+    (NCCL); target overhead <= 5 %;
+  - example: the training example end to end with its defaults (its own DataLoader of synthetic
+    images), 1 process under torchrun, for the number a user sees.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
+THROUGHPUT_LINE = re.compile(r"step\s+(\d+) \|.*\|\s+([\d.]+) samples/s")
+
+
+# ----------------------------------------------------------------------------------------------
+# The example under torchrun (CPU comparison, and the GPU end-to-end figure).
+
+
+def example_samples_per_s(nproc: int, example_args: list[str], threads: int = 1) -> float:
+    """Median samples/s over the example's throughput windows, the first one (warm-up) left out."""
+    with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
+        argv = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", str(nproc), str(EXAMPLE), *example_args,
+            "--checkpoint-dir", tmp, "--checkpoint-every", "100000",
+        ]  # fmt: skip
+        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TQDM_DISABLE": "1"}
+        result = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    output = result.stdout + result.stderr
+    if result.returncode != 0:
+        raise RuntimeError(f"the example failed ({result.returncode}):\n{output[-4000:]}")
+    rates = [float(m.group(2)) for m in THROUGHPUT_LINE.finditer(output)]
+    if len(rates) < 2:
+        raise RuntimeError(f"too few throughput lines in the example's output:\n{output[-4000:]}")
+    return statistics.median(rates[1:])
+
+
+def bench_cpu(repeats: int) -> dict:
+    # The final checkpoint is written after the last throughput line, so it is not timed.
+    args = [
+        "--device", "cpu", "--model", "tiny", "--image-size", "32", "--num-classes", "10",
+        "--batch-size", "32", "--synthetic-size", "20000", "--steps", "60", "--log-every", "10",
+    ]  # fmt: skip
+    runs: dict[int, list[float]] = {1: [], 2: []}
+    for _ in range(repeats):
+        for nproc in runs:  # interleaved, so a noisy neighbour hits both alike
+            runs[nproc].append(example_samples_per_s(nproc, args))
+    one, two = (statistics.median(runs[n]) for n in (1, 2))
+    return {
+        "benchmark": "cpu: training example, gloo, 1 vs 2 processes",
+        "command": "torchrun --standalone --nproc-per-node {1,2} train_ddp.py " + " ".join(args),
+        "cpu_count": os.cpu_count(),
+        "samples_per_s_1proc": round(one, 1),
+        "samples_per_s_2proc": round(two, 1),
+        "all_runs": {str(k): [round(v, 1) for v in vs] for k, vs in runs.items()},
+        "speedup_2_vs_1": round(two / one, 3),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# One GPU: step loops on device-resident batches.
+
+
+def gpu_images_per_s(
+    model_name: str,
+    batch_size: int,
+    image_size: int,
+    *,
+    fast: bool,
+    compile_model: bool,
+    ddp: bool,
+    steps: int,
+    warmup: int,
+) -> float:
+    import torch
+    import torch.nn.functional as F
+    from torchrig.models import build_model
+
+    device = torch.device("cuda", 0)
+    torch.backends.cudnn.benchmark = fast
+    torch.backends.cuda.matmul.allow_tf32 = fast
+    torch.backends.cudnn.allow_tf32 = fast
+    torch.manual_seed(0)
+    memory_format = torch.channels_last if fast else torch.contiguous_format
+    model = build_model(model_name, 1000).to(device, memory_format=memory_format)
+    if ddp:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = DDP(model, device_ids=[0])
+    step_model = torch.compile(model) if compile_model else model
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    amp_dtype = None
+    if fast:
+        amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
+    autocast = torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else nullcontext()
+    images = torch.randn(batch_size, 3, image_size, image_size, device=device)
+    images = images.contiguous(memory_format=memory_format)
+    labels = torch.randint(1000, (batch_size,), device=device)
+
+    def one_step() -> None:
+        with autocast:
+            loss = F.cross_entropy(step_model(images), labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+
+    for _ in range(warmup):  # compilation, cudnn autotuning, allocator warm-up
+        one_step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        one_step()
+    torch.cuda.synchronize()
+    return steps * batch_size / (time.perf_counter() - start)
+
+
+def bench_gpu(model_name: str, batch_size: int, image_size: int, steps: int) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    if not torch.cuda.is_available():
+        raise SystemExit("gpu: CUDA is not available here")
+    common = {"steps": steps, "warmup": 20}
+    shape = (model_name, batch_size, image_size)
+    naive = gpu_images_per_s(*shape, fast=False, compile_model=False, ddp=False, **common)
+    defaults = gpu_images_per_s(*shape, fast=True, compile_model=True, ddp=False, **common)
+    # DDP overhead: the same eager fast loop with and without a one-process DDP wrapper.
+    plain = gpu_images_per_s(*shape, fast=True, compile_model=False, ddp=False, **common)
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        ddp_one = gpu_images_per_s(*shape, fast=True, compile_model=False, ddp=True, **common)
+    finally:
+        dist.destroy_process_group()
+    example_args = ["--model", model_name, "--batch-size", str(batch_size), "--image-size",
+                    str(image_size), "--steps", "300", "--log-every", "50"]  # fmt: skip
+    example = example_samples_per_s(1, example_args, threads=max(1, (os.cpu_count() or 2) // 2))
+    return {
+        "benchmark": f"gpu: {model_name}, batch {batch_size}, {image_size}px, one GPU",
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "images_per_s_naive_fp32_eager": round(naive, 1),
+        "images_per_s_defaults": round(defaults, 1),
+        "speedup_defaults_vs_naive": round(defaults / naive, 3),
+        "images_per_s_plain": round(plain, 1),
+        "images_per_s_ddp_1proc": round(ddp_one, 1),
+        "ddp_overhead_percent": round(100 * (1 - ddp_one / plain), 2),
+        "samples_per_s_example_end_to_end": round(example, 1),
+        "example_command": "torchrun --standalone --nproc-per-node 1 train_ddp.py "
+        + " ".join(example_args),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("what", choices=["cpu", "gpu"])
+    parser.add_argument("--repeats", type=int, default=3, help="cpu: runs per process count")
+    parser.add_argument("--model", default="resnet18", help="gpu: model")
+    parser.add_argument("--batch-size", type=int, default=128, help="gpu: batch per step")
+    parser.add_argument("--image-size", type=int, default=224, help="gpu: image side")
+    parser.add_argument("--steps", type=int, default=100, help="gpu: timed steps per variant")
+    parser.add_argument("--json", action="store_true", help="print JSON only")
+    args = parser.parse_args()
+    if min(args.repeats, args.batch_size, args.image_size, args.steps) < 1:
+        parser.error("--repeats, --batch-size, --image-size and --steps must be >= 1")
+    if args.what == "cpu":
+        result = bench_cpu(args.repeats)
+    else:
+        result = bench_gpu(args.model, args.batch_size, args.image_size, args.steps)
+    result["python"] = platform.python_version()
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:36s} {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
