@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import socket
 import traceback
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,18 +30,12 @@ def train_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, n: int
         optimizer.step()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _entry(
-    rank: int, world: int, port: int, fn: Callable[..., Any], args: tuple[Any, ...], errdir: str
+    rank: int, world: int, store: str, fn: Callable[..., Any], args: tuple[Any, ...], errdir: str
 ) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A file store, not a TCP port: no race with other test runs for a "free" port.
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     try:
         fn(rank, world, *args)
     except BaseException:
@@ -58,7 +51,8 @@ def run_ranks(fn: Callable[..., Any], world: int, tmp_path: Path, *args: Any) ->
     errdir = tmp_path / "rank-errors"
     errdir.mkdir(exist_ok=True)
     try:
-        mp.spawn(_entry, args=(world, free_port(), fn, args, str(errdir)), nprocs=world)
+        store = tmp_path / f"store-{uuid.uuid4().hex}"
+        mp.spawn(_entry, args=(world, str(store), fn, args, str(errdir)), nprocs=world)
     except Exception as exc:
         details = "\n".join(p.read_text() for p in sorted(errdir.glob("rank*.txt")))
         raise AssertionError(f"a rank failed:\n{details}") from exc
