@@ -40,8 +40,9 @@ for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
         raw = open(f"/proc/{pid}/cmdline", "rb").read()
     except OSError:
         continue
-    if raw:
-        print(pid, raw.replace(b"\\0", b" ").decode(errors="replace").strip())
+    if raw and pid != os.getpid():
+        args = raw.replace(b"\\0", b" ").replace(b"\\n", b" ").decode(errors="replace")
+        print(pid, args.strip())
 """
 
 
@@ -175,7 +176,7 @@ class Stack:
 
     def up(self, *services: str) -> None:
         # --no-build: the session built (or was given) the image; a test never rebuilds it.
-        self.compose("up", "-d", "--no-build", *services)
+        self.compose("up", "-d", "--no-build", "--pull", "never", *services)
 
     def down(self, volumes: bool) -> None:
         args = ["down", "--remove-orphans", "--timeout", "10"]
