@@ -191,3 +191,29 @@ def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
         for buffer in buffers:
             buffer.data.copy_(flat[offset : offset + buffer.numel()].view_as(buffer))
             offset += buffer.numel()
+
+
+def shard_model(model: torch.nn.Module, min_unit_params: int = 1_000_000, **fsdp_kwargs) -> None:
+    """Apply FSDP2's `fully_shard` bottom-up: a submodule becomes its own unit once it holds at
+    least `min_unit_params` parameters not already in a unit below it, then the root.
+
+    Each unit's weights are all-gathered only while it runs, so peak memory is about one unit's
+    full weights plus every rank's shard; units that are too small would only add communication.
+    Changes `model` in place; `fsdp_kwargs` go to every `fully_shard` call (e.g. `mp_policy`).
+    """
+    from torch.distributed.fsdp import fully_shard
+
+    if min_unit_params < 1:
+        raise ValueError(f"min_unit_params must be >= 1, got {min_unit_params}")
+
+    def shard_large_children(module: torch.nn.Module) -> int:
+        pending = sum(p.numel() for p in module.parameters(recurse=False))
+        for child in module.children():
+            pending += shard_large_children(child)
+        if module is not model and pending >= min_unit_params:
+            fully_shard(module, **fsdp_kwargs)
+            return 0
+        return pending
+
+    shard_large_children(model)
+    fully_shard(model, **fsdp_kwargs)

@@ -38,6 +38,7 @@ from torchrig.distributed import (
     all_reduce_mean,
     broadcast_buffers,
     init_distributed,
+    shard_model,
     shutdown_distributed,
 )
 from torchrig.models import TorchvisionUnavailable, build_model, import_torchvision
@@ -93,7 +94,10 @@ args = parse_args()
 
 # On a CPU, torch would start one thread per core in every rank and the ranks would fight over
 # the cores; torchrun/torchrig launch set OMP_NUM_THREADS for that, default 1.
-torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+threads = os.environ.get("OMP_NUM_THREADS", "1")
+if not threads.isdigit() or int(threads) < 1:
+    sys.exit(f"OMP_NUM_THREADS={threads!r}: expected a whole number of threads >= 1")
+torch.set_num_threads(int(threads))
 
 if args.device == "auto":
     args.device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -185,14 +189,11 @@ if args.sync_bn:
     model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
 model = model.to(device, memory_format=torch.channels_last if args.channels_last else None)
 if args.fsdp:
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy
 
-    # Each block holding parameters becomes a unit; its weights are gathered only while in use.
+    # Blocks of >= 1M parameters become FSDP units, gathered only while they run.
     policy = MixedPrecisionPolicy(param_dtype=amp_dtype) if amp_dtype else MixedPrecisionPolicy()
-    for module in model.modules():
-        if module is not model and list(module.parameters(recurse=False)):
-            fully_shard(module, mp_policy=policy)
-    fully_shard(model, mp_policy=policy)
+    shard_model(model, mp_policy=policy)
     ddp_model = model
 else:
     ddp_model = DDP(model, device_ids=[dist_info.local_rank] if on_gpu else None)
@@ -301,7 +302,10 @@ if is_main:
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
 
-    writer = SummaryWriter(str(args.tensorboard_dir or args.checkpoint_dir / "tensorboard"))
+    # purge_step: a resumed run drops what the crashed one logged after its last checkpoint.
+    writer = SummaryWriter(
+        str(args.tensorboard_dir or args.checkpoint_dir / "tensorboard"), purge_step=step or None
+    )
     progress = tqdm(total=args.steps, initial=step, unit="step", dynamic_ncols=True)
 sample_log = None
 if args.log_samples is not None:

@@ -70,3 +70,25 @@ def test_without_torchrun_a_group_of_one_works_and_helpers_are_identities() -> N
     finally:
         shutdown_distributed()
     assert not dist.is_initialized()
+
+
+def test_shard_model_makes_units_of_large_blocks_only() -> None:
+    from torch.distributed.fsdp import FSDPModule
+
+    model = torch.nn.Sequential(
+        torch.nn.Sequential(torch.nn.Linear(40, 40), torch.nn.Linear(40, 40)),  # 3280 params
+        torch.nn.Linear(4, 4),  # 20 params
+    )
+    init_distributed("cpu", environ={})
+    try:
+        from torchrig.distributed import shard_model
+
+        shard_model(model, min_unit_params=2000)
+        assert isinstance(model, FSDPModule)
+        assert isinstance(model[0], FSDPModule)
+        assert not isinstance(model[1], FSDPModule)
+        assert not isinstance(model[0][0], FSDPModule)  # 1640 < 2000: stays in its parent's unit
+        with pytest.raises(ValueError, match="min_unit_params"):
+            shard_model(torch.nn.Linear(2, 2), min_unit_params=0)
+    finally:
+        shutdown_distributed()
