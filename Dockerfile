@@ -120,11 +120,16 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && install -d -o dev -g dev -m 700 /home/dev/.ssh \
     && install -d -o dev -g dev -m 755 /home/dev/.cache
 COPY --from=venv --chown=1000:100 /opt/venv /opt/venv
+# The NVIDIA runtime exposes all GPUs with compute+utility (nvidia-smi, NVML). Its own CUDA
+# version gate (NVIDIA_REQUIRE_CUDA, set by nvidia/cuda bases) is turned off: with a too-old
+# driver the container still starts and the banner names the minimum driver and the rebuild knob
+# instead of a bare "unsatisfied condition: cuda>=13.0" from the runtime.
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    NVIDIA_DISABLE_REQUIRE=1 \
     TORCHINDUCTOR_CACHE_DIR=/home/dev/.cache/torchinductor \
     TRITON_CACHE_DIR=/home/dev/.cache/triton \
     HF_HOME=/home/dev/.cache/huggingface \
