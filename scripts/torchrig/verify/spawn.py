@@ -61,6 +61,17 @@ def start_module(module: str, args: Sequence[str], env: dict[str, str] | None = 
 
 def wait_all(helpers: Sequence[Helper], timeout: float) -> list[Outcome]:
     """Wait for every helper until one shared deadline; kill the ones still running then."""
+    try:
+        wait_until_done(helpers, timeout)
+    finally:
+        # Also on Ctrl-C: the helpers run in sessions of their own, so the terminal's SIGINT
+        # never reaches them. Whatever a helper left behind in its group goes too.
+        for helper in helpers:
+            kill_group(helper)
+    return [outcome_of(helper) for helper in helpers]
+
+
+def wait_until_done(helpers: Sequence[Helper], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     first_failure: float | None = None
     while True:
@@ -78,10 +89,6 @@ def wait_all(helpers: Sequence[Helper], timeout: float) -> list[Outcome]:
                 helper.killed = True
             break
         time.sleep(0.05)
-    for helper in helpers:
-        # Whatever a helper started and left behind (it is in the helper's own group) goes too.
-        kill_group(helper)
-    return [outcome_of(helper) for helper in helpers]
 
 
 def kill_group(helper: Helper) -> None:

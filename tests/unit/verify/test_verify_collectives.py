@@ -156,3 +156,22 @@ def test_a_crashing_rank_fails_fast_with_its_error_and_its_peers_are_killed(
     assert check.verdict is Verdict.FAIL
     assert "rank 0 exited 3: boom: rank failed on purpose" in check.summary
     assert_all_gone(tmp_path)
+
+
+def test_ctrl_c_while_waiting_kills_the_helpers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = fake_worker(tmp_path, monkeypatch, crash_rank=-1)
+    helpers = [spawn.start_module(module, [f"--rank={rank}"]) for rank in range(2)]
+    deadline = time.monotonic() + 30
+    while len(list(tmp_path.glob("pids-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    def interrupted(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(spawn.time, "sleep", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        spawn.wait_all(helpers, timeout=60)
+    monkeypatch.undo()
+    assert_all_gone(tmp_path)
