@@ -92,3 +92,42 @@ def test_a_snapshot_survives_a_json_round_trip() -> None:
 @pytest.mark.parametrize(("encoded", "text"), [(13000, "13.0"), (12040, "12.4"), (None, None)])
 def test_cuda_version_text(encoded: int | None, text: str | None) -> None:
     assert cuda_version_text(encoded) == text
+
+
+def test_every_nvml_call_the_adapter_makes_exists_in_pynvml() -> None:
+    """The fake could hide a misspelt call; the real module cannot."""
+    import re
+    from pathlib import Path
+
+    import torchrig.verify.nvml as adapter
+
+    pynvml = pytest.importorskip("pynvml")
+    source = Path(adapter.__file__).read_text()
+    called = set(re.findall(r"nvml\.(nvml\w+)", source))
+    called |= set(re.findall(r'"(nvmlDevice\w+)"', source))
+    assert len(called) > 20
+    missing = sorted(name for name in called if not hasattr(pynvml, name))
+    assert missing == []
+    fake_missing = sorted(name for name in called if not hasattr(FakeNvml, name))
+    # The fake answers everything but the old name of the clock-event call.
+    assert fake_missing == ["nvmlDeviceGetCurrentClocksThrottleReasons"]
+
+
+def test_the_constants_copied_by_value_match_pynvml() -> None:
+    import torchrig.verify.nvml as adapter
+
+    pynvml = pytest.importorskip("pynvml")
+    # pynvml defines this one with a stray trailing comma, as the tuple (0,): one more reason to
+    # copy the values rather than pass pynvml's constants through.
+    read = pynvml.NVML_P2P_CAPS_INDEX_READ
+    unwrapped = read[0] if isinstance(read, tuple) else read
+    assert unwrapped == adapter.P2P_CAPS_INDEX_READ
+    assert adapter.P2P_CAPS_INDEX_NVLINK == pynvml.NVML_P2P_CAPS_INDEX_NVLINK
+    assert adapter.P2P_STATUS_OK == pynvml.NVML_P2P_STATUS_OK
+    assert adapter.TEMPERATURE_GPU == pynvml.NVML_TEMPERATURE_GPU
+    assert adapter.TEMPERATURE_THRESHOLD_SLOWDOWN == pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN
+    assert adapter.VOLATILE_ECC == pynvml.NVML_VOLATILE_ECC
+    assert adapter.MEMORY_ERROR_TYPE_UNCORRECTED == pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+    assert adapter.NVLINK_STATE_ACTIVE == pynvml.NVML_NVLINK_STATE_ACTIVE
+    assert adapter.TOPOLOGY_NAMES[50] == "SYS" and pynvml.NVML_TOPOLOGY_SYSTEM == 50
+    assert adapter.TOPOLOGY_NAMES[10] == "PIX" and pynvml.NVML_TOPOLOGY_SINGLE == 10
