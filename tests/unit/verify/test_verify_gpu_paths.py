@@ -155,3 +155,24 @@ def test_without_usable_cuda_the_probes_are_skipped_not_crashed() -> None:
     rows = {(check.section, check.verdict) for check in result.checks}
     assert ("probes", Verdict.SKIP) in rows
     assert ("collectives", Verdict.SKIP) in rows
+
+
+def test_the_torch_cuda_calls_the_gpu_path_makes_exist_in_real_torch() -> None:
+    """The stand-in above could hide a misspelt call; real torch (even a CPU build) cannot."""
+    for name in (
+        "Event",
+        "device",
+        "mem_get_info",
+        "empty_cache",
+        "is_bf16_supported",
+        "get_arch_list",
+        "get_device_properties",
+        "device_count",
+        "is_available",
+        "synchronize",
+        "set_device",
+    ):
+        assert hasattr(torch.cuda, name), name
+    assert hasattr(torch.cuda.nccl, "version")
+    assert hasattr(torch.backends.cuda.matmul, "allow_tf32")
+    assert hasattr(torch.backends.cudnn, "allow_tf32")
