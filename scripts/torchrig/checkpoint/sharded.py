@@ -16,12 +16,14 @@ Scheduler and GradScaler state go into `extra` (they are small and identical on 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import secrets
 import shutil
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +138,15 @@ def _folder_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
 
 
+@contextlib.contextmanager
+def _single_process_is_intended() -> Iterator[None]:
+    """DCP warns on every call without a process group, even when told no_dist=True; one
+    process (one GPU, or a conversion) is a legitimate use here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        yield
+
+
 # --- the manager --------------------------------------------------------------------------------
 
 
@@ -168,7 +179,12 @@ class ShardedCheckpointManager:
         _dist.run_on_rank0(self._prepare, f"prepare {self.directory}")
         model_state, optim_state = get_state_dict(model, optimizer)
         # DCP reports a failure on any rank to all of them.
-        dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=tmp)
+        with _single_process_is_intended():
+            dcp.save(
+                {"model": model_state, "optim": optim_state},
+                checkpoint_id=tmp,
+                no_dist=not _dist.is_distributed(),
+            )
         # Every rank's shards are on disk (DCP fsyncs them) before the folder is renamed.
         _dist.run_on_rank0(lambda: self._finish(tmp, final, step, extra), f"save {final}")
 
@@ -287,7 +303,8 @@ class ShardedCheckpointManager:
         state: dict[str, Any] = {"model": model_state}
         if optimizer is not None:
             state["optim"] = optim_state
-        dcp.load(state, checkpoint_id=folder)
+        with _single_process_is_intended():
+            dcp.load(state, checkpoint_id=folder, no_dist=not _dist.is_distributed())
         set_state_dict(
             model,
             optimizers,
