@@ -57,6 +57,7 @@ def test_strip_prefixes_any_order_and_nesting() -> None:
         strip_prefixes({"module.x": 1, "x": 2})
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit, on import
 def test_unwrap_model_dataparallel_and_compiled() -> None:
     inner = TinyNet()
     assert unwrap_model(inner) is inner
@@ -103,6 +104,7 @@ def test_round_trip_restores_everything(tmp_path: Path) -> None:
         assert torch.equal(a, b)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit, on import
 def test_wrapped_models_save_and_load_prefix_free(tmp_path: Path) -> None:
     model, optimizer, _, _ = make_run()
     wrapped = torch.nn.DataParallel(torch.compile(model))
