@@ -21,8 +21,6 @@ from .stack import REPO_ROOT, Stack, new_stack
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 CPU_OVERRIDE = REPO_ROOT / "docker-compose.cpu.yml"
 BUILD_TIMEOUT_S = 3600
-# Variables the build reads from the environment (CI and developers set them; tests pass them on).
-BUILD_VARIABLES = ("BASE_IMAGE", "EXTRA_CA_CERT", "MEMLOCK", "CUDA_FLAVOUR")
 # A uid/gid that is neither the image's 1000 nor ours, so ownership tests can tell them apart.
 TEST_PUID = "4242"
 TEST_PGID = "4343"
@@ -48,9 +46,10 @@ def cpu_compose_files() -> list[Path]:
 
 
 def _build_image(compose_files: list[Path], log_path: Path) -> str:
-    """`docker compose build` with the CPU override, as `make build CPU=1` does; returns the tag."""
+    """`make build CPU=1`, the path a user takes (it passes BASE_IMAGE, EXTRA_CA_CERT,
+    CUDA_FLAVOUR on to compose from the environment); returns the tag it built."""
     files = [arg for path in compose_files for arg in ("-f", str(path))]
-    command = ["docker", "compose", *files, "build", "workstation"]
+    command = ["make", "build", "CPU=1"]
     with log_path.open("w") as log:
         result = subprocess.run(
             command,

@@ -56,12 +56,15 @@ def test_malformed_ssh_public_key_is_reported(stack_factory: Callable[..., Stack
     assert TRACEBACK not in output
 
 
-def test_puid_of_an_existing_image_user_fails_clearly(stack_factory: Callable[..., Stack]) -> None:
-    # uid 1 is `daemon` in every Debian-based image.
-    result = stack_factory(PUID="1").run("true")
+# uid 1 is `daemon` and gid 100 is `users` in every Debian-based image.
+@pytest.mark.parametrize(("variable", "taken"), [("PUID", "1"), ("PGID", "100")])
+def test_id_of_an_existing_image_user_or_group_fails_clearly(
+    stack_factory: Callable[..., Stack], variable: str, taken: str
+) -> None:
+    result = stack_factory(**{variable: taken}).run("true")
     output = output_of(result)
     assert result.returncode != 0, output
-    assert lines_naming(output, "PUID", "1"), output
+    assert lines_naming(output, "error", f"{variable}={taken}"), output
     assert TRACEBACK not in output
 
 
