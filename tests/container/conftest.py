@@ -124,7 +124,9 @@ def make_stack_in(
 
 @pytest.fixture
 def stack_factory(
-    make_stack_in: Callable[..., Stack], tmp_path_factory: pytest.TempPathFactory
+    make_stack_in: Callable[..., Stack],
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[StackFactory]:
     """Fresh stacks for one test (not started): `stack_factory(PUID="5000")`."""
     made: list[Stack] = []
@@ -137,12 +139,27 @@ def stack_factory(
 
     yield factory
     for stack in made:
+        if _failed(request.node):
+            _print_evidence(stack)
         stack.down(volumes=True)
+
+
+def _failed(item: pytest.Item) -> bool:
+    report = getattr(item, "rep_call", None) or getattr(item, "rep_setup", None)
+    return bool(report is not None and report.failed)
+
+
+def _print_evidence(stack: Stack) -> None:
+    """The compose commands and the service's logs, shown with the failed test's report."""
+    print(f"--- {stack.name}: compose commands\n" + "\n".join(stack.log))
+    print(f"--- {stack.name}: logs\n{stack.logs()}")
 
 
 @pytest.fixture(scope="session")
 def running_stack(
-    make_stack_in: Callable[..., Stack], tmp_path_factory: pytest.TempPathFactory
+    make_stack_in: Callable[..., Stack],
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
 ) -> Iterator[Stack]:
     """One healthy stack shared by the tests where a fresh container is not the point.
 
@@ -156,4 +173,6 @@ def running_stack(
         stack.start_logs = stack.logs()
         yield stack
     finally:
+        if request.session.testsfailed:
+            _print_evidence(stack)
         stack.down(volumes=True)

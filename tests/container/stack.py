@@ -31,6 +31,8 @@ SERVICE = "workstation"
 # Two cores shared with a browser and other stacks: generous, but a hang still fails.
 READY_TIMEOUT_S = 180.0
 COMPOSE_TIMEOUT_S = 300.0
+PORT_RETRIES = 3
+PORT_TAKEN = re.compile(r"port is already allocated|address already in use", re.IGNORECASE)
 # The image may lack procps; Python is always there.
 LIST_PROCESSES = """
 import os
@@ -175,8 +177,25 @@ class Stack:
         return result
 
     def up(self, *services: str) -> None:
-        # --no-build: the session built (or was given) the image; a test never rebuilds it.
-        self.compose("up", "-d", "--no-build", "--pull", "never", *services)
+        """Start the stack; --no-build: the session built (or was given) the image.
+
+        Other stacks on this engine pick free ports too: when one took ours between our pick and
+        our start, pick again rather than fail on a race that has nothing to do with the image.
+        """
+        for _ in range(PORT_RETRIES):
+            result = self.compose(
+                "up", "-d", "--no-build", "--pull", "never", *services, check=False
+            )
+            if result.returncode == 0:
+                return
+            if not PORT_TAKEN.search(result.stderr):
+                break
+            self.compose("down", "--timeout", "0", check=False)
+            self.variables["JUPYTER_PORT"] = str(free_port())
+            self.variables["SSH_PORT"] = str(free_port())
+        raise StackError(
+            f"`compose up` of {self.name} exited {result.returncode}\n--- stderr\n{result.stderr}"
+        )
 
     def down(self, volumes: bool) -> None:
         args = ["down", "--remove-orphans", "--timeout", "10"]
@@ -218,9 +237,13 @@ class Stack:
         container = self.container()
         container.reload()
         state = container.attrs["State"]
-        if state.get("Status") in {"exited", "dead"}:
+        # restart: unless-stopped turns a failed start into a restart loop; that is a failure too.
+        if state.get("Status") in {"exited", "dead", "restarting"} or container.attrs.get(
+            "RestartCount"
+        ):
             raise StackError(
-                f"container exited with {state.get('ExitCode')} before it was healthy\n"
+                f"container {state.get('Status')} (exit {state.get('ExitCode')}) before it was"
+                f" healthy\n"
                 f"--- logs\n{self.logs()}"
             )
         return str(state.get("Health", {}).get("Status", "none"))
