@@ -47,7 +47,7 @@ RUN --mount=type=secret,id=extra_ca \
     && apt-get "${apt_ca[@]}" update \
     && apt-get "${apt_ca[@]}" install -y --no-install-recommends ca-certificates python3 \
     && if [ -s /run/secrets/extra_ca ]; then \
-         cp /run/secrets/extra_ca /usr/local/share/ca-certificates/torchrig-extra-ca.crt; \
+         install -m 644 /run/secrets/extra_ca /usr/local/share/ca-certificates/torchrig-extra-ca.crt; \
        fi \
     && update-ca-certificates
 # Everything that speaks TLS uses the system bundle, so the extra CA also works for the user's
