@@ -16,8 +16,10 @@ def state_for(step: int) -> dict:
     return {"step": step, "w": torch.full((64, 64), float(step))}
 
 
-def saved(tmp_path: Path, steps: list[int], keep: int = 3) -> CheckpointManager:
-    manager = CheckpointManager(tmp_path, keep=keep)
+def saved(
+    tmp_path: Path, steps: list[int], keep: int = 3, checksums: bool = False
+) -> CheckpointManager:
+    manager = CheckpointManager(tmp_path, keep=keep, checksums=checksums)
     for step in steps:
         manager.save(step, state_for(step))
     return manager
@@ -67,7 +69,7 @@ def corrupt(path: Path, how: str) -> None:
 
 @pytest.mark.parametrize("how", ["truncated", "empty", "garbage", "flipped"])
 def test_corrupt_latest_falls_back_with_a_warning(tmp_path: Path, how: str) -> None:
-    manager = saved(tmp_path, [10, 20, 30])
+    manager = saved(tmp_path, [10, 20, 30], checksums=how == "flipped")
     corrupt(tmp_path / "step_00000030.pt", how)
     with pytest.warns(UserWarning, match="step_00000030.pt"):
         loaded = manager.load_latest()
@@ -86,13 +88,13 @@ def test_cheap_list_spots_truncation_without_loading(tmp_path: Path) -> None:
 
 
 def test_flipped_bytes_fail_the_crc_check(tmp_path: Path) -> None:
-    saved(tmp_path, [1])
+    saved(tmp_path, [1], checksums=True)
     path = tmp_path / "step_00000001.pt"
     check_crc(path)
     corrupt(path, "flipped")
     with pytest.raises(CheckpointError, match="corrupt"):
         check_crc(path)
-    # Without verification the damage goes unnoticed: that is why verify defaults to True.
+    # torch.load alone does not notice: the CRCs are the only defence against this.
     assert load_file(path, verify=False)["step"] == 1
 
 
@@ -210,17 +212,23 @@ def test_unsafe_type_in_a_file_is_reported_not_executed(tmp_path: Path) -> None:
         assert CheckpointManager(tmp_path).load_latest() is None
 
 
-def test_checksums_off_saves_without_crcs_and_restores_the_switch(tmp_path: Path) -> None:
+def test_checksums_are_opt_in_and_the_switch_is_restored(tmp_path: Path) -> None:
     import zipfile
 
-    manager = CheckpointManager(tmp_path, checksums=False)
-    path = manager.save(1, state_for(1))
-    assert path is not None
-    with zipfile.ZipFile(path) as archive:
+    default = CheckpointManager(tmp_path / "default").save(1, state_for(1))
+    checked = CheckpointManager(tmp_path / "checked", checksums=True).save(1, state_for(1))
+    assert default is not None and checked is not None
+    with zipfile.ZipFile(default) as archive:
         assert all(info.CRC == 0 for info in archive.infolist())
+    with zipfile.ZipFile(checked) as archive:
+        assert all(info.CRC != 0 for info in archive.infolist() if info.file_size)
     assert torch.serialization.get_crc32_options() is True  # the process-wide switch is back
-    loaded = manager.load_latest()  # nothing to verify: loads all the same
-    assert loaded is not None and loaded["step"] == 1
+    for manager in (
+        CheckpointManager(tmp_path / "default"),
+        CheckpointManager(tmp_path / "checked"),
+    ):
+        loaded = manager.load_latest()
+        assert loaded is not None and loaded["step"] == 1
 
 
 def test_sharded_checkpoints_here_are_pointed_out(tmp_path: Path) -> None:
