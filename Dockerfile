@@ -133,7 +133,6 @@ ENV VIRTUAL_ENV=/opt/venv \
     TORCHINDUCTOR_CACHE_DIR=/home/dev/.cache/torchinductor \
     TRITON_CACHE_DIR=/home/dev/.cache/triton \
     HF_HOME=/home/dev/.cache/huggingface \
-    SERVICES=jupyter,sshd \
     TORCHRIG_CUDA_FLAVOUR=${CUDA_FLAVOUR}
 COPY entrypoint/entrypoint.sh /usr/local/bin/torchrig-entrypoint
 COPY entrypoint/sshd_config /etc/torchrig/sshd_config

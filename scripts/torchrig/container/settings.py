@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from torchrig.container.log import SetupError
 
+# Also the default of SERVICES (this is its one place): all of them.
 KNOWN_SERVICES = ("jupyter", "sshd")
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
