@@ -22,12 +22,13 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
 
-# A run that finishes in seconds on two shared cores yet crosses an epoch boundary: 96 samples,
-# 2 ranks x batch 4 = 8 per step, 12 steps = one epoch.
+# A run that finishes in seconds on two shared cores yet crosses epoch boundaries and accumulates
+# gradients (so DDP's no_sync is in play): 96 samples; 2 ranks x batch 4 x 2 micro-steps = 16
+# samples per optimizer step; 12 steps = two epochs.
 TINY = [
     "--device", "cpu", "--model", "tiny", "--image-size", "8", "--num-classes", "4",
-    "--synthetic-size", "96", "--batch-size", "4", "--steps", "12", "--warmup-steps", "2",
-    "--checkpoint-every", "3", "--log-every", "3", "--seed", "7",
+    "--synthetic-size", "96", "--batch-size", "4", "--grad-accum", "2", "--steps", "12",
+    "--warmup-steps", "2", "--checkpoint-every", "3", "--log-every", "3", "--seed", "7",
 ]  # fmt: skip
 
 RUN_TIMEOUT_S = 300

@@ -87,24 +87,27 @@ def test_torchrun_restart_after_a_worker_is_sigkilled_matches_uninterrupted(
 
 def test_resume_on_another_process_count_sees_each_sample_once(tmp_path: Path) -> None:
     samples = tmp_path / "samples.jsonl"
-    # 3 steps on 2 processes (24 of the epoch's 96 samples), then the rest on 3 processes.
+    # 3 steps on 2 processes (48 of the epoch's 96 samples), then the rest on 3 processes.
     run_to_end(torchrun_argv(2, [*example_args(tmp_path), "--steps", "3",
                                  "--log-samples", str(samples)]))  # fmt: skip
     output = run_to_end(torchrun_argv(3, [*example_args(tmp_path), "--steps", "12",
                                           "--log-samples", str(samples)]))  # fmt: skip
-    assert "resuming from step 3 (epoch 0, 24 samples into it)" in output
+    assert "resuming from step 3 (epoch 0, 48 samples into it)" in output
 
     records = read_sample_log(samples)
     assert {r["world_size"] for r in records} == {2, 3}
     per_epoch: dict[int, Counter] = {}
     for record in records:
         per_epoch.setdefault(record["epoch"], Counter()).update(record["indices"])
-    # Epoch 0: 24 samples on 2 ranks + 72 on 3 ranks (steps 4..9) = all 96, each exactly once.
-    assert sorted(per_epoch[0]) == list(range(96))
-    assert set(per_epoch[0].values()) == {1}
-    # Epoch 1 (steps 10..12 on 3 ranks): 36 samples, none twice.
-    assert sum(per_epoch[1].values()) == 36
-    assert set(per_epoch[1].values()) == {1}
+    # Epoch 0: 48 samples on 2 ranks (steps 1-3) + 48 on 3 ranks (steps 4-5): each exactly once.
+    # Epoch 1: steps 6-9 on 3 ranks, all 96 again. Epoch 2: steps 10-12, 72 samples, none twice.
+    for epoch in (0, 1):
+        assert sorted(per_epoch[epoch]) == list(range(96)), f"epoch {epoch}"
+        assert set(per_epoch[epoch].values()) == {1}, f"epoch {epoch}"
+    assert sum(per_epoch[2].values()) == 72
+    assert set(per_epoch[2].values()) == {1}
+    steps_on_three = sorted({r["step"] for r in records if r["world_size"] == 3})
+    assert steps_on_three == list(range(4, 13))
 
 
 def test_single_process_without_torchrun(tmp_path: Path) -> None:
@@ -126,6 +129,13 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
         [sys.executable, str(EXAMPLE), *example_args(tmp_path), "--sync-bn"], expect_rc=1
     )
     assert "--sync-bn needs --device cuda" in output
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    output = run_to_end(
+        [sys.executable, str(EXAMPLE), *example_args(tmp_path), "--checkpoint-dir",
+         str(blocker / "ckpt")], expect_rc=2,
+    )  # fmt: skip
+    assert f"--checkpoint-dir {blocker / 'ckpt'}: cannot create it" in output
     missing = tmp_path / "no-such-dir"
     output = run_to_end([sys.executable, str(EXAMPLE), "--data", str(missing)], expect_rc=2)
     assert f"--data {missing}: not a directory" in output

@@ -87,6 +87,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--lr must be > 0, --warmup-steps and --step-delay >= 0")
     if args.data is not None and not args.data.is_dir():
         p.error(f"--data {args.data}: not a directory")
+    # Fail now, not at the first checkpoint an hour in.
+    try:
+        args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        p.error(f"--checkpoint-dir {args.checkpoint_dir}: cannot create it ({exc.strerror})")
+    if not os.access(args.checkpoint_dir, os.W_OK):
+        p.error(f"--checkpoint-dir {args.checkpoint_dir}: not writable by this user")
     return args
 
 
