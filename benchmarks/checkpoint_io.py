@@ -69,12 +69,29 @@ def raw_write(path: Path, tensors: list[torch.Tensor]) -> None:
 
 
 def raw_read(path: Path) -> int:
+    """Sequential read through one reused 8 MiB buffer: the disk's speed, no memory set-up."""
     buffer = bytearray(CHUNK)
     total = 0
     with open(path, "rb", buffering=0) as f:
         while n := f.readinto(buffer):
             total += n
     return total
+
+
+def raw_read_into_new_memory(path: Path) -> torch.Tensor:
+    """Sequential read into freshly allocated memory of the file's size, as any loader must
+    (the page faults of 100 MB of new memory are a visible part of a load)."""
+    size = path.stat().st_size
+    out = torch.empty(size, dtype=torch.uint8)
+    view = memoryview(out.numpy()).cast("B")
+    with open(path, "rb", buffering=0) as f:
+        done = 0
+        while done < size:
+            n = f.readinto(view[done : done + CHUNK])
+            if not n:
+                break
+            done += n
+    return out
 
 
 def timed(
@@ -114,8 +131,11 @@ def run(directory: Path, megabytes: int, repeats: int) -> dict[str, object]:
     crc_path = checked.list()[-1].path
     cold = drop_from_cache(raw_path)
     for _ in range(repeats):
-        results.setdefault("raw read", []).extend(
+        results.setdefault("raw read (reused 8 MiB buffer)", []).extend(
             timed(lambda: raw_read(raw_path), 1, lambda: drop_from_cache(raw_path))
+        )
+        results.setdefault("raw read into new memory", []).extend(
+            timed(lambda: raw_read_into_new_memory(raw_path), 1, lambda: drop_from_cache(raw_path))
         )
         results.setdefault("CheckpointManager.load_latest", []).extend(
             timed(lambda: manager.load_latest("cpu"), 1, lambda: drop_from_cache(ckpt_path))
@@ -124,17 +144,23 @@ def run(directory: Path, megabytes: int, repeats: int) -> dict[str, object]:
             timed(lambda: checked.load_latest("cpu"), 1, lambda: drop_from_cache(crc_path))
         )
     medians = {name: statistics.median(times) for name, times in results.items()}
+    mins = {name: min(times) for name, times in results.items()}
     return {
         "tensor_bytes": nbytes,
         "file_bytes": ckpt_path.stat().st_size,
         "repeats": repeats,
         "cold_reads": cold,
         "median_s": medians,
-        "min_s": {name: min(times) for name, times in results.items()},
+        "min_s": mins,
+        "save_vs_raw_best": mins["raw write + fsync"] / mins["CheckpointManager.save"],
+        "load_vs_raw_best": mins["raw read into new memory"]
+        / mins["CheckpointManager.load_latest"],
         "save_vs_raw": medians["raw write + fsync"] / medians["CheckpointManager.save"],
         "save_crc_vs_raw": medians["raw write + fsync"] / medians["save (checksums=True)"],
-        "load_vs_raw": medians["raw read"] / medians["CheckpointManager.load_latest"],
-        "load_crc_vs_raw": medians["raw read"] / medians["load_latest (checksums=True file)"],
+        "load_vs_raw": medians["raw read into new memory"]
+        / medians["CheckpointManager.load_latest"],
+        "load_crc_vs_raw": medians["raw read into new memory"]
+        / medians["load_latest (checksums=True file)"],
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}",
     }
 
@@ -156,10 +182,12 @@ def markdown(report: dict[str, object]) -> str:
         )
     lines += [
         "",
-        f"save / raw write throughput: {report['save_vs_raw']:.2f} (target >= 0.8; "
-        f"with checksums=True: {report['save_crc_vs_raw']:.2f})",
-        f"load / raw read throughput: {report['load_vs_raw']:.2f} "
-        f"(with checksums=True: {report['load_crc_vs_raw']:.2f})",
+        f"save / raw write throughput: {report['save_vs_raw']:.2f} median, "
+        f"{report['save_vs_raw_best']:.2f} best-of (target >= 0.8; "
+        f"with checksums=True: {report['save_crc_vs_raw']:.2f} median)",
+        f"load / raw read into new memory: {report['load_vs_raw']:.2f} median, "
+        f"{report['load_vs_raw_best']:.2f} best-of "
+        f"(with checksums=True: {report['load_crc_vs_raw']:.2f} median)",
     ]
     return "\n".join(lines)
 
