@@ -98,12 +98,19 @@ def gpu_images_per_s(
     ddp: bool,
     steps: int,
     warmup: int,
+    device_type: str = "cuda",
 ) -> float:
     import torch
     import torch.nn.functional as F
     from torchrig.models import build_model
 
-    device = torch.device("cuda", 0)
+    device = torch.device(device_type, 0) if device_type == "cuda" else torch.device("cpu")
+    on_gpu = device.type == "cuda"
+
+    def sync() -> None:
+        if on_gpu:
+            torch.cuda.synchronize()
+
     torch.backends.cudnn.benchmark = fast
     torch.backends.cuda.matmul.allow_tf32 = fast
     torch.backends.cudnn.allow_tf32 = fast
@@ -113,14 +120,15 @@ def gpu_images_per_s(
     if ddp:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
-        model = DDP(model, device_ids=[0])
+        model = DDP(model, device_ids=[0] if on_gpu else None)
     step_model = torch.compile(model) if compile_model else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     amp_dtype = None
     if fast:
-        amp_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    scaler = torch.amp.GradScaler("cuda", enabled=amp_dtype == torch.float16)
-    autocast = torch.autocast("cuda", dtype=amp_dtype) if amp_dtype else nullcontext()
+        bf16 = not on_gpu or torch.cuda.is_bf16_supported()
+        amp_dtype = torch.bfloat16 if bf16 else torch.float16
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+    autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
     images = torch.randn(batch_size, 3, image_size, image_size, device=device)
     images = images.contiguous(memory_format=memory_format)
     labels = torch.randint(1000, (batch_size,), device=device)
@@ -135,11 +143,11 @@ def gpu_images_per_s(
 
     for _ in range(warmup):  # compilation, cudnn autotuning, allocator warm-up
         one_step()
-    torch.cuda.synchronize()
+    sync()
     start = time.perf_counter()
     for _ in range(steps):
         one_step()
-    torch.cuda.synchronize()
+    sync()
     return steps * batch_size / (time.perf_counter() - start)
 
 
