@@ -15,7 +15,9 @@ from .stack import Stack
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(300, func_only=True)]
 
+# One write per rank: print() writes text and newline separately, and two ranks share a pipe.
 ALLREDUCE = """\
+import os
 import torch
 import torch.distributed as dist
 
@@ -23,7 +25,7 @@ dist.init_process_group("gloo")
 rank = dist.get_rank()
 value = torch.tensor([float(rank + 1)])
 dist.all_reduce(value)
-print(f"rank={rank} world={dist.get_world_size()} sum={value.item():g}", flush=True)
+os.write(1, f"rank={rank} world={dist.get_world_size()} sum={value.item():g}\\n".encode())
 dist.destroy_process_group()
 """
 
@@ -34,7 +36,7 @@ def test_key_login_runs_torchrun_gloo_allreduce(running_stack: Stack, ssh_keys: 
         # Plain `torchrun`, no path and no pty: what `ssh host 'torchrun ...'` does.
         result = ssh.run(client, "cd /workspace && torchrun --nproc-per-node 2 allreduce.py")
     assert result.exit_code == 0, result.stdout + result.stderr
-    lines = sorted(re.findall(r"rank=\d world=\d sum=\S+", result.stdout))
+    lines = sorted(re.findall(r"rank=\d+ world=\d+ sum=\d+", result.stdout))
     assert lines == ["rank=0 world=2 sum=3", "rank=1 world=2 sum=3"], result.stdout
 
 
