@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -50,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
         except CheckpointError as exc:
             print(f"torchrig ckpt: {exc}", file=sys.stderr)
             return 1
+        except BrokenPipeError:
+            # `torchrig ckpt ls DIR | head`: the reader left; stop quietly, as other tools do.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 141
 
 
 def _show_warning(message: Warning | str, *_args: object, **_kwargs: object) -> None:

@@ -231,7 +231,10 @@ def _load_part(target: Any, saved: Any, name: str) -> None:
         return
     # An empty dict is what a disabled GradScaler saves (a run without AMP): loading it into an
     # enabled one would raise, and starting that scaler afresh is the right thing anyway.
-    if saved is None or (isinstance(saved, Mapping) and not saved):
+    empty = isinstance(saved, Mapping) and not saved
+    if empty and not target.state_dict():
+        return  # disabled then, disabled now: nothing to carry over
+    if saved is None or empty:
         warnings.warn(f"checkpoint holds no {name} state; {name} left as it is", stacklevel=3)
         return
     target.load_state_dict(saved)

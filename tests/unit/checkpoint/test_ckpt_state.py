@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -159,6 +160,9 @@ def test_resume_with_amp_turned_on_starts_a_fresh_scaler() -> None:
     with pytest.warns(UserWarning, match="no scaler state"):
         restore_training_state(state, model=model, scaler=scaler)
     assert scaler.get_scale() == 1024.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # AMP off then and now: nothing to say
+        restore_training_state(state, model=model, scaler=disabled)
 
 
 @pytest.mark.parametrize(
