@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,14 +13,23 @@ import pytest
 from .conftest import COMPOSE_FILE
 from .stack import REPO_ROOT
 
+# What a user may set to change where the services are published.
+RUNTIME_VARIABLES = ("BIND_ADDR", "JUPYTER_PORT", "SSH_PORT")
+
 pytestmark = [pytest.mark.container, pytest.mark.timeout(300, func_only=True)]
 
 
-def compose_config(*files: Path) -> dict:
+def compose_config(*files: Path, defaults_only: bool = False) -> dict:
+    """`docker compose config` as JSON; defaults_only: ignore the shell's and .env's settings."""
     file_args = [arg for path in files for arg in ("-f", str(path))]
+    env = dict(os.environ)
+    if defaults_only:
+        file_args += ["--env-file", os.devnull]
+        env = {key: value for key, value in env.items() if key not in RUNTIME_VARIABLES}
     result = subprocess.run(
         ["docker", "compose", *file_args, "config", "--format", "json"],
         cwd=REPO_ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=60,
@@ -58,3 +68,11 @@ def test_cpu_mode_config_has_no_device_reservation(cpu_compose_files: list[Path]
     assert device_reservations(config) == []
     # The rest of the service is still there: the override only drops the GPU request.
     assert config["services"]["workstation"].get("ports")
+
+
+def test_ports_are_published_on_loopback_by_default(cpu_compose_files: list[Path]) -> None:
+    # Jupyter and sshd must not face the network unless BIND_ADDR says so.
+    config = compose_config(*cpu_compose_files, defaults_only=True)
+    ports = config["services"]["workstation"]["ports"]
+    assert sorted(port["target"] for port in ports) == [2222, 8888]
+    assert {port.get("host_ip") for port in ports} == {"127.0.0.1"}
