@@ -235,3 +235,56 @@ def test_sharded_checkpoints_here_are_pointed_out(tmp_path: Path) -> None:
     (tmp_path / "step_00000500").mkdir()  # what ShardedCheckpointManager writes
     with pytest.warns(UserWarning, match=r"sharded \(FSDP\) folder checkpoints \(step_00000500"):
         assert CheckpointManager(tmp_path).load_latest() is None
+
+
+_KILLED_SAVER = """
+import sys, time
+from pathlib import Path
+import torch
+from torchrig.checkpoint import CheckpointManager
+
+directory, marker = Path(sys.argv[1]), Path(sys.argv[2])
+
+class Stall:
+    # Pickled part-way through the save: the tensor before it is already in the temp file.
+    def __reduce__(self):
+        marker.write_text("writing")
+        time.sleep(600)
+
+manager = CheckpointManager(directory)
+manager.save(1, {"step": 1, "w": torch.ones(1000)})
+manager.save(2, {"step": 2, "w": torch.zeros(1_000_000), "stall": Stall()})
+"""
+
+
+def test_process_killed_mid_save_loses_nothing_saved_before(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    directory, marker = tmp_path / "run", tmp_path / "marker"
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_SAVER, str(directory), str(marker)])
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert child.poll() is None, "the saving process died early"
+            assert time.monotonic() < deadline, "the save never started"
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    names = sorted(p.name for p in directory.iterdir())
+    assert names[0].startswith(".step_00000002.pt.tmp-")  # the half-written file, never renamed
+    assert names[1:] == ["latest", "step_00000001.pt"]
+    manager = CheckpointManager(directory)
+    loaded = manager.load_latest()
+    assert loaded is not None and loaded["step"] == 1
+    manager.save(2, {"step": 2})
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "latest",
+        "step_00000001.pt",
+        "step_00000002.pt",
+    ]
