@@ -210,23 +210,6 @@ def _print_summary(summary: dict[str, Any]) -> None:
 # --- export -------------------------------------------------------------------------------------
 
 
-def _weights_from(source: Path) -> dict[str, Any]:
-    """A run directory (either layout), one sharded step folder, or one file."""
-    from torchrig.checkpoint.sharded import (
-        METADATA_NAME,
-        ShardedCheckpointManager,
-        is_sharded_dir,
-        load_folder_weights,
-    )
-    from torchrig.checkpoint.state import load_model_weights
-
-    if source.is_dir() and (source / METADATA_NAME).exists():
-        return load_folder_weights(source)
-    if is_sharded_dir(source):
-        return ShardedCheckpointManager(source).load_model_weights()
-    return load_model_weights(source)
-
-
 def _compact(tensor: Any) -> Any:
     """A view into a larger storage would drag the whole storage into the file: copy those."""
     tensor = tensor.detach().cpu()
@@ -239,6 +222,7 @@ def _export(args: argparse.Namespace) -> int:
     import torch
 
     from torchrig.checkpoint.files import atomic_write
+    from torchrig.checkpoint.state import load_model_weights
 
     source: Path = args.directory
     out: Path = args.out
@@ -248,7 +232,7 @@ def _export(args: argparse.Namespace) -> int:
         raise CheckpointError(f"{out} is a directory; give a file name such as model.pt")
     if not out.parent.is_dir():
         raise CheckpointError(f"{out.parent}: no such directory")
-    weights = _weights_from(source)
+    weights = load_model_weights(source)
     weights = {k: _compact(v) for k, v in weights.items()}
     atomic_write(out, lambda f: torch.save(weights, f))
     count, nbytes = _tensor_totals(weights)

@@ -286,6 +286,9 @@ class CheckpointManager:
                 found[step] = entry
         return found
 
+    def has_step_files(self) -> bool:
+        return bool(self._step_files())
+
     def latest_name(self) -> str | None:
         """The file name `latest` points at, or None when the pointer is missing or malformed."""
         pointer = self.directory / LATEST_NAME

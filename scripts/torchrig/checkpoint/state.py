@@ -243,11 +243,22 @@ def _load_part(target: Any, saved: Any, name: str) -> None:
 def load_model_weights(
     path_or_dir: str | os.PathLike[str], map_location: Any = "cpu"
 ) -> dict[str, torch.Tensor]:
-    """Prefix-free model weights from a checkpoint file, or the latest good one in a directory.
-
-    Also accepts a plain state_dict file (e.g. one written by `torchrig ckpt export`).
+    """Prefix-free model weights from: a checkpoint file, a plain state_dict file (e.g. one
+    written by `torchrig ckpt export`), a directory (its latest good checkpoint, either layout),
+    or one sharded step folder (gathered into full tensors in this process).
     """
+    from torchrig.checkpoint import sharded
+
     path = Path(path_or_dir)
+    if path.is_dir() and (path / sharded.METADATA_NAME).exists():
+        return _to(sharded.load_folder_weights(path), map_location)
+    only_sharded = (
+        path.is_dir()
+        and not CheckpointManager(path).has_step_files()
+        and sharded.is_sharded_dir(path)
+    )
+    if only_sharded:
+        return _to(sharded.ShardedCheckpointManager(path).load_model_weights(), map_location)
     if path.is_dir():
         found = CheckpointManager(path).load_latest_with_path(map_location)
         if found is None:
@@ -258,6 +269,13 @@ def load_model_weights(
     else:
         raise CheckpointError(f"{path}: no such file or directory")
     return _weights_of(state, path)
+
+
+def _to(weights: dict[str, torch.Tensor], map_location: Any) -> dict[str, torch.Tensor]:
+    """Sharded weights are gathered on the CPU; move them where a plain load would put them."""
+    if map_location is None or str(map_location) == "cpu":
+        return weights
+    return {key: value.to(map_location) for key, value in weights.items()}
 
 
 def _weights_of(state: Any, path: Path) -> dict[str, torch.Tensor]:

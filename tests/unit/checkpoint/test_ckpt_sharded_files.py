@@ -127,3 +127,14 @@ def test_extra_must_be_weights_only_loadable(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match=r"extra\['path'\]"):
         manager.save(1, model, optimizer, {"path": tmp_path})
     assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_load_model_weights_reads_sharded_dirs_and_folders(saved) -> None:
+    from torchrig.checkpoint import load_model_weights
+
+    manager, history = saved
+    for source in (manager.directory, manager.directory / "step_00000002"):
+        expected = history[3] if source == manager.directory else history[2]
+        weights = load_model_weights(source)
+        assert weights.keys() == expected.keys()
+        assert all(torch.equal(weights[k], v) for k, v in expected.items())
