@@ -13,6 +13,7 @@ crash during a save leaves the previous checkpoints untouched and at worst a tem
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import os
@@ -360,11 +361,11 @@ class CheckpointManager:
             return path, state
         return None
 
-    def list(self, *, verify: bool = False) -> list[CheckpointInfo]:
+    def list(self, *, verify: bool = False) -> builtins.list[CheckpointInfo]:
         """Every step file, oldest first. Cheap by default (zip directory only); `verify=True`
         also checks CRCs and unpickles each file with weights_only."""
         latest = self.latest_name()
-        infos: list[CheckpointInfo] = []
+        infos: builtins.list[CheckpointInfo] = []
         for step, path in sorted(self._step_files().items()):
             error: str | None = None
             try:

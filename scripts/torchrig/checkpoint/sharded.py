@@ -16,6 +16,7 @@ Scheduler and GradScaler state go into `extra` (they are small and identical on 
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import os
@@ -25,7 +26,7 @@ import shutil
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -96,7 +97,8 @@ def check_folder(folder: Path) -> None:
             raise CheckpointError(f"{folder}: shard {name} is missing") from exc
         if size < end:
             raise CheckpointError(f"{folder}: shard {name} is truncated ({size} < {end} bytes)")
-    load_file(folder / EXTRA_NAME, "cpu")
+    if not isinstance(load_file(folder / EXTRA_NAME, "cpu"), dict):
+        raise CheckpointError(f"{folder}: {EXTRA_NAME} does not hold a dict")
 
 
 def describe_folder(folder: Path) -> dict[str, Any]:
@@ -112,7 +114,7 @@ def describe_folder(folder: Path) -> dict[str, Any]:
         if not isinstance(item, TensorStorageMetadata):
             continue
         part = key.split(".", 1)[0]
-        nbytes = item.size.numel() * torch.empty((), dtype=item.properties.dtype).element_size()
+        nbytes = item.size.numel() * item.properties.dtype.itemsize
         bucket = counts.setdefault(part, [0, 0])
         bucket[0] += 1
         bucket[1] += nbytes
@@ -124,7 +126,7 @@ def describe_folder(folder: Path) -> dict[str, Any]:
         "epoch": extra.get("epoch"),
         "sampler": extra.get("sampler"),
         "config": extra.get("config"),
-        "parts": sorted(counts),
+        "parts": sorted({*counts, *extra}),
         "rng_ranks": len(extra.get("rng") or []),
         "size_bytes": _folder_size(folder),
         "tensors": total[0],
@@ -136,6 +138,22 @@ def describe_folder(folder: Path) -> dict[str, Any]:
 
 def _folder_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+
+
+def _dcp_errors() -> tuple[type[BaseException], ...]:
+    # DCP's CheckpointException derives from BaseException, not Exception.
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    return (Exception, CheckpointException)
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line: for DCP's CheckpointException, the first failing rank's own error."""
+    failures = getattr(exc, "failures", None)
+    if isinstance(failures, dict) and failures:
+        rank, (inner, _trace) = next(iter(sorted(failures.items())))
+        return f"rank {rank}: {type(inner).__name__}: {first_line(inner)}"
+    return f"{type(exc).__name__}: {first_line(exc)}"
 
 
 @contextlib.contextmanager
@@ -179,12 +197,15 @@ class ShardedCheckpointManager:
         _dist.run_on_rank0(self._prepare, f"prepare {self.directory}")
         model_state, optim_state = get_state_dict(model, optimizer)
         # DCP reports a failure on any rank to all of them.
-        with _single_process_is_intended():
-            dcp.save(
-                {"model": model_state, "optim": optim_state},
-                checkpoint_id=tmp,
-                no_dist=not _dist.is_distributed(),
-            )
+        try:
+            with _single_process_is_intended():
+                dcp.save(
+                    {"model": model_state, "optim": optim_state},
+                    checkpoint_id=tmp,
+                    no_dist=not _dist.is_distributed(),
+                )
+        except _dcp_errors() as exc:  # raised on every rank alike
+            raise CheckpointError(f"saving {final} failed: {describe_error(exc)}") from exc
         # Every rank's shards are on disk (DCP fsyncs them) before the folder is renamed.
         _dist.run_on_rank0(lambda: self._finish(tmp, final, step, extra), f"save {final}")
 
@@ -242,7 +263,7 @@ class ShardedCheckpointManager:
             return None
         return parse_step_dir(name)
 
-    def candidates(self) -> list[Path]:
+    def candidates(self) -> builtins.list[Path]:
         """Folders to try, best first: the one `latest` names, then older ones, newest first."""
         steps = self._step_dirs()
         latest = self._latest_step()
@@ -257,9 +278,9 @@ class ShardedCheckpointManager:
             order = [s for s in order if s <= latest]
         return [steps[s] for s in order]
 
-    def _good_candidates(self) -> list[Path]:
+    def _good_candidates(self) -> builtins.list[Path]:
         """Rank 0 checks the folders and tells every rank which to try, so all ranks agree."""
-        good: list[Path] = []
+        good: builtins.list[Path] = []
         if _dist.rank() == 0:
             for folder in self.candidates():
                 try:
@@ -268,28 +289,53 @@ class ShardedCheckpointManager:
                     warnings.warn(f"skipping bad checkpoint {exc}", stacklevel=3)
                     continue
                 good.append(folder)
-        names = _dist.broadcast_from_rank0([p.name for p in good])
-        return [self.directory / name for name in names]  # type: ignore[union-attr]
+        names = cast(builtins.list[str], _dist.broadcast_from_rank0([p.name for p in good]))
+        return [self.directory / name for name in names]
 
     def load_latest(
         self, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None
     ) -> dict[str, Any] | None:
         """Collective: load the newest good checkpoint into model/optimizer in place, restore
-        every rank's RNG state, and return `extra` (without `rng`); None when there is none."""
-        for folder in self._good_candidates():
-            try:
-                self._load_folder(folder, model, optimizer)
-                extra = load_file(folder / EXTRA_NAME, "cpu")
-            except Exception as exc:  # DCP raises the same error on every rank
-                reason = str(exc) if isinstance(exc, CheckpointError) else f"{folder}: {exc}"
-                warnings.warn(f"skipping bad checkpoint {reason}", stacklevel=2)
+        every rank's RNG state, and return `extra` (without `rng`).
+
+        None when there is no complete folder. Complete folders that all fail to load raise
+        CheckpointError: that is a model or optimizer that does not match, and starting from
+        scratch instead would quietly throw the run's progress away.
+        """
+        candidates = self._good_candidates()
+        failures: builtins.list[str] = []
+        for folder in candidates:
+            extra, error = self._try_folder(folder, model, optimizer)
+            # All ranks move on together, even if only one of them failed.
+            if not all(_dist.all_gather(error is None)):
+                reason = error or f"{folder}: failed on another rank"
+                warnings.warn(f"skipping checkpoint {reason}", stacklevel=2)
+                failures.append(reason)
                 continue
+            assert extra is not None
             rng = extra.pop("rng", None)
             if rng is not None:
                 restore_rng_state(rng)
             return extra
+        if failures:
+            raise CheckpointError(
+                f"no checkpoint in {self.directory} could be loaded into this model and "
+                f"optimizer; newest: {failures[0]}"
+            )
         warn_if_other_layout(self.directory, sharded_here=True)
         return None
+
+    def _try_folder(
+        self, folder: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer | None
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        try:
+            self._load_folder(folder, model, optimizer)
+            extra = load_file(folder / EXTRA_NAME, "cpu")
+        except CheckpointError as exc:
+            return None, str(exc)
+        except _dcp_errors() as exc:  # DCP wraps every rank's error in one CheckpointException
+            return None, f"{folder}: {describe_error(exc)}"
+        return extra, None
 
     @staticmethod
     def _load_folder(
@@ -312,10 +358,10 @@ class ShardedCheckpointManager:
             optim_state_dict=state.get("optim", {}),
         )
 
-    def list(self) -> list[CheckpointInfo]:
+    def list(self) -> builtins.list[CheckpointInfo]:
         """Every step folder, oldest first, with a structural check (no tensor data read)."""
         latest = self._latest_step()
-        infos: list[CheckpointInfo] = []
+        infos: builtins.list[CheckpointInfo] = []
         for step, folder in sorted(self._step_dirs().items()):
             error: str | None = None
             try:
@@ -355,8 +401,8 @@ def load_folder_weights(folder: Path) -> dict[str, torch.Tensor]:
             planner=_EmptyStateDictLoadPlanner(keys={"model"}),
             no_dist=True,
         )
-    except Exception as exc:
-        raise CheckpointError(f"{folder}: cannot be read ({first_line(exc)})") from exc
+    except _dcp_errors() as exc:
+        raise CheckpointError(f"{folder}: cannot be read ({describe_error(exc)})") from exc
     return dict(state["model"])
 
 

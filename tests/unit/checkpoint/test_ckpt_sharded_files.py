@@ -138,3 +138,24 @@ def test_load_model_weights_reads_sharded_dirs_and_folders(saved) -> None:
         weights = load_model_weights(source)
         assert weights.keys() == expected.keys()
         assert all(torch.equal(weights[k], v) for k, v in expected.items())
+
+
+def test_weights_only_resume_without_optimizer(saved) -> None:
+    manager, history = saved
+    model = TinyNet()
+    extra = manager.load_latest(model, None)
+    assert extra is not None and extra["step"] == 3
+    assert all(torch.equal(v, history[3][k]) for k, v in model.state_dict().items())
+
+
+def test_a_model_that_does_not_match_is_an_error_not_a_fresh_start(saved) -> None:
+    from torchrig.checkpoint import CheckpointError
+
+    manager, _ = saved
+    other = torch.nn.Sequential(torch.nn.Linear(6, 3))
+    optimizer = torch.optim.AdamW(other.parameters())
+    with (
+        pytest.warns(UserWarning, match="skipping checkpoint"),
+        pytest.raises(CheckpointError, match="could be loaded into this model"),
+    ):
+        manager.load_latest(other, optimizer)
