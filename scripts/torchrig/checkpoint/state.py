@@ -64,37 +64,24 @@ def strip_prefixes(state_dict: Mapping[str, Any]) -> dict[str, Any]:
 
 # --- weights_only safety ------------------------------------------------------------------------
 
-_SAFE_LEAVES = (
-    type(None),
-    bool,
-    int,
-    float,
-    complex,
-    str,
-    bytes,
-    torch.Tensor,
-    torch.Size,
-    torch.dtype,
-    torch.device,
-)
+# Exact types: a subclass (numpy.float64 is a float, an IntEnum an int) pickles as its own class,
+# which weights_only loading refuses.
+_PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes)
+_TORCH_LEAVES = (torch.Tensor, torch.Size, torch.dtype, torch.device)
 _JSON_LEAVES = (type(None), bool, int, float, str)
 
 
 def check_loadable(value: Any, where: str = "state") -> None:
     """Raise CheckpointError, naming the key path, for anything `torch.load(weights_only=True)`
     would refuse. Found at save time, not at the resume weeks later."""
-    if isinstance(value, _SAFE_LEAVES):
+    if type(value) in _PLAIN_LEAVES or isinstance(value, _TORCH_LEAVES):
         return
-    if isinstance(value, Mapping):
-        if not isinstance(value, dict | collections.OrderedDict):
-            _refuse(value, where)
+    if type(value) in (dict, collections.OrderedDict):
         for key, item in value.items():
             check_loadable(key, f"{where} (a key)")
             check_loadable(item, f"{where}[{key!r}]")
         return
-    if isinstance(value, list | tuple | set):
-        if type(value) not in (list, tuple, set):  # namedtuples and subclasses need allow-listing
-            _refuse(value, where)
+    if type(value) in (list, tuple, set):  # namedtuples and other subclasses need allow-listing
         for index, item in enumerate(value):
             check_loadable(item, f"{where}[{index}]")
         return
@@ -117,15 +104,15 @@ def _allow_listed() -> set[type]:
 
 def check_json_like(value: Any, where: str = "config") -> None:
     """Configs must survive JSON: dicts with str keys, lists, str/int/float/bool/None."""
-    if isinstance(value, _JSON_LEAVES):
+    if type(value) in _JSON_LEAVES:
         return
-    if isinstance(value, dict):
+    if type(value) is dict:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CheckpointError(f"{where} has a non-string key {key!r}")
             check_json_like(item, f"{where}[{key!r}]")
         return
-    if isinstance(value, list | tuple):
+    if type(value) in (list, tuple):
         for index, item in enumerate(value):
             check_json_like(item, f"{where}[{index}]")
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import random
 import warnings
 from pathlib import Path
@@ -165,13 +166,41 @@ def test_resume_with_amp_turned_on_starts_a_fresh_scaler() -> None:
         restore_training_state(state, model=model, scaler=disabled)
 
 
+class Colour(enum.IntEnum):
+    RED = 1
+
+
 @pytest.mark.parametrize(
-    "config", [{"path": Path("/x")}, {1: "a"}, {"a": {"b": object()}}, {"t": torch.zeros(1)}]
+    "config",
+    [
+        {"path": Path("/x")},
+        {1: "a"},
+        {"a": {"b": object()}},
+        {"t": torch.zeros(1)},
+        {"lr": np.float64(0.1)},  # a float subclass: JSON takes it, weights_only does not
+        {"colour": Colour.RED},
+    ],
 )
 def test_config_must_be_json_like(config: dict) -> None:
     model, optimizer, _, _ = make_run()
     with pytest.raises(CheckpointError, match="config"):
         training_state(model=model, optimizer=optimizer, epoch=0, step=0, sampler={}, config=config)
+
+
+def test_every_accepted_value_really_loads_with_weights_only(tmp_path: Path) -> None:
+    model, optimizer, scheduler, scaler = make_run()
+    state = training_state(
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        scaler=scaler,
+        epoch=0,
+        step=0,
+        sampler={"order": torch.arange(4), "size": torch.Size([2]), "dtype": torch.float16},
+        config={"nested": {"list": [1, 2.5, "x", None, True]}, "tuple": (1, 2)},
+    )
+    torch.save(state, tmp_path / "s.pt")
+    assert torch.load(tmp_path / "s.pt", weights_only=True)["sampler"]["dtype"] == torch.float16
 
 
 def test_unloadable_sampler_state_refused_at_save() -> None:
