@@ -124,9 +124,11 @@ COPY --from=venv --chown=1000:100 /opt/venv /opt/venv
 # version gate (NVIDIA_REQUIRE_CUDA, set by nvidia/cuda bases) is turned off: with a too-old
 # driver the container still starts and the banner names the minimum driver and the rebuild knob
 # instead of a bare "unsatisfied condition: cuda>=13.0" from the runtime.
+# No PYTHONUNBUFFERED: unbuffered, print() writes the text and its newline separately, so the
+# ranks of `torchrun` sharing one stdout run their lines together. The start-up logs flush
+# themselves; set it in compose's environment if you want it for your own scripts.
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
-    PYTHONUNBUFFERED=1 \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     NVIDIA_DISABLE_REQUIRE=1 \
