@@ -178,7 +178,11 @@ def load_model_state(model: torch.nn.Module, weights: Mapping[str, Any]) -> None
             "checkpoint does not match the model: "
             f"missing {_few(missing)}; unexpected {_few(sorted(unexpected))}"
         )
-    target.load_state_dict(renamed, strict=True)
+    try:
+        target.load_state_dict(renamed, strict=True)
+    except RuntimeError as exc:  # same names, other shapes: torch lists each on its own line
+        details = "; ".join(line.strip() for line in str(exc).splitlines()[1:4] if line.strip())
+        raise CheckpointError(f"checkpoint does not match the model: {details}") from exc
 
 
 def _few(keys: list[str], limit: int = 5) -> str:

@@ -140,6 +140,10 @@ def test_mismatched_model_is_a_clear_error() -> None:
         CheckpointError, match=r"missing 0\.bias, 0\.weight; unexpected body\.0\.bias"
     ):
         restore_training_state(state, model=torch.nn.Sequential(torch.nn.Linear(6, 3)))
+    with pytest.raises(CheckpointError, match=r"size mismatch for head\.weight"):
+        wider = TinyNet()
+        wider.head = torch.nn.Linear(8, 5)
+        restore_training_state(state, model=wider)
     with pytest.raises(CheckpointError, match="format"):
         restore_training_state({"model": {}}, model=model)
 
