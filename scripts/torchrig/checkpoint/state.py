@@ -142,9 +142,11 @@ def training_state(
     ranks, even though only rank 0 writes.
     """
     check_json_like(config)
+    weights = strip_prefixes(unwrap_model(model).state_dict())
+    _refuse_sharded(weights)
     state = {
         "format": FORMAT,
-        "model": strip_prefixes(unwrap_model(model).state_dict()),
+        "model": weights,
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "scaler": scaler.state_dict() if scaler is not None else None,
@@ -156,6 +158,20 @@ def training_state(
     }
     check_loadable(state)
     return state
+
+
+def _refuse_sharded(weights: Mapping[str, Any]) -> None:
+    """An FSDP2 model's state_dict holds DTensor shards: rank 0 alone would save only its own
+    shard of each. That needs the collective sharded path."""
+    dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
+    if dtensor is None:
+        return
+    sharded = [key for key, value in weights.items() if isinstance(value, dtensor)]
+    if sharded:
+        raise CheckpointError(
+            f"the model is sharded (DTensor parameters such as {sharded[0]!r}): save it with "
+            "torchrig.checkpoint.sharded.ShardedCheckpointManager, not CheckpointManager"
+        )
 
 
 def load_model_state(model: torch.nn.Module, weights: Mapping[str, Any]) -> None:

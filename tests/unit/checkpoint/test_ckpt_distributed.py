@@ -109,6 +109,10 @@ def _fsdp_worker(rank: int, world: int, directory: str, reference: str) -> None:
     expected_rand = torch.rand(3)
     moments = {k: v["exp_avg"].full_tensor() for k, v in optimizer.state_dict()["state"].items()}
 
+    # the single-file path would save rank 0's shards only: refused with a pointer to this one
+    with pytest.raises(CheckpointError, match="ShardedCheckpointManager"):
+        training_state(model=model, optimizer=optimizer, epoch=0, step=3, sampler={}, config={})
+
     fresh, fresh_opt = _fsdp_model(seed=1)
     train_steps(fresh, fresh_opt, 1)  # different weights and moments before the load
     extra = manager.load_latest(fresh, fresh_opt)
