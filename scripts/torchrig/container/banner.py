@@ -45,6 +45,7 @@ class Facts:
     nccl: str | None
     driver: str | None
     gpus: tuple[Gpu, ...] = ()
+    gpu_error: str | None = None  # what nvidia-smi said when it failed
     shm_bytes: int | None = None
     memlock_bytes: int | None = None  # None: unlimited
     cpu_only: bool = False
@@ -104,8 +105,13 @@ def parse_nvidia_smi(output: str) -> tuple[str | None, tuple[Gpu, ...]]:
     return driver, tuple(gpus)
 
 
+class GpuQueryFailed(Exception):
+    """The driver tools are there but do not answer; the message is what they said."""
+
+
 def query_nvidia_smi() -> tuple[str | None, tuple[Gpu, ...]] | None:
-    """(driver, GPUs) from nvidia-smi; None when nvidia-smi is not installed or fails."""
+    """(driver, GPUs) from nvidia-smi; None when it is not installed, GpuQueryFailed when it
+    is installed (the NVIDIA runtime put it there) but fails, e.g. a driver/library mismatch."""
     if shutil.which("nvidia-smi") is None:
         return None
     try:
@@ -120,10 +126,13 @@ def query_nvidia_smi() -> tuple[str | None, tuple[Gpu, ...]] | None:
             timeout=NVIDIA_SMI_TIMEOUT_S,
             check=False,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    except subprocess.TimeoutExpired as exc:
+        raise GpuQueryFailed(f"nvidia-smi hung for {NVIDIA_SMI_TIMEOUT_S} s") from exc
+    except OSError as exc:
+        raise GpuQueryFailed(f"nvidia-smi could not run ({exc.strerror})") from exc
     if result.returncode != 0:
-        return None
+        said = (result.stdout + result.stderr).strip().splitlines()
+        raise GpuQueryFailed(f"nvidia-smi failed: {said[0] if said else result.returncode}")
     return parse_nvidia_smi(result.stdout)
 
 
@@ -172,7 +181,12 @@ def gather_facts(
 ) -> Facts:
     version_py = read_torch_version_py()
     query = gpu_query or (lambda: query_nvidia_smi() or query_nvml())
-    driver, gpus = (None, ()) if cpu_only else (query() or (None, ()))
+    driver, gpus, gpu_error = None, (), None
+    if not cpu_only:
+        try:
+            driver, gpus = query() or (None, ())
+        except GpuQueryFailed as exc:
+            gpu_error = str(exc)
     return Facts(
         python=".".join(str(part) for part in sys.version_info[:3]),
         torch=distribution_version("torch"),
@@ -181,6 +195,7 @@ def gather_facts(
         nccl=distribution_version("nvidia-nccl-cu13", "nvidia-nccl-cu12"),
         driver=driver,
         gpus=gpus,
+        gpu_error=gpu_error,
         shm_bytes=shm_size(),
         memlock_bytes=memlock_limit(),
         cpu_only=cpu_only,
@@ -193,6 +208,13 @@ def gather_facts(
 def check_gpus_visible(facts: Facts) -> Check | None:
     if facts.cpu_only or facts.gpus:
         return None
+    if facts.gpu_error:
+        return Check(
+            False,
+            f"GPUs were passed in but the driver does not answer ({facts.gpu_error}) -> fix: "
+            "run nvidia-smi on the host; after a driver update, reboot it (or reload the nvidia "
+            "kernel modules) so the driver and its libraries match again.",
+        )
     return Check(
         False,
         "no NVIDIA GPU visible in the container -> fix: install the NVIDIA Container Toolkit "

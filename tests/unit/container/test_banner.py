@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from torchrig.container import banner
 from torchrig.container.banner import Facts, Gpu
 
@@ -90,3 +93,29 @@ def test_gather_facts_does_not_import_torch() -> None:
     assert ("torch" in sys.modules) == before
     assert facts.driver is None and facts.gpus == ()
     assert facts.python.count(".") == 2
+
+
+def test_a_failing_nvidia_smi_is_reported_with_what_it_said() -> None:
+    def failing() -> None:
+        raise banner.GpuQueryFailed("nvidia-smi failed: Failed to initialize NVML: mismatch")
+
+    facts = banner.gather_facts(cpu_only=False, gpu_query=failing)
+    assert facts.gpu_error is not None
+    (warning,) = [w for w in banner.describe(facts).warnings if "driver does not answer" in w]
+    assert "Failed to initialize NVML: mismatch" in warning
+    assert "reboot" in warning
+
+
+def test_nvidia_smi_failure_becomes_gpu_query_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(
+        "#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch'\nexit 18\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(banner.GpuQueryFailed, match="Driver/library version mismatch"):
+        banner.query_nvidia_smi()
+    fake.write_text("#!/bin/sh\necho '0, NVIDIA H100 80GB HBM3, 580.65.06, 81559'\n")
+    assert banner.query_nvidia_smi() == ("580.65.06", (Gpu("0", "NVIDIA H100 80GB HBM3", 81559),))
