@@ -32,6 +32,7 @@ SERVICE = "workstation"
 READY_TIMEOUT_S = 180.0
 COMPOSE_TIMEOUT_S = 300.0
 PORT_RETRIES = 3
+ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 PORT_TAKEN = re.compile(r"port is already allocated|address already in use", re.IGNORECASE)
 # The image may lack procps; Python is always there.
 LIST_PROCESSES = """
@@ -212,8 +213,10 @@ class Stack:
         )
 
     def logs(self) -> str:
+        """The service's logs as `make logs` shows them, less terminal control codes (compose
+        starts each line with an erase-line code even with --no-color and no TTY)."""
         result = self.compose("logs", "--no-color", "--no-log-prefix", SERVICE, check=False)
-        return result.stdout + result.stderr
+        return ANSI_CONTROL.sub("", result.stdout + result.stderr)
 
     # --- the container ------------------------------------------------------------------------
 
