@@ -31,11 +31,19 @@ def train_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, n: int
 
 
 def _entry(
-    rank: int, world: int, store: str, fn: Callable[..., Any], args: tuple[Any, ...], errdir: str
+    rank: int,
+    world: int,
+    store: str,
+    backend: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    errdir: str,
 ) -> None:
     torch.set_num_threads(1)
+    if backend == "nccl":
+        torch.cuda.set_device(rank)  # NCCL collectives run on the current device
     # A file store, not a TCP port: no race with other test runs for a "free" port.
-    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
+    dist.init_process_group(backend, init_method=f"file://{store}", rank=rank, world_size=world)
     try:
         fn(rank, world, *args)
     except BaseException:
@@ -46,13 +54,15 @@ def _entry(
         dist.destroy_process_group()
 
 
-def run_ranks(fn: Callable[..., Any], world: int, tmp_path: Path, *args: Any) -> None:
-    """Run fn(rank, world, *args) in `world` gloo processes; re-raise a rank's traceback."""
+def run_ranks(
+    fn: Callable[..., Any], world: int, tmp_path: Path, *args: Any, backend: str = "gloo"
+) -> None:
+    """Run fn(rank, world, *args) in `world` processes; re-raise a rank's traceback."""
     errdir = tmp_path / "rank-errors"
     errdir.mkdir(exist_ok=True)
     try:
         store = tmp_path / f"store-{uuid.uuid4().hex}"
-        mp.spawn(_entry, args=(world, str(store), fn, args, str(errdir)), nprocs=world)
+        mp.spawn(_entry, args=(world, str(store), backend, fn, args, str(errdir)), nprocs=world)
     except Exception as exc:
         details = "\n".join(p.read_text() for p in sorted(errdir.glob("rank*.txt")))
         raise AssertionError(f"a rank failed:\n{details}") from exc

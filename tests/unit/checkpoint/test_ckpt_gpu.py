@@ -41,3 +41,34 @@ def test_cuda_round_trip_lands_on_the_local_device(tmp_path: Path) -> None:
 
     cpu = CheckpointManager(tmp_path).load_latest(map_location="cpu")
     assert cpu is not None and cpu["model"]["head.weight"].device.type == "cpu"
+
+
+def _fsdp_cuda_worker(rank: int, world: int, directory: str) -> None:
+    from torch.distributed.fsdp import fully_shard
+    from torchrig.checkpoint.sharded import ShardedCheckpointManager
+
+    def build(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+        torch.manual_seed(seed)
+        model = TinyNet().cuda()
+        fully_shard(model.body)
+        fully_shard(model)
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+    model, optimizer = build(0)
+    model(torch.randn(4, 6, device="cuda")).sum().backward()
+    optimizer.step()
+    manager = ShardedCheckpointManager(directory)
+    manager.save(1, model, optimizer, {"step": 1})
+    expected = {k: v.full_tensor().clone() for k, v in model.state_dict().items()}
+    fresh, fresh_opt = build(1)
+    assert manager.load_latest(fresh, fresh_opt) == {"step": 1}
+    for key, value in fresh.state_dict().items():
+        assert value.device.type == "cuda"
+        assert torch.equal(value.full_tensor(), expected[key]), key
+
+
+def test_fsdp2_sharded_round_trip_on_cuda_with_nccl(tmp_path: Path) -> None:
+    from ckpt_testlib import run_ranks
+
+    world = torch.cuda.device_count()
+    run_ranks(_fsdp_cuda_worker, world, tmp_path, str(tmp_path / "sharded"), backend="nccl")
