@@ -110,16 +110,16 @@ def _compose_marker_override(root: Path) -> Path:
 @pytest.fixture(scope="session")
 def make_stack_in(
     cpu_compose_files: list[Path], image: str, ssh_keys: KeyPair
-) -> Iterator[Callable[..., Stack]]:
-    """Make stacks under a given dir; every one made is torn down (`down --volumes`) at the end
-    of whichever fixture asked for it, see `stack_factory` and `running_stack`."""
+) -> Callable[..., Stack]:
+    """Make (not start) a stack under a given dir. Tearing it down is the job of the fixture
+    that asked for it: `stack_factory` or `running_stack`."""
 
     def make(root: Path, extra_files: tuple[Path, ...] = (), **overrides: str) -> Stack:
         files = [*cpu_compose_files, _compose_marker_override(root), *extra_files]
         defaults = {"PUID": TEST_PUID, "PGID": TEST_PGID, "SSH_PUBLIC_KEY": ssh_keys.public_line}
         return new_stack(files, root, image, **{**defaults, **overrides})
 
-    yield make
+    return make
 
 
 @pytest.fixture

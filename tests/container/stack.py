@@ -34,10 +34,9 @@ COMPOSE_TIMEOUT_S = 300.0
 PORT_RETRIES = 3
 ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 PORT_TAKEN = re.compile(r"port is already allocated|address already in use", re.IGNORECASE)
-# The image may lack procps; Python is always there.
+# Read /proc with the image's Python: no dependence on procps being installed.
 LIST_PROCESSES = """
 import os
-import re
 for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
     try:
         raw = open(f"/proc/{pid}/cmdline", "rb").read()

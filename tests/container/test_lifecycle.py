@@ -79,7 +79,10 @@ def test_down_up_keeps_host_key_and_files(
     assert ssh.host_key(stack.ssh_port) == key_before
     reads = ssh_run(stack, ssh_keys, "cat " + " ".join(KEPT)).stdout.splitlines()
     assert reads == list(KEPT.values())
-    assert (stack.workspace / "kept.txt").read_text() == "workspace\n"
+    # And on the host, where the bind mounts put them.
+    on_host = {stack.workspace: "workspace", stack.checkpoints: "checkpoints", stack.data: "data"}
+    for host_dir, text in on_host.items():
+        assert (host_dir / "kept.txt").read_text() == f"{text}\n"
 
 
 def test_stop_takes_under_ten_seconds(stack_factory: Callable[..., Stack]) -> None:
