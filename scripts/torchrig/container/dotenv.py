@@ -38,8 +38,8 @@ def dotenv_text(uid: int, gid: int, key: tuple[Path, str] | None) -> str:
     lines = ["# Written by `make up` on its first run; edit freely (it is not rewritten)."]
     if uid == 0:
         lines.append(
-            "# PUID/PGID not set: you ran as root, and the container's dev cannot be root; dev "
-            "keeps uid 1000 (make the bind-mounted directories writable for it)."
+            "# PUID/PGID not set: you ran as root and dev cannot be root, so dev keeps "
+            "uid 1000 (`make up` hands the root-owned workspace and checkpoints to it)."
         )
     else:
         lines += [f"PUID={uid}", f"PGID={gid}"]

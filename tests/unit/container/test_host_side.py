@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,38 @@ def test_checked_in_lock_pins_everything_with_hashes_and_not_this_project() -> N
     (rfc3987,) = [line for line in requirements if line.startswith("rfc3987-syntax==")]
     assert "sys_platform == 'never'" in rfc3987
     assert lock.count("--hash=sha256:") >= len(requirements)
+
+
+def test_root_owned_workspace_is_handed_to_dev_and_data_left_alone(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    (workspace / "examples").mkdir(parents=True)
+    (workspace / "examples" / "train.py").write_text("print()\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    config = {
+        "services": {
+            "workstation": {
+                "environment": {"PUID": "1234", "PGID": "2345"},
+                "volumes": [
+                    {"type": "bind", "source": str(workspace), "target": "/workspace"},
+                    {"type": "bind", "source": str(data), "target": "/data"},
+                ],
+            }
+        }
+    }
+    assert host_dirs.writable_sources(config) == [workspace]
+    assert host_dirs.dev_ids(config) == (1234, 2345)
+    if os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    os.chown(workspace / "examples" / "train.py", 0, 0)
+    changed = host_dirs.hand_root_owned_to([workspace], 1234, 2345)
+    assert changed == 3
+    owner = (workspace / "examples" / "train.py").stat()
+    assert (owner.st_uid, owner.st_gid) == (1234, 2345)
+    assert data.stat().st_uid == 0
+
+
+def test_dev_ids_default_to_the_image_user_and_reject_garbage() -> None:
+    assert host_dirs.dev_ids({"services": {"workstation": {}}}) == (1000, 1000)
+    with pytest.raises(SystemExit, match="PUID/PGID must be numbers"):
+        host_dirs.dev_ids({"services": {"w": {"environment": {"PUID": "abc"}}}})
