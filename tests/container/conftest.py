@@ -114,10 +114,15 @@ def make_stack_in(
     """Make (not start) a stack under a given dir. Tearing it down is the job of the fixture
     that asked for it: `stack_factory` or `running_stack`."""
 
-    def make(root: Path, extra_files: tuple[Path, ...] = (), **overrides: str) -> Stack:
+    def make(
+        root: Path,
+        extra_files: tuple[Path, ...] = (),
+        unset: tuple[str, ...] = (),
+        **overrides: str,
+    ) -> Stack:
         files = [*cpu_compose_files, _compose_marker_override(root), *extra_files]
         defaults = {"PUID": TEST_PUID, "PGID": TEST_PGID, "SSH_PUBLIC_KEY": ssh_keys.public_line}
-        return new_stack(files, root, image, **{**defaults, **overrides})
+        return new_stack(files, root, image, unset, **{**defaults, **overrides})
 
     return make
 
@@ -128,12 +133,15 @@ def stack_factory(
     tmp_path_factory: pytest.TempPathFactory,
     request: pytest.FixtureRequest,
 ) -> Iterator[StackFactory]:
-    """Fresh stacks for one test (not started): `stack_factory(PUID="5000")`."""
+    """Fresh stacks for one test (not started): `stack_factory(PUID="5000")`,
+    `stack_factory(unset=("JUPYTER_TOKEN",))` for the image's default."""
     made: list[Stack] = []
 
-    def factory(extra_files: tuple[Path, ...] = (), **overrides: str) -> Stack:
+    def factory(
+        extra_files: tuple[Path, ...] = (), unset: tuple[str, ...] = (), **overrides: str
+    ) -> Stack:
         root = tmp_path_factory.mktemp("stack")
-        stack = make_stack_in(root, extra_files, **overrides)
+        stack = make_stack_in(root, extra_files, unset, **overrides)
         made.append(stack)
         return stack
 

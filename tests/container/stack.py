@@ -102,6 +102,8 @@ class Stack:
     compose_files: Sequence[Path]
     root: Path
     variables: dict[str, str]
+    # Variables the container must not get, not even from the test machine's environment.
+    unset: tuple[str, ...] = ()
     log: list[str] = field(default_factory=list)
     # `compose logs` taken as soon as the stack was ready, before any test touched it.
     start_logs: str = ""
@@ -145,7 +147,7 @@ class Stack:
         return ["docker", "compose", "-p", self.name, "--env-file", str(env_file), *files, *args]
 
     def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = {key: value for key, value in os.environ.items() if key not in self.unset}
         env.update(self.variables)
         return env
 
@@ -309,8 +311,15 @@ def is_service(name: str, args: str) -> bool:
     return os.path.basename(args.split(" ")[0]).rstrip(":") == "sshd"
 
 
-def new_stack(compose_files: Sequence[Path], root: Path, image: str, **overrides: str) -> Stack:
-    """A stack with its own name, free ports, bind dirs and token; `overrides` win."""
+def new_stack(
+    compose_files: Sequence[Path],
+    root: Path,
+    image: str,
+    unset: tuple[str, ...] = (),
+    **overrides: str,
+) -> Stack:
+    """A stack with its own name, free ports, bind dirs and token; `overrides` win and `unset`
+    names variables to leave out entirely (to test the image's own defaults)."""
     name = f"trtest-{secrets.token_hex(4)}"
     dirs = {key: root / key.lower() for key in ("WORKSPACE_DIR", "CHECKPOINT_DIR", "DATA_DIR")}
     for path in dirs.values():
@@ -330,4 +339,8 @@ def new_stack(compose_files: Sequence[Path], root: Path, image: str, **overrides
     if os.environ.get("MEMLOCK"):
         variables["MEMLOCK"] = os.environ["MEMLOCK"]
     variables.update(overrides)
-    return Stack(name=name, compose_files=list(compose_files), root=root, variables=variables)
+    for key in unset:
+        variables.pop(key, None)
+    return Stack(
+        name=name, compose_files=list(compose_files), root=root, variables=variables, unset=unset
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,6 +51,24 @@ def test_api_with_the_token_is_allowed(running_stack: Stack) -> None:
     # The control for the two tests above: the same request with the right token works.
     headers = {"Authorization": f"token {running_stack.token}"}
     assert http_status(f"{running_stack.jupyter_url}{API}", headers) == 200
+
+
+# The start-up line that hands the user a generated token (docker-stacks print the same).
+TOKEN_URL = re.compile(r"/lab\?token=([\w-]{16,})")
+
+
+@pytest.mark.timeout(300, func_only=True)
+def test_without_jupyter_token_a_generated_one_is_logged_and_enforced(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory(unset=("JUPYTER_TOKEN",))
+    stack.up()
+    stack.wait_healthy()
+    tokens = TOKEN_URL.findall(stack.logs())
+    assert tokens, stack.logs()
+    url = f"{stack.jupyter_url}{API}"
+    assert http_status(url, {"Authorization": f"token {tokens[-1]}"}) == 200
+    assert http_status(url) == 403
 
 
 def chromium_path() -> str:
