@@ -1,8 +1,17 @@
 """Fixtures for the container tests: the image (built once), SSH keys and fresh compose stacks.
 
 The image is built once per session the way `make build CPU=1` builds it (compose, with the
-CPU override: this machine has no GPU and no NVIDIA runtime). `TORCHRIG_TEST_IMAGE=<tag>` reuses
-an existing image instead. Every stack is torn down with `down --volumes`, even on failure.
+CPU override: the tests need no GPU and no NVIDIA runtime). Every stack is torn down with
+`down --volumes`, even on failure.
+
+Environment knobs:
+  BASE_IMAGE, EXTRA_CA_CERT, CUDA_FLAVOUR  passed to the build by `make build`
+  MEMLOCK               the memlock ulimit every stack gets (engines without CAP_SYS_RESOURCE
+                        cannot raise it: set the host's hard limit in bytes)
+  TORCHRIG_TEST_IMAGE   reuse this image tag and skip the build (fast local iteration)
+  CHROMIUM              the Chromium binary for the browser test (default: `chromium` on PATH)
+  TEST_ARTIFACTS_DIR    where the browser test saves a screenshot when it fails
+  REQUIRE_DOCKER=1      a missing engine or Chromium fails instead of skipping
 """
 
 from __future__ import annotations
