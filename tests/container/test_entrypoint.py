@@ -39,9 +39,9 @@ def test_custom_command_runs_after_setup_as_the_remapped_user(
     assert result.returncode == 0, output_of(result)
     setup_lines = [line for line in result.stdout.splitlines() if line.startswith("SETUP ")]
     assert setup_lines, output_of(result)
-    uid, gid, prefix, home, _cwd = setup_lines[-1].split()[1:]
+    uid, gid, prefix, home, cwd = setup_lines[-1].split()[1:]
     assert (uid, gid) == (TEST_PUID, TEST_PGID)
-    assert (prefix, home) == ("/opt/venv", "/home/dev")
+    assert (prefix, home, cwd) == ("/opt/venv", "/home/dev", "/workspace")
 
 
 def test_custom_command_exit_status_is_passed_on(stack_factory: Callable[..., Stack]) -> None:
