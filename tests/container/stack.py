@@ -6,6 +6,7 @@ stacks never share state with each other or with a developer's own `make up`.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -271,10 +272,17 @@ class Stack:
     def sshd_answers(self) -> bool:
         # A full key exchange, not a bare connect: sshd logs a half-open probe as an error,
         # which would spoil the clean-start log check.
+        # While sshd starts, Docker's port proxy accepts and hangs up; paramiko's transport
+        # thread logs each of those as an ERROR with a traceback, which is only noise here.
+        transport_log = logging.getLogger("paramiko.transport")
+        level = transport_log.level
+        transport_log.setLevel(logging.CRITICAL)
         try:
             ssh.host_key(self.ssh_port)
         except (OSError, paramiko.SSHException, EOFError):
             return False
+        finally:
+            transport_log.setLevel(level)
         return True
 
     def processes(self) -> list[tuple[int, str]]:
