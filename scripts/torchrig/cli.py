@@ -2,6 +2,8 @@
 
 Each command module exposes `add_arguments(parser)` and `run(args) -> int` and imports only the
 standard library at module level, so `torchrig --help` stays instant on machines without torch.
+A module whose exit codes give 2 a meaning of its own (`torchrig verify`: "no GPU") sets
+`USAGE_ERROR_EXIT` to the code its usage errors should exit with instead of argparse's 2.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from torchrig import __version__
 
@@ -22,24 +25,40 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors exit with a code the command chooses."""
+
+    usage_error_exit = 2
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(self.usage_error_exit, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="torchrig",
         description="Helpers for the torchrig PyTorch workstation.",
     )
     parser.add_argument("--version", action="version", version=f"torchrig {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=CommandParser
+    )
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        sub.usage_error_exit = getattr(module, "USAGE_ERROR_EXIT", 2)
         module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+        sub.set_defaults(_run=module.run, _parser=sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # Reported by the subcommand's parser, so its usage and exit code apply.
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not hasattr(args, "_run"):
         parser.print_help()
         return 0

@@ -1,18 +1,10 @@
-"""`python -m torchrig.verify [options]`: the same as `torchrig verify`, without the dispatcher."""
+"""`python -m torchrig.verify [options]`: the same as `torchrig verify`."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from torchrig.verify import cli
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m torchrig.verify", description=cli.__doc__)
-    cli.add_arguments(parser)
-    return cli.run(parser.parse_args(argv))
-
+from torchrig.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["verify", *sys.argv[1:]]))

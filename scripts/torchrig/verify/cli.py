@@ -13,6 +13,8 @@ import sys
 from torchrig.verify.model import EXIT_BAD_INPUT
 
 DEFAULT_TIMEOUT_S = 60.0
+# Usage errors exit 3 too: argparse's usual 2 would read as "no GPU".
+USAGE_ERROR_EXIT = EXIT_BAD_INPUT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
