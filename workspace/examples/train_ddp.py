@@ -180,7 +180,9 @@ loader = DataLoader(
     sampler=sampler,
     num_workers=args.workers,
     pin_memory=on_gpu,
-    persistent_workers=False,  # a new epoch must see the sampler's new order
+    # Workers outlive an epoch: the sampler runs in this process, so each epoch's new order
+    # (and a resume's skip) still reaches them.
+    persistent_workers=args.workers > 0,
     drop_last=False,  # the sampler already gives every rank the same number of samples
 )
 
