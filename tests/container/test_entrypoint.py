@@ -104,3 +104,44 @@ def test_services_selects_what_runs(
         assert not stack.jupyter_answers()
     else:
         assert not stack.sshd_answers()
+
+
+# A package pip has to build and install into the venv, with nothing fetched from an index.
+LOCAL_PACKAGE = r"""
+set -euo pipefail
+mkdir -p /tmp/pkg/trlocal
+cat > /tmp/pkg/pyproject.toml <<'TOML'
+[build-system]
+requires = ["setuptools"]
+build-backend = "setuptools.build_meta"
+[project]
+name = "trlocal"
+version = "1"
+TOML
+echo 'WHERE = __file__' > /tmp/pkg/trlocal/__init__.py
+pip install -q --no-index --no-deps --no-build-isolation /tmp/pkg
+python -c 'import os, trlocal; print("INSTALLED", os.getuid(), trlocal.WHERE)'
+"""
+
+
+def test_remapped_user_can_pip_install_into_the_venv(stack_factory: Callable[..., Stack]) -> None:
+    result = stack_factory().run("bash", "-c", LOCAL_PACKAGE)
+    assert result.returncode == 0, output_of(result)
+    installed = [line for line in result.stdout.splitlines() if line.startswith("INSTALLED ")]
+    assert installed, output_of(result)
+    uid, where = installed[-1].split()[1:]
+    assert uid == TEST_PUID
+    assert where.startswith("/opt/venv/lib/"), where
+
+
+@pytest.mark.parametrize(("grant", "allowed"), [("", False), ("1", True)])
+def test_sudo_only_with_grant_sudo(
+    stack_factory: Callable[..., Stack], grant: str, allowed: bool
+) -> None:
+    stack = stack_factory(GRANT_SUDO=grant) if grant else stack_factory()
+    result = stack.run("sudo", "-n", "id", "-u")
+    if allowed:
+        assert result.returncode == 0, output_of(result)
+        assert result.stdout.strip().splitlines()[-1] == "0"
+    else:
+        assert result.returncode != 0, output_of(result)
