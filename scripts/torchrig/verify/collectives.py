@@ -8,7 +8,6 @@ deadline.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -118,7 +117,7 @@ def allreduce_verdict(plan: Plan, outcomes: list[spawn.Outcome], nvlink_everywhe
             HANG_FIX if plan.backend == "nccl" else "gloo hung: check loopback networking",
             timeout_s=plan.timeout,
         )
-    result = parse_result(outcomes[0].stdout)
+    result = spawn.last_json_object(outcomes[0].stdout, required_key="sweep")
     if result is None:
         return failed(
             SECTION,
@@ -127,17 +126,6 @@ def allreduce_verdict(plan: Plan, outcomes: list[spawn.Outcome], nvlink_everywhe
             "run `python -m torchrig.verify.allreduce_worker --help`; report a bug",
         )
     return sweep_verdict(plan, result["sweep"], nvlink_everywhere)
-
-
-def parse_result(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.strip().splitlines()):
-        try:
-            result = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(result, dict) and "sweep" in result:
-            return result
-    return None
 
 
 def last_error_line(stderr: str) -> str:

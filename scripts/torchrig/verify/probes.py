@@ -7,11 +7,11 @@ the standard library; the verdict functions are pure and tested with made-up fig
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from torchrig.verify import spawn
 from torchrig.verify.model import Check, failed, passed, warned
 from torchrig.verify.peaks import Peak, peak_for
 
@@ -305,7 +305,7 @@ def compile_check(outcome: Any, timeout: float, device: str) -> Check:
             f"not done after {timeout:g} s on {device}",
             "a cold compile is slow on few CPUs: raise --timeout; persist TORCHINDUCTOR_CACHE_DIR",
         )
-    result = last_json_line(outcome.stdout)
+    result = spawn.last_json_object(outcome.stdout)
     if result is None:
         return failed(
             SECTION,
@@ -327,17 +327,6 @@ def compile_check(outcome: Any, timeout: float, device: str) -> Check:
     if any(word in detail for word in COMPILER_WORDS):
         fix = "install a C compiler and headers: `apt-get install -y build-essential python3-dev`"
     return failed(SECTION, "torch.compile", f"{device}: {error}", fix, **result)
-
-
-def last_json_line(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.strip().splitlines()):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
 
 
 def tail_line(text: str) -> str:

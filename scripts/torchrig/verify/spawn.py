@@ -9,6 +9,7 @@ pipe and block, which would look like a hang.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 # After one helper fails, its peers get this long before they are killed: they would otherwise
 # wait for it inside the collective until the deadline.
@@ -110,3 +111,19 @@ def read_all(handle: IO[bytes]) -> str:
     text = handle.read().decode(errors="replace")
     handle.close()
     return text
+
+
+def last_json_object(stdout: str, required_key: str | None = None) -> dict[str, Any] | None:
+    """The last line of a helper's output that is a JSON object (with `required_key`, if given).
+
+    Helpers print their result as one JSON line last; anything before it (warnings, NCCL_DEBUG
+    chatter) is skipped.
+    """
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and (required_key is None or required_key in value):
+            return value
+    return None
