@@ -152,9 +152,17 @@ def init_distributed(
 
 
 def shutdown_distributed() -> None:
+    """Leave the process group together: call it on every rank at a clean finish.
+
+    The barrier first: a rank that tears gloo down and exits while a peer is still on its way
+    here closes connections under the peer's gloo threads, which can abort the peer's process
+    ("terminate called without an active exception"). After a failure, skip this and let the
+    process exit: its peers may be gone, and the barrier would wait for them.
+    """
     import torch.distributed as dist
 
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 

@@ -14,6 +14,8 @@ import sys
 import time
 from typing import Any
 
+from torchrig.distributed import shutdown_distributed
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="allreduce_worker")
@@ -51,8 +53,11 @@ def main(argv: list[str]) -> int:
             measure(torch, dist, device, size, args.rank, args.world)
             for size in (int(part) for part in args.sizes.split(","))
         ]
-    finally:
+    except BaseException:
         dist.destroy_process_group()
+        raise
+    # Together: a rank leaving first could abort a peer's gloo threads, a false FAIL.
+    shutdown_distributed()
     if args.rank == 0:
         print(json.dumps({"world": args.world, "backend": args.backend, "sweep": sweep}))
     return 0

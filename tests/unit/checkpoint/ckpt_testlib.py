@@ -11,6 +11,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torchrig.distributed import shutdown_distributed
 
 
 class TinyNet(torch.nn.Module):
@@ -49,9 +50,9 @@ def _entry(
     except BaseException:
         # mp.spawn reports only "process N terminated"; keep the real traceback for the test.
         Path(errdir, f"rank{rank}.txt").write_text(traceback.format_exc())
-        raise
-    finally:
         dist.destroy_process_group()
+        raise
+    shutdown_distributed()  # together, so no rank exits under a peer still using gloo
 
 
 def run_ranks(
