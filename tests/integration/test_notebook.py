@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from integration.runs import REPO_ROOT
+from .runs import REPO_ROOT
 
 NOTEBOOK = REPO_ROOT / "workspace" / "notebooks" / "train_ddp.ipynb"
 

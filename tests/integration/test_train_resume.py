@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from integration.runs import (
+from .runs import (
     EXAMPLE,
     assert_bitwise_equal,
     checkpoint_landed,

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from ckpt_testlib import TinyNet
 from torchrig.checkpoint import CheckpointManager, training_state
 from torchrig.checkpoint import cli as ckpt_cli
+
+from .ckpt_testlib import TinyNet
 
 
 def ckpt(*argv: str | Path) -> int:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from ckpt_testlib import TinyNet, run_ranks, train_steps
 from torchrig.checkpoint import (
     CheckpointError,
     CheckpointManager,
@@ -17,6 +16,8 @@ from torchrig.checkpoint import (
     restore_training_state,
     training_state,
 )
+
+from .ckpt_testlib import TinyNet, run_ranks, train_steps
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -158,7 +159,7 @@ def test_fsdp2_sharded_save_resume_and_fallback(
 
     # The CLI on the sharded folders: ls flags the damaged one, inspect reads metadata, export
     # writes the same weights as load_model_weights.
-    from test_ckpt_cli import ckpt
+    from .test_ckpt_cli import ckpt
 
     capsys.readouterr()
     assert ckpt("ls", directory) == 2

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from ckpt_testlib import TinyNet
 from torchrig.checkpoint import CheckpointManager, restore_training_state, training_state
+
+from .ckpt_testlib import TinyNet
 
 pytestmark = pytest.mark.gpu
 
@@ -68,7 +69,7 @@ def _fsdp_cuda_worker(rank: int, world: int, directory: str) -> None:
 
 
 def test_fsdp2_sharded_round_trip_on_cuda_with_nccl(tmp_path: Path) -> None:
-    from ckpt_testlib import run_ranks
+    from .ckpt_testlib import run_ranks
 
     world = torch.cuda.device_count()
     run_ranks(_fsdp_cuda_worker, world, tmp_path, str(tmp_path / "sharded"), backend="nccl")

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from ckpt_testlib import TinyNet, train_steps
 from torchrig.checkpoint import ShardedCheckpointManager
+
+from .ckpt_testlib import TinyNet, train_steps
 
 
 def trained(seed: int) -> tuple[TinyNet, torch.optim.Optimizer]:

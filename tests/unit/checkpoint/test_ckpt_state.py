@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from ckpt_testlib import TinyNet, train_steps
 from torchrig.checkpoint import (
     CheckpointError,
     CheckpointManager,
@@ -23,6 +22,8 @@ from torchrig.checkpoint import (
     training_state,
     unwrap_model,
 )
+
+from .ckpt_testlib import TinyNet, train_steps
 
 
 def make_run(seed: int = 0) -> tuple:

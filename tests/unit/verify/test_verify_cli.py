@@ -10,11 +10,12 @@ import sys
 from typing import Any
 
 import pytest
-import verify_fakes as fakes
 from torchrig.verify import cli, report, runner
 from torchrig.verify.model import SCHEMA, Check, Report, Verdict
 from torchrig.verify.nvml import NvmlSnapshot
 from torchrig.verify.runner import Options, UsageError, verify
+
+from . import verify_fakes as fakes
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -13,10 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import verify_fakes as fakes
 from torchrig.verify import collectives, probes, runner
 from torchrig.verify.model import Check, Verdict, passed
 from torchrig.verify.runner import Options, verify
+
+from . import verify_fakes as fakes
 
 torch = pytest.importorskip("torch")
 

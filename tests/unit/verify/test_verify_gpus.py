@@ -6,7 +6,8 @@ import pytest
 from torchrig.verify import gpus
 from torchrig.verify.model import Check, Verdict
 from torchrig.verify.nvml import NvmlSnapshot
-from verify_fakes import board, snapshot, snapshot_of, torch_facts
+
+from .verify_fakes import board, snapshot, snapshot_of, torch_facts
 
 
 def health(snap: NvmlSnapshot, own_pids: set[int] | None = None) -> dict[str, Check]:

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 from torchrig.verify.nvml import NvmlSnapshot, cuda_version_text, read_snapshot
-from verify_fakes import UNSUPPORTED, FakeNvml, board, snapshot
+
+from .verify_fakes import UNSUPPORTED, FakeNvml, board, snapshot
 
 
 def test_a_healthy_board_reads_into_plain_values() -> None:

@@ -9,7 +9,8 @@ from torchrig.verify import runtime, software
 from torchrig.verify.model import Check, Verdict
 from torchrig.verify.nvml import NvmlSnapshot
 from torchrig.verify.software import TorchFacts
-from verify_fakes import board, snapshot, snapshot_of, torch_facts
+
+from .verify_fakes import board, snapshot, snapshot_of, torch_facts
 
 MIB = 1024**2
 GIB = 1024**3
