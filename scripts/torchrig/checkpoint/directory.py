@@ -233,8 +233,10 @@ class StepDirectory:
         """Nothing to resume, but the other layout's entries are here: likely a run started with
         another sharding setting. Starting from scratch silently would throw its progress away."""
         for other in KINDS:
+            if other == self.kind:
+                continue
             found = sorted(p.name for p in other.entries(self.path).values())
-            if other != self.kind and found:
+            if found:
                 warnings.warn(
                     f"{self.path} holds {other.description} checkpoints ({found[-1]}, ...) that "
                     f"the {self.kind.description} layout does not read: was the run started "

@@ -41,9 +41,10 @@ class Stateful(Protocol):
 class TrainingState:
     """Everything a run needs to resume, kept by reference: build it once, save it often.
 
-    `epoch` left as None is the sampler's own `epoch` (as `ResumableDistributedSampler` and
-    `DistributedSampler` have), else 0. `config` must be JSON-like: it is stored for comparison
-    on resume, never restored over the run's own settings.
+    Scheduler, scaler and sampler are anything with `state_dict()` / `load_state_dict()`
+    (torchrig.data.ResumableDistributedSampler is such a sampler; torch's DistributedSampler is
+    not). `epoch` left as None is the sampler's own `epoch` attribute, else 0. `config` must be
+    JSON-like: it is stored for comparison on resume, never restored over the run's settings.
     """
 
     model: torch.nn.Module
@@ -53,6 +54,19 @@ class TrainingState:
     sampler: Stateful | None = None
     config: dict[str, Any] = field(default_factory=dict)
     epoch: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("scheduler", "scaler", "sampler"):
+            part = getattr(self, name)
+            if part is not None and not (
+                callable(getattr(part, "state_dict", None))
+                and callable(getattr(part, "load_state_dict", None))
+            ):
+                raise TypeError(
+                    f"TrainingState({name}=...): a {type(part).__name__} has no state_dict() / "
+                    "load_state_dict(), so it cannot be checkpointed; pass None and keep its "
+                    "state elsewhere (for a sampler: torchrig.data.ResumableDistributedSampler)"
+                )
 
     def current_epoch(self) -> int:
         if self.epoch is not None:

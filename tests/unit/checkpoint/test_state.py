@@ -75,6 +75,15 @@ def test_epoch_is_the_samplers_unless_set() -> None:
     assert TrainingState(TinyNet()).current_epoch() == 0
 
 
+def test_a_part_that_cannot_be_checkpointed_is_refused_at_once() -> None:
+    dataset = list(range(8))
+    plain = torch.utils.data.DistributedSampler(dataset, num_replicas=1, rank=0)
+    with pytest.raises(TypeError, match=r"sampler=.*DistributedSampler has no state_dict"):
+        TrainingState(TinyNet(), sampler=plain)
+    with pytest.raises(TypeError, match=r"scheduler=.*dict has no state_dict"):
+        TrainingState(TinyNet(), scheduler={"lr": 0.1})  # type: ignore[arg-type]
+
+
 def test_missing_part_warns_and_keeps_the_object(tmp_path: Path, layout: str) -> None:
     run = make_run()
     manager = CheckpointManager(tmp_path, layout=layout)
