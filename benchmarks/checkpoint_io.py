@@ -2,15 +2,18 @@
 
     python benchmarks/checkpoint_io.py [--dir DIR] [--mb 100] [--repeats 5] [--json]
 
-Save = `CheckpointManager.save`: torch.save into a temp file, flush, fsync, rename, fsync the
-directory, write the `latest` pointer the same way, prune. Raw write = the same number of bytes
-(the model's own tensor bytes) written sequentially to one file with one fsync. A ratio of 1.0
-means checkpointing costs no more than the disk itself; the target is save >= 0.8 of raw.
+Save = `CheckpointManager.save` of a `TrainingState` (the model, an SGD optimizer without
+momentum, so no optimizer tensors) in the single-file layout: torch.save into a temp file, flush,
+fsync, rename, write the `latest` pointer the same way, fsync the directory, prune. Raw write =
+the same number of bytes (the model's own tensor bytes) written sequentially to one file with one
+fsync. A ratio of 1.0 means checkpointing costs no more than the disk itself; the target is
+save >= 0.8 of raw.
 
 Loads are timed cold where the OS allows it: before each read the file's pages are dropped from
 the page cache (posix_fadvise DONTNEED, no root needed), for raw and checkpoint reads alike.
-Load = `CheckpointManager.load_latest` (zip structure check + torch.load, weights_only); for a
-file saved with checksums=True it also verifies every record's CRC32 (one more pass).
+Load = `CheckpointManager.load_latest` (zip structure check + torch.load, weights_only, then the
+weights copied into the model); for a file saved with checksums=True it also verifies every
+record's CRC32 (one more pass).
 """
 
 from __future__ import annotations
@@ -28,21 +31,22 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torchrig.checkpoint import CheckpointManager
+from torchrig.checkpoint import CheckpointManager, TrainingState
 
 CHUNK = 8 << 20
 
 
-def make_state(megabytes: int) -> dict[str, torch.Tensor]:
-    """An MLP-like state dict of fp32 1024x1024 layers (4 MiB each) summing to ~`megabytes`."""
+def make_state(megabytes: int) -> TrainingState:
+    """An MLP of fp32 1024x1024 layers (4 MiB each) summing to ~`megabytes`, with an optimizer
+    that holds no tensors of its own: the file is the model's bytes plus a little framing."""
     layer_bytes = 1024 * 1024 * 4 + 1024 * 4
     layers = max(1, round(megabytes * 1_000_000 / layer_bytes))
     torch.manual_seed(0)
-    state: dict[str, torch.Tensor] = {}
-    for i in range(layers):
-        state[f"layers.{i}.weight"] = torch.randn(1024, 1024)
-        state[f"layers.{i}.bias"] = torch.randn(1024)
-    return state
+    with torch.no_grad():
+        model = torch.nn.Sequential(*(torch.nn.Linear(1024, 1024) for _ in range(layers)))
+        for parameter in model.parameters():
+            parameter.normal_()
+    return TrainingState(model, torch.optim.SGD(model.parameters(), lr=0.1))
 
 
 def drop_from_cache(path: Path) -> bool:
@@ -108,11 +112,11 @@ def timed(
 
 def run(directory: Path, megabytes: int, repeats: int) -> dict[str, object]:
     state = make_state(megabytes)
-    tensors = list(state.values())
+    tensors = [t.detach() for t in state.model.state_dict().values()]
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
     raw_path = directory / "raw.bin"
-    manager = CheckpointManager(directory / "ckpt", keep=1)
-    checked = CheckpointManager(directory / "ckpt-crc", keep=1, checksums=True)
+    manager = CheckpointManager(directory / "ckpt", keep=1, layout="file")
+    checked = CheckpointManager(directory / "ckpt-crc", keep=1, layout="file", checksums=True)
     step = iter(range(1_000_000))
 
     results: dict[str, list[float]] = {}
@@ -138,10 +142,10 @@ def run(directory: Path, megabytes: int, repeats: int) -> dict[str, object]:
             timed(lambda: raw_read_into_new_memory(raw_path), 1, lambda: drop_from_cache(raw_path))
         )
         results.setdefault("CheckpointManager.load_latest", []).extend(
-            timed(lambda: manager.load_latest("cpu"), 1, lambda: drop_from_cache(ckpt_path))
+            timed(lambda: manager.load_latest(state), 1, lambda: drop_from_cache(ckpt_path))
         )
         results.setdefault("load_latest (checksums=True file)", []).extend(
-            timed(lambda: checked.load_latest("cpu"), 1, lambda: drop_from_cache(crc_path))
+            timed(lambda: checked.load_latest(state), 1, lambda: drop_from_cache(crc_path))
         )
     medians = {name: statistics.median(times) for name, times in results.items()}
     mins = {name: min(times) for name, times in results.items()}

@@ -1,1 +1,1 @@
-"""Integration tests: real torchrun runs of the training example, and the notebook."""
+"""Integration tests: real process groups, torchrun runs of the training example, the notebook."""

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
-from torchrig.checkpoint import CheckpointManager, restore_training_state, training_state
+from torchrig.checkpoint import CheckpointManager, TrainingState
 from torchrig.data import ResumableDistributedSampler, SyntheticImages, WithIndex
 from torchrig.distributed import (
     all_reduce_mean,
@@ -237,66 +237,28 @@ scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
 
 # -----------------------------------------------------------------------------------------------
 # Resume: the newest good checkpoint in --checkpoint-dir, if any. Every rank loads it.
+# The manager picks the layout from the model: one file per step written by rank 0 (DDP), or one
+# folder per step in which every rank writes its own shards (FSDP). The code is the same.
 
 config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-if args.fsdp:
-    from torchrig.checkpoint.sharded import ShardedCheckpointManager
-
-    sharded = ShardedCheckpointManager(args.checkpoint_dir, keep=args.keep)
-    meta = sharded.load_latest(model, optimizer)
-    if meta is not None:
-        scheduler.load_state_dict(meta["scheduler"])
-        scaler.load_state_dict(meta["scaler"])
-else:
-    checkpoints = CheckpointManager(args.checkpoint_dir, keep=args.keep)
-    state = checkpoints.load_latest(map_location=device)
-    meta = None
-    if state is not None:
-        meta = restore_training_state(
-            state, model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler
-        )
-        del state
+state = TrainingState(
+    model, optimizer, scheduler=scheduler, scaler=scaler, sampler=sampler, config=config
+)
+checkpoints = CheckpointManager(args.checkpoint_dir, keep=args.keep)
+resumed = checkpoints.load_latest(state)  # weights, optimizer, LR, scaler, sampler, RNG
 step = 0  # optimizer steps done
-if meta is not None:
-    step = meta["step"]
-    sampler.load_state_dict(meta["sampler"])
+if resumed is not None:
+    step = resumed["step"]
     changed = [
         k
         for k in ("model", "batch_size", "grad_accum", "lr", "seed", "steps")
-        if meta["config"].get(k) != config[k]
+        if resumed["config"].get(k) != config[k]
     ]
     log(f"resuming from step {step} (epoch {sampler.epoch}, {sampler.consumed} samples into it)")
     if changed:
         log(f"warning: settings differ from the checkpoint's: {', '.join(changed)}")
 else:
     log(f"no checkpoint in {args.checkpoint_dir}: starting from scratch")
-
-
-def save_checkpoint(step: int) -> None:
-    """Collective: every rank calls it (RNG states are gathered, FSDP shards written by all)."""
-    if args.fsdp:
-        extra = {
-            "epoch": sampler.epoch,
-            "step": step,
-            "sampler": sampler.state_dict(),
-            "config": config,
-            "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(),
-        }
-        sharded.save(step, model, optimizer, extra)
-        return
-    state = training_state(
-        model=model,
-        optimizer=optimizer,
-        scheduler=scheduler,
-        scaler=scaler,
-        epoch=sampler.epoch,
-        step=step,
-        sampler=sampler.state_dict(),
-        config=config,
-    )
-    checkpoints.save(step, state)
-
 
 # -----------------------------------------------------------------------------------------------
 # Logging on rank 0 only: a progress bar, a throughput line, TensorBoard scalars.
@@ -405,7 +367,7 @@ while step < args.steps:
     if is_main:
         progress.update(1)
     if step % args.checkpoint_every == 0 or step == args.steps:
-        save_checkpoint(step)
+        checkpoints.save(step, state)  # every rank; the epoch is the sampler's
         window_start = time.perf_counter()  # checkpoint time is not training throughput
 
 # -----------------------------------------------------------------------------------------------

@@ -1,5 +1,11 @@
 """Atomic, resumable training checkpoints (`torchrig ckpt` is the command-line side).
 
+    state = TrainingState(model, optimizer, scheduler=..., scaler=..., sampler=..., config=...)
+    checkpoints = CheckpointManager(directory, keep=3)   # layout: "auto", "file" or "sharded"
+    resumed = checkpoints.load_latest(state)              # every rank; None: start from scratch
+    ...
+    checkpoints.save(step, state)                         # every rank, at a step boundary
+
 Importing this package is cheap: the names below load their modules (and torch) on first use,
 so the `torchrig` command stays instant on machines without torch.
 """
@@ -12,43 +18,34 @@ from typing import TYPE_CHECKING, Any
 from torchrig.checkpoint.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from torchrig.checkpoint.files import CheckpointInfo, CheckpointManager
+    from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager
+    from torchrig.checkpoint.model_state import strip_prefixes, unwrap_model
     from torchrig.checkpoint.rng import capture_rng_state, gather_rng_states, restore_rng_state
-    from torchrig.checkpoint.sharded import ShardedCheckpointManager
-    from torchrig.checkpoint.state import (
-        load_model_weights,
-        restore_training_state,
-        strip_prefixes,
-        training_state,
-        unwrap_model,
-    )
+    from torchrig.checkpoint.state import TrainingState
+    from torchrig.checkpoint.weights import load_model_weights
 
 _LAZY: dict[str, str] = {
-    "CheckpointInfo": "files",
-    "CheckpointManager": "files",
+    "CheckpointInfo": "manager",
+    "CheckpointManager": "manager",
+    "TrainingState": "state",
     "capture_rng_state": "rng",
     "gather_rng_states": "rng",
     "restore_rng_state": "rng",
-    "ShardedCheckpointManager": "sharded",
-    "load_model_weights": "state",
-    "restore_training_state": "state",
-    "strip_prefixes": "state",
-    "training_state": "state",
-    "unwrap_model": "state",
+    "load_model_weights": "weights",
+    "strip_prefixes": "model_state",
+    "unwrap_model": "model_state",
 }
 
 __all__ = [
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointManager",
-    "ShardedCheckpointManager",
+    "TrainingState",
     "capture_rng_state",
     "gather_rng_states",
     "load_model_weights",
     "restore_rng_state",
-    "restore_training_state",
     "strip_prefixes",
-    "training_state",
     "unwrap_model",
 ]
 

@@ -65,16 +65,13 @@ def _show_warning(message: Warning | str, *_args: object, **_kwargs: object) -> 
 
 
 def _ls(args: argparse.Namespace) -> int:
-    from torchrig.checkpoint.files import CheckpointManager
-    from torchrig.checkpoint.sharded import ShardedCheckpointManager
+    from torchrig.checkpoint.manager import CheckpointManager
 
     directory: Path = args.directory
     _require_dir(directory)
     rows = [_row(info) for info in CheckpointManager(directory).list(verify=args.verify)]
-    rows += [_row(info) for info in ShardedCheckpointManager(directory).list()]
     if not rows:
         raise CheckpointError(f"{directory}: no checkpoints (step_*.pt files or step_* folders)")
-    rows.sort(key=lambda row: int(row[0]))
     _print_table(("STEP", "FILE", "SIZE", "LATEST", "STATUS"), rows)
     return 0 if all(row[4] == "ok" for row in rows) else 2
 
@@ -142,10 +139,10 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def describe_file(path: Path) -> dict[str, Any]:
     """Step, epoch, config and tensor totals of one checkpoint file (or plain state_dict)."""
-    from torchrig.checkpoint.files import load_file
-    from torchrig.checkpoint.state import FORMAT
+    from torchrig.checkpoint import torchfile
+    from torchrig.checkpoint.single_file import FORMAT
 
-    state = load_file(path, "cpu")
+    state = torchfile.load(path, "cpu")
     count, nbytes = _tensor_totals(state)
     summary: dict[str, Any] = {"path": str(path), "size_bytes": path.stat().st_size}
     if isinstance(state, dict) and state.get("format") == FORMAT:
@@ -221,8 +218,8 @@ def _compact(tensor: Any) -> Any:
 def _export(args: argparse.Namespace) -> int:
     import torch
 
-    from torchrig.checkpoint.files import atomic_write
-    from torchrig.checkpoint.state import load_model_weights
+    from torchrig.checkpoint.directory import atomic_write
+    from torchrig.checkpoint.weights import load_model_weights
 
     source: Path = args.directory
     out: Path = args.out

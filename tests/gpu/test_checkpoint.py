@@ -1,4 +1,5 @@
-"""On a CUDA machine: map_location to the local device and CUDA RNG states (skipped without one)."""
+"""Checkpoints on a CUDA machine: tensors load onto the local device, CUDA RNG states come back,
+FSDP2 with NCCL saves and resumes sharded (skipped without CUDA)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from torchrig.checkpoint import CheckpointManager, restore_training_state, training_state
+from torchrig.checkpoint import CheckpointManager, TrainingState
+from torchrig.checkpoint.single_file import SingleFileLayout
 
-from .ckpt_testlib import TinyNet
+from ..checkpoint_support import TinyNet, run_ranks
 
 pytestmark = pytest.mark.gpu
 
@@ -22,31 +24,32 @@ def test_cuda_round_trip_lands_on_the_local_device(tmp_path: Path) -> None:
     optimizer.step()
     scaler = torch.amp.GradScaler("cuda")
     torch.cuda.manual_seed_all(7)
-    state = training_state(
-        model=model, optimizer=optimizer, scaler=scaler, epoch=0, step=1, sampler={}, config={}
-    )
-    assert "cuda" in state["rng"][0]
-    CheckpointManager(tmp_path).save(1, state)
+    path = CheckpointManager(tmp_path).save(1, TrainingState(model, optimizer, scaler=scaler))
+    assert path is not None
     expected = torch.rand(3, device=device)
 
-    loaded = CheckpointManager(tmp_path).load_latest(map_location=device)
-    assert loaded is not None
+    layout = SingleFileLayout()
+    loaded = layout.read(path, device, verify=True)
+    assert "cuda" in loaded["rng"][0]
     assert loaded["model"]["head.weight"].device == device
+    cpu = layout.read(path, "cpu", verify=True)
+    assert cpu["model"]["head.weight"].device.type == "cpu"
+
     fresh = TinyNet().to(device)
     fresh_opt = torch.optim.AdamW(fresh.parameters(), lr=1e-2)
-    restore_training_state(loaded, model=fresh, optimizer=fresh_opt, scaler=scaler)
+    # map_location defaults to the model's device: this rank's GPU, not the saver's
+    resumed = CheckpointManager(tmp_path).load_latest(
+        TrainingState(fresh, fresh_opt, scaler=scaler)
+    )
+    assert resumed is not None and resumed["step"] == 1
     assert torch.equal(torch.rand(3, device=device), expected)  # CUDA generator restored
     assert torch.equal(fresh.head.weight, model.head.weight)
     exp_avg = next(iter(fresh_opt.state_dict()["state"].values()))["exp_avg"]
     assert exp_avg.device == device
 
-    cpu = CheckpointManager(tmp_path).load_latest(map_location="cpu")
-    assert cpu is not None and cpu["model"]["head.weight"].device.type == "cpu"
-
 
 def _fsdp_cuda_worker(rank: int, world: int, directory: str) -> None:
     from torch.distributed.fsdp import fully_shard
-    from torchrig.checkpoint.sharded import ShardedCheckpointManager
 
     def build(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
         torch.manual_seed(seed)
@@ -58,18 +61,18 @@ def _fsdp_cuda_worker(rank: int, world: int, directory: str) -> None:
     model, optimizer = build(0)
     model(torch.randn(4, 6, device="cuda")).sum().backward()
     optimizer.step()
-    manager = ShardedCheckpointManager(directory)
-    manager.save(1, model, optimizer, {"step": 1})
+    manager = CheckpointManager(directory)  # "auto": DTensor parameters, so sharded
+    manager.save(1, TrainingState(model, optimizer))
+    assert Path(directory, "step_00000001", ".metadata").is_file()
     expected = {k: v.full_tensor().clone() for k, v in model.state_dict().items()}
     fresh, fresh_opt = build(1)
-    assert manager.load_latest(fresh, fresh_opt) == {"step": 1}
+    resumed = manager.load_latest(TrainingState(fresh, fresh_opt))
+    assert resumed is not None and resumed["step"] == 1
     for key, value in fresh.state_dict().items():
         assert value.device.type == "cuda"
         assert torch.equal(value.full_tensor(), expected[key]), key
 
 
 def test_fsdp2_sharded_round_trip_on_cuda_with_nccl(tmp_path: Path) -> None:
-    from .ckpt_testlib import run_ranks
-
     world = torch.cuda.device_count()
     run_ranks(_fsdp_cuda_worker, world, tmp_path, str(tmp_path / "sharded"), backend="nccl")

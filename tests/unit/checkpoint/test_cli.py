@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 from pathlib import Path
 
 import pytest
 import torch
-from torchrig.checkpoint import CheckpointManager, training_state
+from torchrig.checkpoint import CheckpointManager, TrainingState
 from torchrig.checkpoint import cli as ckpt_cli
 
-from .ckpt_testlib import TinyNet
-
-
-def ckpt(*argv: str | Path) -> int:
-    parser = argparse.ArgumentParser(prog="torchrig ckpt")
-    ckpt_cli.add_arguments(parser)
-    return ckpt_cli.run(parser.parse_args([str(a) for a in argv]))
+from ...checkpoint_support import Position, TinyNet, ckpt
 
 
 @pytest.fixture
@@ -26,18 +19,25 @@ def run_dir(tmp_path: Path) -> Path:
     torch.manual_seed(0)
     model = torch.nn.DataParallel(TinyNet())  # saved prefix-free all the same
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    state = TrainingState(
+        model, optimizer, sampler=Position(7), config={"lr": 0.1, "model": "tiny"}
+    )
     manager = CheckpointManager(tmp_path / "run")
     for step in (100, 200):
-        state = training_state(
-            model=model,
-            optimizer=optimizer,
-            epoch=step // 100,
-            step=step,
-            sampler={"position": 7},
-            config={"lr": 0.1, "model": "tiny"},
-        )
+        state.epoch = step // 100
         manager.save(step, state)
     return tmp_path / "run"
+
+
+@pytest.fixture
+def sharded_dir(tmp_path: Path) -> Path:
+    torch.manual_seed(0)
+    model = TinyNet()
+    state = TrainingState(model, torch.optim.AdamW(model.parameters()), config={"lr": 0.01})
+    manager = CheckpointManager(tmp_path / "sharded", layout="sharded")
+    for step in (1, 2):
+        manager.save(step, state)
+    return tmp_path / "sharded"
 
 
 def test_ls_lists_steps_sizes_latest(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -113,6 +113,23 @@ def test_export_skips_corrupt_latest(
     saved = torch.load(run_dir / "step_00000100.pt", weights_only=True)["model"]
     exported = torch.load(tmp_path / "m.pt", weights_only=True)
     assert all(torch.equal(exported[k], v) for k, v in saved.items())
+
+
+def test_sharded_folders_list_inspect_and_export(
+    sharded_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Multi-rank FSDP2 folders, with a damaged one: tests/integration/checkpoint.
+    assert ckpt("ls", sharded_dir) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:2] == ["1", "step_00000001/"] and lines[1].endswith("ok")
+    assert "*" in lines[2].split() and lines[2].endswith("ok")
+    assert ckpt("inspect", sharded_dir / "step_00000002", "--json") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["format"].startswith("torchrig-sharded/1")
+    assert summary["step"] == 2 and summary["config"] == {"lr": 0.01}
+    out = tmp_path / "model.pt"
+    assert ckpt("export", sharded_dir, out) == 0
+    TinyNet().load_state_dict(torch.load(out, weights_only=True))  # strict: every key
 
 
 def test_export_of_a_view_writes_only_its_bytes(tmp_path: Path) -> None:

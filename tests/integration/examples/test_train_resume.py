@@ -185,3 +185,8 @@ def test_fsdp_sharded_checkpoints_resume_to_identical_weights(tmp_path: Path) ->
     output = run_to_end(torchrun_argv(2, [*example_args(resumed), *fsdp]))
     assert "resuming from step" in output
     assert_bitwise_equal(load_weights(final_path(resumed)), load_weights(final_path(uninterrupted)))
+
+    # The same run carried on without --fsdp: the checkpoints stay folders, resharded on load.
+    output = run_to_end(torchrun_argv(2, [*example_args(resumed), "--steps", "9"]))
+    assert "resuming from step 6" in output
+    assert (resumed / "step_00000009" / ".metadata").is_file()

@@ -1,7 +1,9 @@
-"""Helpers shared by the checkpoint tests: a tiny model and a gloo process group of N ranks."""
+"""Helpers shared by the checkpoint tests (unit, integration, gpu): a tiny model, a stand-in
+sampler, the `torchrig ckpt` command driven in-process, and a process group of N ranks."""
 
 from __future__ import annotations
 
+import argparse
 import traceback
 import uuid
 from collections.abc import Callable
@@ -11,6 +13,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torchrig.checkpoint import cli as ckpt_cli
 from torchrig.distributed import shutdown_distributed
 
 
@@ -22,6 +25,26 @@ class TinyNet(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x))
+
+
+class Position:
+    """A stand-in sampler: all its state is one position (restored in place, as a real one)."""
+
+    def __init__(self, position: Any = 0) -> None:
+        self.position = position
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"position": self.position}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.position = state["position"]
+
+
+def ckpt(*argv: str | Path) -> int:
+    """`torchrig ckpt ARGV...` through the module's own parser; its exit status."""
+    parser = argparse.ArgumentParser(prog="torchrig ckpt")
+    ckpt_cli.add_arguments(parser)
+    return ckpt_cli.run(parser.parse_args([str(a) for a in argv]))
 
 
 def train_steps(model: torch.nn.Module, optimizer: torch.optim.Optimizer, n: int = 2) -> None:
@@ -67,3 +90,20 @@ def run_ranks(
     except Exception as exc:
         details = "\n".join(p.read_text() for p in sorted(errdir.glob("rank*.txt")))
         raise AssertionError(f"a rank failed:\n{details}") from exc
+
+
+def snapshot(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of the model's weights, to compare with after later training or loading."""
+    return {key: value.detach().clone() for key, value in model.state_dict().items()}
+
+
+def same_weights(model: torch.nn.Module, expected: dict[str, torch.Tensor]) -> bool:
+    current = model.state_dict()
+    return current.keys() == expected.keys() and all(
+        torch.equal(current[key], value) for key, value in expected.items()
+    )
+
+
+def entry_name(step: int, layout: str) -> str:
+    """The name a checkpoint of `step` has in `layout`: a file or a folder."""
+    return f"step_{step:08d}" + (".pt" if layout == "file" else "")

@@ -1,4 +1,5 @@
-"""Multi-process (gloo, CPU) checks: DDP with the file manager, FSDP2 with the sharded one."""
+"""Multi-process (gloo, CPU): one CheckpointManager for a DDP model (one file per step, written by
+rank 0) and an FSDP2 model (one folder per step, every rank writing its shards)."""
 
 from __future__ import annotations
 
@@ -9,17 +10,18 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from torchrig.checkpoint import (
-    CheckpointError,
-    CheckpointManager,
-    ShardedCheckpointManager,
-    restore_training_state,
-    training_state,
-)
+from torchrig.checkpoint import CheckpointError, CheckpointManager, TrainingState
 
-from .ckpt_testlib import TinyNet, run_ranks, train_steps
+from ...checkpoint_support import Position, TinyNet, ckpt, run_ranks, train_steps
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+class Unpicklable:
+    """Passes the check at save time once allow-listed, then fails while rank 0 writes it."""
+
+    def __reduce__(self) -> tuple:
+        raise RuntimeError("disk on fire")
 
 
 def _ddp_worker(rank: int, world: int, directory: str) -> None:
@@ -28,29 +30,25 @@ def _ddp_worker(rank: int, world: int, directory: str) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     train_steps(model, optimizer)
     torch.manual_seed(100 + rank)  # ranks' RNG streams differ, as with per-rank dropout seeds
+    state = TrainingState(model, optimizer, sampler=Position(), config={"world": world})
     manager = CheckpointManager(directory, keep=2)
     for step in (1, 2, 3):
-        state = training_state(
-            model=model,
-            optimizer=optimizer,
-            epoch=0,
-            step=step,
-            sampler={"position": step * 8},
-            config={"world": world},
-        )
+        state.sampler.position = step * 8
         path = manager.save(step, state)
         assert (path is not None) == (rank == 0)
         # the barrier inside save: every rank sees the finished file right away
         assert Path(directory, f"step_{step:08d}.pt").is_file()
-    assert "module." not in "".join(state["model"])
+    saved = torch.load(Path(directory, "step_00000003.pt"), weights_only=True)
+    assert "module." not in "".join(saved["model"])
     expected = torch.rand(2)
 
     fresh = torch.nn.parallel.DistributedDataParallel(TinyNet())
     fresh_opt = torch.optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
-    loaded = manager.load_latest(map_location="cpu")
-    assert loaded is not None
-    resumed = restore_training_state(loaded, model=fresh, optimizer=fresh_opt)
+    fresh_state = TrainingState(fresh, fresh_opt, sampler=Position())
+    resumed = manager.load_latest(fresh_state)
+    assert resumed is not None
     assert resumed["step"] == 3 and resumed["sampler"] == {"position": 24}
+    assert fresh_state.sampler.position == 24
     assert torch.equal(torch.rand(2), expected), "this rank's own RNG stream came back"
     for a, b in zip(model.parameters(), fresh.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -61,20 +59,27 @@ def _ddp_worker(rank: int, world: int, directory: str) -> None:
         ]
 
     # rank 0 fails to write: every rank raises, none is left waiting in a collective
-    with pytest.raises(RuntimeError if rank == 0 else CheckpointError, match="disk on fire"):
-        manager.save(4, {"bad": Unpicklable()})
-    assert manager.load_latest()["step"] == 3  # the good checkpoints are untouched
+    state.sampler.position = Unpicklable()
+    with (
+        torch.serialization.safe_globals([Unpicklable]),
+        pytest.raises(RuntimeError if rank == 0 else CheckpointError, match="disk on fire"),
+    ):
+        manager.save(4, state)
+    assert manager.load_latest(fresh_state)["step"] == 3  # the good checkpoints are untouched
 
     # a directory that is not shared: rank 0 sees step 1, rank 1 sees nothing
     split = CheckpointManager(f"{directory}-rank{rank}")
-    split.save(1, {"step": 1})
+    state.sampler.position = 0
+    split.save(1, state)
     with pytest.raises(CheckpointError, match="ranks found different checkpoints"):
-        split.load_latest()
+        split.load_latest(fresh_state)
 
-
-class Unpicklable:
-    def __reduce__(self) -> tuple:
-        raise RuntimeError("disk on fire")
+    # ... and one where only rank 0 sees step folders: the ranks would pick different layouts
+    if rank == 0:
+        Path(f"{directory}-layout0/step_00000001").mkdir(parents=True)
+    dist.barrier()
+    with pytest.raises(CheckpointError, match="ranks chose different checkpoint layouts"):
+        CheckpointManager(f"{directory}-layout{rank}").load_latest(fresh_state)
 
 
 def test_ddp_save_on_rank0_resume_everywhere(tmp_path: Path) -> None:
@@ -97,11 +102,12 @@ def _full(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def _fsdp_worker(rank: int, world: int, directory: str, reference: str) -> None:
     model, optimizer = _fsdp_model(seed=0)
-    manager = ShardedCheckpointManager(directory, keep=2)
+    state = TrainingState(model, optimizer, config={"lr": 0.01}, epoch=0)
+    manager = CheckpointManager(directory, keep=2)  # "auto": DTensor parameters, so sharded
     full_by_step = {}
     for step in (1, 2, 3):
         train_steps(model, optimizer, 1)
-        manager.save(step, model, optimizer, {"step": step, "epoch": 0, "config": {"lr": 0.01}})
+        assert (manager.save(step, state) is not None) == (rank == 0)
         full_by_step[step] = _full(model)
     if rank == 0:
         torch.save(full_by_step[2], reference)
@@ -110,14 +116,15 @@ def _fsdp_worker(rank: int, world: int, directory: str, reference: str) -> None:
     expected_rand = torch.rand(3)
     moments = {k: v["exp_avg"].full_tensor() for k, v in optimizer.state_dict()["state"].items()}
 
-    # the single-file path would save rank 0's shards only: refused with a pointer to this one
-    with pytest.raises(CheckpointError, match="ShardedCheckpointManager"):
-        training_state(model=model, optimizer=optimizer, epoch=0, step=3, sampler={}, config={})
+    # the single-file layout would save rank 0's shards only: refused, saying what to use
+    with pytest.raises(CheckpointError, match="layout='sharded'"):
+        CheckpointManager(f"{directory}-file", layout="file").save(3, state)
+    assert not Path(f"{directory}-file").exists()
 
     fresh, fresh_opt = _fsdp_model(seed=1)
     train_steps(fresh, fresh_opt, 1)  # different weights and moments before the load
-    extra = manager.load_latest(fresh, fresh_opt)
-    assert extra == {"step": 3, "epoch": 0, "config": {"lr": 0.01}}
+    resumed = manager.load_latest(TrainingState(fresh, fresh_opt))
+    assert resumed == {"epoch": 0, "step": 3, "sampler": None, "config": {"lr": 0.01}}
     assert torch.equal(torch.rand(3), expected_rand)
     for key, value in _full(fresh).items():
         assert torch.equal(value, full_by_step[3][key]), key
@@ -133,13 +140,12 @@ def _fsdp_worker(rank: int, world: int, directory: str, reference: str) -> None:
     untouched, untouched_opt = _fsdp_model(seed=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        extra = manager.load_latest(untouched, untouched_opt)
-    assert extra is not None and extra["step"] == 2
+        resumed = CheckpointManager(directory).load_latest(TrainingState(untouched, untouched_opt))
+    assert resumed is not None and resumed["step"] == 2
     assert len(untouched_opt.state_dict()["state"]) == len(moments)
     for key, value in _full(untouched).items():
         assert torch.equal(value, full_by_step[2][key]), key
-    if rank == 0:
-        assert any("step_00000003" in str(w.message) for w in caught)
+    assert any("step_00000003" in str(w.message) for w in caught)
 
 
 def test_fsdp2_sharded_save_resume_and_fallback(
@@ -151,16 +157,14 @@ def test_fsdp2_sharded_save_resume_and_fallback(
     # Export path: full weights from the shards in one process, no process group. Step 3 was
     # damaged by the workers, so it falls back to step 2, with a warning naming step 3.
     with pytest.warns(UserWarning, match="step_00000003"):
-        weights = ShardedCheckpointManager(directory).load_model_weights()
+        weights = CheckpointManager(directory).latest_weights()
     expected = torch.load(reference, weights_only=True)
     assert weights.keys() == expected.keys()
     for key, value in expected.items():
         assert torch.equal(weights[key], value), key
 
     # The CLI on the sharded folders: ls flags the damaged one, inspect reads metadata, export
-    # writes the same weights as load_model_weights.
-    from .test_ckpt_cli import ckpt
-
+    # writes the same weights as latest_weights.
     capsys.readouterr()
     assert ckpt("ls", directory) == 2
     listing = capsys.readouterr().out.splitlines()
@@ -169,6 +173,8 @@ def test_fsdp2_sharded_save_resume_and_fallback(
     assert ckpt("inspect", directory / "step_00000002", "--json") == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["step"] == 2 and summary["config"] == {"lr": 0.01}
+    assert summary["format"] == "torchrig-sharded/1 (torch.distributed.checkpoint)"
+    assert summary["rng_ranks"] == 2
     assert summary["model_tensors"] == len(expected)
     assert summary["model_bytes"] == sum(t.numel() * t.element_size() for t in expected.values())
     out = tmp_path / "exported.pt"

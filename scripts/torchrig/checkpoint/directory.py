@@ -1,0 +1,245 @@
+"""The checkpoint directory, whatever the layout: step entries, `latest`, pruning, atomic publish.
+
+    step_00001000.pt     an entry of the single-file layout (one torch.save zip)
+    step_00002000/       an entry of the sharded layout (one torch.distributed.checkpoint folder)
+    latest               text: the name of the newest good entry
+    .step_00003000.pt.tmp-<pid>-<hex>    only while a save runs (or after a crash)
+    .step_00003000.tmp/                  the same for a folder (one name for every rank)
+
+An entry only ever gets its final name by `os.replace` once it is complete and fsynced, so a crash
+during a save leaves the previous entries untouched and at worst a temp file or folder behind.
+This module is the one place that names, lists, orders, prunes and cleans up entries; the layouts
+(`single_file`, `sharded`) only write and read one entry. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import secrets
+import shutil
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+log = logging.getLogger(__name__)
+
+LATEST_NAME = "latest"
+_STEP_RE = re.compile(r"^step_(\d{8,})(\.pt)?$")
+# Temp entries are hidden and carry the final name, so a leftover says which save crashed.
+# `.old-<hex>` is a folder moved aside while the same step is saved again.
+TEMP_RE = re.compile(
+    r"^\.(?:step_\d{8,}(?:\.pt)?|latest)\.(?:tmp(?:-\d+-[0-9a-f]+)?|old-[0-9a-f]+)$"
+)
+
+
+@dataclass(frozen=True)
+class EntryKind:
+    """How one layout's entries look on disk: `step_<8+ digits><suffix>`, a file or a folder."""
+
+    suffix: str
+    is_folder: bool
+    description: str  # for messages: what a user would call such checkpoints
+
+    def name(self, step: int) -> str:
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        return f"step_{step:08d}{self.suffix}"
+
+    def parse(self, name: str) -> int | None:
+        """The step of an entry name of this kind, else None."""
+        match = _STEP_RE.match(name)
+        if match is None or (match.group(2) or "") != self.suffix:
+            return None
+        return int(match.group(1))
+
+    def temp_path(self, final: Path) -> Path:
+        """Where an entry is written before it gets its final name. A folder is written by every
+        rank at once, so its name must be the same on all of them: no pid or random part."""
+        if self.is_folder:
+            return final.with_name(f".{final.name}.tmp")
+        return final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+    def entries(self, directory: Path) -> dict[int, Path]:
+        """Every entry of this kind in `directory`, by step."""
+        if not directory.is_dir():
+            return {}
+        found: dict[int, Path] = {}
+        for entry in directory.iterdir():
+            step = self.parse(entry.name)
+            if step is not None and (entry.is_dir() if self.is_folder else entry.is_file()):
+                found[step] = entry
+        return found
+
+
+FILE = EntryKind(".pt", is_folder=False, description="single-file (step_*.pt)")
+FOLDER = EntryKind("", is_folder=True, description="sharded (FSDP) folder")
+KINDS = (FILE, FOLDER)
+
+
+# --- atomic writes ------------------------------------------------------------------------------
+
+
+def fsync_dir(directory: Path) -> None:
+    """Persist a rename: the directory entry itself must reach the disk, not just the file."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_synced(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write `path` (straight into the open file, no copy in memory), flush and fsync it."""
+    with open(path, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write `path` via a temp file in the same directory: write, fsync, rename, fsync the dir.
+
+    Readers see either the old file or the complete new one, never a partial one.
+    """
+    tmp = FILE.temp_path(path)
+    try:
+        write_synced(tmp, write)
+        os.replace(tmp, path)
+    except BaseException:
+        discard(tmp)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def discard(path: Path) -> None:
+    """Remove a file or folder, quietly: used on what a failed or finished save leaves."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def move_in(tmp: Path, final: Path) -> Path | None:
+    """Give the complete `tmp` its final name (the caller fsyncs the directory afterwards).
+
+    A file replaces an older one atomically. A folder cannot be replaced in one step, so an
+    existing one (the same step saved again) is moved aside first; it is returned, for the
+    caller to delete once the rename is durable.
+    """
+    aside: Path | None = None
+    if final.is_dir():
+        aside = final.with_name(f".{final.name}.old-{secrets.token_hex(4)}")
+        os.replace(final, aside)
+    os.replace(tmp, final)
+    return aside
+
+
+def entry_size(path: Path) -> int:
+    """Bytes of a step file, or of the files in a step folder (0 when it cannot be read)."""
+    try:
+        if path.is_dir():
+            return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def remove_stale_temps(directory: Path) -> None:
+    """Remove what interrupted saves left behind (temp files and folders of either layout)."""
+    for entry in directory.iterdir():
+        if TEMP_RE.match(entry.name):
+            log.warning("removing %s, left behind by an interrupted save", entry)
+            discard(entry)
+
+
+# --- one directory's entries ----------------------------------------------------------------------
+
+
+class StepDirectory:
+    """The entries of one kind in one directory: listing, the pointer, candidates, pruning."""
+
+    def __init__(self, directory: Path, kind: EntryKind) -> None:
+        self.path = directory
+        self.kind = kind
+
+    def entries(self) -> dict[int, Path]:
+        return self.kind.entries(self.path)
+
+    def latest_name(self) -> str | None:
+        """The entry name `latest` holds, or None when the pointer is missing or malformed."""
+        try:
+            name = (self.path / LATEST_NAME).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        # Only a bare entry name is accepted: the pointer must not lead outside the directory.
+        return name if self.kind.parse(name) is not None else None
+
+    def point_latest_at(self, final: Path) -> None:
+        """Rewrite `latest` atomically. Its directory fsync also makes the entry's own rename
+        durable: were the pointer's to survive a crash and the entry's not, loading falls back
+        (with a warning) to the newest older entry."""
+        atomic_write_text(self.path / LATEST_NAME, final.name + "\n")
+
+    def candidates(self) -> list[Path]:
+        """Entries to try, best first: the one `latest` names, then older ones, newest first.
+
+        With no usable pointer, every entry, newest first. An entry newer than the pointer comes
+        from a crash between its rename and the pointer's: it is not preferred.
+        """
+        steps = self.entries()
+        newest_first = sorted(steps, reverse=True)
+        latest = self.latest_name()
+        if latest is None:
+            if (self.path / LATEST_NAME).exists():
+                warnings.warn(
+                    f"{self.path / LATEST_NAME} is unreadable; using the newest checkpoint",
+                    stacklevel=2,
+                )
+            return [steps[s] for s in newest_first]
+        latest_step = self.kind.parse(latest)
+        assert latest_step is not None
+        if latest_step not in steps:
+            warnings.warn(
+                f"{self.path / LATEST_NAME} names {latest}, which is missing; "
+                "falling back to the newest older checkpoint",
+                stacklevel=2,
+            )
+        return [steps[s] for s in newest_first if s <= latest_step]
+
+    def prune(self, current_step: int, keep: int) -> list[str]:
+        """Keep the newest `keep` entries up to `current_step`; return the names of newer ones.
+
+        Newer entries come from a run that was resumed from an earlier checkpoint. They are left
+        alone (nothing is deleted that might be wanted) and are replaced when training reaches
+        those steps again.
+        """
+        steps = self.entries()
+        older = sorted((s for s in steps if s <= current_step), reverse=True)
+        for step in older[keep:]:
+            discard(steps[step])
+        return [steps[s].name for s in sorted(s for s in steps if s > current_step)]
+
+    def warn_if_other_kind(self) -> None:
+        """Nothing to resume, but the other layout's entries are here: likely a run started with
+        another sharding setting. Starting from scratch silently would throw its progress away."""
+        for other in KINDS:
+            if other == self.kind:
+                continue
+            found = sorted(p.name for p in other.entries(self.path).values())
+            if found:
+                warnings.warn(
+                    f"{self.path} holds {other.description} checkpoints ({found[-1]}, ...) that "
+                    f"the {self.kind.description} layout does not read: was the run started "
+                    "with a different sharding setting?",
+                    stacklevel=3,
+                )

@@ -1,0 +1,88 @@
+"""One `torch.save` file: written with or without CRCs, checked, and loaded with weights_only.
+
+Both layouts store torch.save files (the single-file layout's entries, the sharded layout's
+`extra.pt`), and `torchrig ckpt` inspects and exports them; this is their one reader and writer.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+
+from torchrig.checkpoint.errors import CheckpointError
+
+_CRC_CHUNK = 4 << 20
+
+
+def save(value: Any, f: IO[bytes], *, checksums: bool) -> None:
+    """torch.save into an open file; `checksums` records each zip record's CRC32."""
+    previous = torch.serialization.get_crc32_options()
+    if checksums == previous:
+        torch.save(value, f)
+        return
+    # A process-wide switch: set it for this one save and put it back.
+    torch.serialization.set_crc32_options(checksums)
+    try:
+        torch.save(value, f)
+    finally:
+        torch.serialization.set_crc32_options(previous)
+
+
+def check_structure(path: Path) -> None:
+    """Cheap check (reads only the zip's central directory): catches empty, truncated and foreign
+    files. Raises CheckpointError."""
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if size == 0:
+        raise CheckpointError(f"{path}: empty file (0 bytes)")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise CheckpointError(f"{path}: truncated or not a torch.save file ({exc})") from exc
+    if not any(name.endswith("/data.pkl") or name == "data.pkl" for name in names):
+        raise CheckpointError(f"{path}: a zip file, but not one written by torch.save")
+
+
+def check_crc(path: Path) -> None:
+    """Full check: every record's CRC32, which torch.save records. torch.load itself does not
+    verify them, so without this flipped bytes inside tensor data would load silently."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+            # A writer with CRCs switched off (torch.serialization.set_crc32_options(False))
+            # records 0 everywhere: nothing to verify then.
+            if all(info.CRC == 0 for info in infos if info.file_size > 0):
+                return
+            for info in infos:
+                _check_member_crc(archive, info)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise CheckpointError(f"{path}: corrupt ({exc})") from exc
+
+
+def _check_member_crc(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    # Reading a member to its end makes zipfile compare the CRC (BadZipFile on a mismatch).
+    with archive.open(info) as member:
+        while member.read(_CRC_CHUNK):
+            pass
+
+
+def load(path: Path, map_location: Any = None, *, verify: bool = True) -> Any:
+    """torch.load with weights_only=True; every failure becomes a CheckpointError naming `path`."""
+    check_structure(path)
+    if verify:
+        check_crc(path)
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
+        raise CheckpointError(f"{path}: torch.load failed: {first_line(exc)}") from exc
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

@@ -1,0 +1,39 @@
+"""Step entry names, the temp names a crash can leave, and the order candidates are tried in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from torchrig.checkpoint.directory import FILE, FOLDER, TEMP_RE, StepDirectory
+
+
+def test_entry_names_and_parsing_keep_the_layouts_apart() -> None:
+    assert FILE.name(1200) == "step_00001200.pt" and FOLDER.name(1200) == "step_00001200"
+    assert FILE.name(123_456_789) == "step_123456789.pt"  # more than 8 digits still sorts last
+    assert FILE.parse("step_00001200.pt") == 1200 and FILE.parse("step_00001200") is None
+    assert FOLDER.parse("step_00001200") == 1200 and FOLDER.parse("step_00001200.pt") is None
+    for bad in ("step_12.pt", "step_00001200.pt.bak", "latest", ".step_00001200"):
+        assert FILE.parse(bad) is None and FOLDER.parse(bad) is None
+    with pytest.raises(ValueError, match="step must be >= 0"):
+        FILE.name(-1)
+
+
+def test_temp_names_are_recognised_and_entries_are_not(tmp_path: Path) -> None:
+    for kind in (FILE, FOLDER):
+        assert TEMP_RE.match(kind.temp_path(tmp_path / kind.name(3)).name)
+        assert not TEMP_RE.match(kind.name(3))
+    # every rank computes the same folder name; a file's carries the writer's pid and a nonce
+    assert FOLDER.temp_path(tmp_path / "step_00000003") == tmp_path / ".step_00000003.tmp"
+    assert FILE.temp_path(tmp_path / "x.pt") != FILE.temp_path(tmp_path / "x.pt")
+    assert TEMP_RE.match(".latest.tmp-77-00ff00ff") and not TEMP_RE.match(".bashrc")
+
+
+def test_candidates_start_at_latest_and_pruning_spares_newer_entries(tmp_path: Path) -> None:
+    for step in (1, 2, 3, 4, 5):
+        (tmp_path / FILE.name(step)).write_bytes(b"x")
+    steps = StepDirectory(tmp_path, FILE)
+    steps.point_latest_at(tmp_path / FILE.name(3))
+    assert [p.name for p in steps.candidates()] == [FILE.name(s) for s in (3, 2, 1)]
+    assert steps.prune(3, keep=2) == [FILE.name(4), FILE.name(5)]
+    assert sorted(steps.entries()) == [2, 3, 4, 5]

@@ -1,0 +1,127 @@
+"""TrainingState: everything comes back, the same way in both layouts."""
+
+from __future__ import annotations
+
+import enum
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torchrig.checkpoint import CheckpointError, CheckpointManager, TrainingState
+
+from ...checkpoint_support import Position, TinyNet, train_steps
+
+CONFIG = {"lr": 0.1, "layers": [6, 8, 3], "name": "tiny", "amp": False, "note": None}
+
+
+def make_run(seed: int = 0) -> TrainingState:
+    torch.manual_seed(seed)
+    model = TinyNet()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    return TrainingState(
+        model,
+        optimizer,
+        scheduler=torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=100),
+        scaler=torch.amp.GradScaler("cpu", init_scale=1024.0),
+        sampler=Position(),
+        config=dict(CONFIG),
+    )
+
+
+def test_round_trip_restores_everything(tmp_path: Path, layout: str) -> None:
+    state = make_run()
+    train_steps(state.model, state.optimizer)
+    state.scheduler.step()
+    state.optimizer.zero_grad()
+    state.scaler.scale(state.model(torch.randn(4, 6)).pow(2).mean()).backward()
+    state.scaler.step(state.optimizer)
+    state.scaler.update()
+    state.sampler.position = 48
+    state.epoch = 1
+    manager = CheckpointManager(tmp_path, layout=layout)
+    manager.save(2, state)
+    expected_next = torch.rand(3)  # what the RNG gives right after the save
+
+    fresh = make_run(seed=1)
+    fresh.epoch = 0
+    fresh.config = {"lr": 0.5}  # the run's own settings: reported, never overwritten
+    resumed = CheckpointManager(tmp_path, layout=layout).load_latest(fresh)
+    assert resumed == {"epoch": 1, "step": 2, "sampler": {"position": 48}, "config": CONFIG}
+    assert torch.equal(torch.rand(3), expected_next)
+    assert fresh.epoch == 1 and fresh.sampler.position == 48 and fresh.config == {"lr": 0.5}
+    for a, b in zip(
+        state.model.state_dict().values(), fresh.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b)
+    assert fresh.scheduler.state_dict() == state.scheduler.state_dict()
+    assert fresh.scaler.state_dict() == state.scaler.state_dict()
+    # optimizer moments came back too: one more identical step gives identical weights
+    torch.manual_seed(5)
+    train_steps(state.model, state.optimizer, 1)
+    torch.manual_seed(5)
+    train_steps(fresh.model, fresh.optimizer, 1)
+    for a, b in zip(state.model.parameters(), fresh.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_epoch_is_the_samplers_unless_set() -> None:
+    class EpochSampler(Position):
+        epoch = 4
+
+    assert TrainingState(TinyNet(), sampler=EpochSampler()).current_epoch() == 4
+    assert TrainingState(TinyNet(), sampler=EpochSampler(), epoch=2).current_epoch() == 2
+    assert TrainingState(TinyNet()).current_epoch() == 0
+
+
+def test_a_part_that_cannot_be_checkpointed_is_refused_at_once() -> None:
+    dataset = list(range(8))
+    plain = torch.utils.data.DistributedSampler(dataset, num_replicas=1, rank=0)
+    with pytest.raises(TypeError, match=r"sampler=.*DistributedSampler has no state_dict"):
+        TrainingState(TinyNet(), sampler=plain)
+    with pytest.raises(TypeError, match=r"scheduler=.*dict has no state_dict"):
+        TrainingState(TinyNet(), scheduler={"lr": 0.1})  # type: ignore[arg-type]
+
+
+def test_missing_part_warns_and_keeps_the_object(tmp_path: Path, layout: str) -> None:
+    run = make_run()
+    manager = CheckpointManager(tmp_path, layout=layout)
+    manager.save(1, TrainingState(run.model, run.optimizer, sampler=run.sampler))
+    before = run.scheduler.state_dict()
+    with pytest.warns(UserWarning, match="no scheduler state"):
+        manager.load_latest(TrainingState(run.model, run.optimizer, scheduler=run.scheduler))
+    assert run.scheduler.state_dict() == before
+
+
+def test_resume_with_amp_turned_on_starts_a_fresh_scaler(tmp_path: Path, layout: str) -> None:
+    run = make_run()
+    disabled = torch.amp.GradScaler("cpu", enabled=False)
+    manager = CheckpointManager(tmp_path, layout=layout)
+    manager.save(1, TrainingState(run.model, run.optimizer, scaler=disabled))
+    with pytest.warns(UserWarning, match="no scaler state"):
+        manager.load_latest(TrainingState(run.model, run.optimizer, scaler=run.scaler))
+    assert run.scaler.get_scale() == 1024.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # AMP off then and now: nothing to say
+        manager.load_latest(TrainingState(run.model, run.optimizer, scaler=disabled))
+
+
+class Colour(enum.IntEnum):
+    RED = 1
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"path": Path("/x")},
+        {1: "a"},
+        {"a": {"b": object()}},
+        {"t": torch.zeros(1)},
+        {"lr": np.float64(0.1)},  # a float subclass: JSON takes it, weights_only does not
+        {"colour": Colour.RED},
+    ],
+)
+def test_config_must_be_json_like(config: dict) -> None:
+    with pytest.raises(CheckpointError, match="config"):
+        TrainingState(TinyNet(), config=config).progress(step=0)
