@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from torchrig.verify.model import Check, Verdict, passed
+from torchrig.facts.verdict import Check, Verdict, passed
 from torchrig.verify.nvml import P2P_STATUS_NAMES, P2P_STATUS_OK, TOPOLOGY_NAMES, NvmlGpu
 from torchrig.verify.nvml import NvmlSnapshot as Snapshot
 from torchrig.verify.software import TorchDevice, TorchFacts

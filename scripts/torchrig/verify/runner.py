@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchrig import __version__
+from torchrig.facts.verdict import Check, failed, skipped
 from torchrig.verify import collectives, gpus, probes, runtime, software, spawn
-from torchrig.verify.model import Check, Report, failed, skipped
+from torchrig.verify.model import Report
 from torchrig.verify.nvml import NvmlSnapshot, read_snapshot, visible_devices_env
 from torchrig.verify.software import TorchFacts
 

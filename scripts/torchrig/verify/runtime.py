@@ -7,7 +7,7 @@ import resource
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchrig.verify.model import Check, Verdict, passed, warned
+from torchrig.facts.verdict import Check, Verdict, passed, warned
 
 SECTION = "runtime"
 MIB = 1024**2

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchrig import cuda_compat
-from torchrig.verify.model import Check, failed, passed, skipped, warned
+from torchrig.facts.verdict import Check, failed, passed, skipped, warned
 from torchrig.verify.nvml import NvmlSnapshot
 
 SECTION = "software"

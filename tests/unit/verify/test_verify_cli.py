@@ -10,8 +10,9 @@ import sys
 from typing import Any
 
 import pytest
+from torchrig.facts.verdict import Check, Verdict
 from torchrig.verify import cli, report, runner
-from torchrig.verify.model import SCHEMA, Check, Report, Verdict
+from torchrig.verify.model import SCHEMA, Report
 from torchrig.verify.nvml import NvmlSnapshot
 from torchrig.verify.runner import Options, UsageError, verify
 

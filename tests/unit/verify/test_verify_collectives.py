@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from torchrig.facts.verdict import Verdict
 from torchrig.verify import collectives, spawn
-from torchrig.verify.model import Verdict
 
 MIB = 1024**2
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from torchrig.facts.verdict import Check, Verdict, passed
 from torchrig.verify import collectives, probes, runner
-from torchrig.verify.model import Check, Verdict, passed
 from torchrig.verify.runner import Options, verify
 
 from . import verify_fakes as fakes

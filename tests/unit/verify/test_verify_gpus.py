@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from torchrig.facts.verdict import Check, Verdict
 from torchrig.verify import gpus
-from torchrig.verify.model import Check, Verdict
 from torchrig.verify.nvml import NvmlSnapshot
 
 from .verify_fakes import board, snapshot, snapshot_of, torch_facts

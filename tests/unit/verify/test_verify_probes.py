@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from torchrig.facts.verdict import Verdict
 from torchrig.verify import probes
-from torchrig.verify.model import Verdict
 from torchrig.verify.peaks import peak_for
 from torchrig.verify.spawn import Outcome
 

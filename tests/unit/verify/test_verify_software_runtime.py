@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from torchrig.facts.verdict import Check, Verdict
 from torchrig.verify import runtime, software
-from torchrig.verify.model import Check, Verdict
 from torchrig.verify.nvml import NvmlSnapshot
 from torchrig.verify.software import TorchFacts
 
