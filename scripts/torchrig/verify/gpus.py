@@ -10,9 +10,10 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from torchrig.facts.nvml import P2P_STATUS_NAMES, P2P_STATUS_OK, TOPOLOGY_NAMES, NvmlGpu
+from torchrig.facts.nvml import NvmlSnapshot as Snapshot
 from torchrig.facts.verdict import Check, Verdict, passed
-from torchrig.verify.nvml import P2P_STATUS_NAMES, P2P_STATUS_OK, TOPOLOGY_NAMES, NvmlGpu
-from torchrig.verify.nvml import NvmlSnapshot as Snapshot
+from torchrig.facts.visible import visible_devices, visible_positions
 from torchrig.verify.software import TorchDevice, TorchFacts
 
 SECTION = "gpus"
@@ -73,48 +74,14 @@ class SelectedGpu:
 
 
 def expected_torch_count(nvml_gpus: list[NvmlGpu], cuda_visible: str | None) -> int:
-    """How many GPUs CUDA should expose, given NVML's list and CUDA_VISIBLE_DEVICES.
-
-    CUDA reads the list up to its first invalid entry (an index out of range, a repeat, an unknown
-    UUID); an empty value or "-1" hides every GPU.
-    """
-    if cuda_visible is None:
-        return len(nvml_gpus)
-    count = 0
-    seen: set[str] = set()
-    for entry in (part.strip() for part in cuda_visible.split(",")):
-        key = resolve_visible_entry(entry, nvml_gpus)
-        if key is None or key in seen:
-            break
-        seen.add(key)
-        count += 1
-    return count
-
-
-def resolve_visible_entry(entry: str, nvml_gpus: list[NvmlGpu]) -> str | None:
-    if entry.isdigit():
-        index = int(entry)
-        return nvml_gpus[index].uuid if index < len(nvml_gpus) else None
-    if entry.startswith("MIG-"):
-        return entry
-    if entry.startswith("GPU-"):
-        matches = [gpu.uuid for gpu in nvml_gpus if gpu.uuid.startswith(entry)]
-        return matches[0] if len(matches) == 1 else None
-    return None
+    """How many GPUs CUDA should expose, given NVML's list and CUDA_VISIBLE_DEVICES."""
+    return len(visible_devices(cuda_visible, [gpu.uuid for gpu in nvml_gpus]) or [])
 
 
 def visible_nvml_order(nvml_gpus: list[NvmlGpu], cuda_visible: str | None) -> list[NvmlGpu]:
     """NVML's GPUs in the order torch numbers them (CUDA_VISIBLE_DEVICES order)."""
-    if cuda_visible is None:
-        return list(nvml_gpus)
-    ordered = []
-    for entry in (
-        part.strip()
-        for part in cuda_visible.split(",")[: expected_torch_count(nvml_gpus, cuda_visible)]
-    ):
-        uuid = resolve_visible_entry(entry, nvml_gpus)
-        ordered.extend(gpu for gpu in nvml_gpus if gpu.uuid == uuid)
-    return ordered
+    positions = visible_positions(cuda_visible, [gpu.uuid for gpu in nvml_gpus])
+    return [nvml_gpus[position] for position in positions]
 
 
 def normalise_uuid(uuid: str) -> str:

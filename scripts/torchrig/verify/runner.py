@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchrig import __version__
+from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
+from torchrig.facts.visible import visibility_env
 from torchrig.verify import collectives, gpus, probes, runtime, software, spawn
 from torchrig.verify.model import Report
-from torchrig.verify.nvml import NvmlSnapshot, read_snapshot, visible_devices_env
 from torchrig.verify.software import TorchFacts
 
 NO_GPU_HINT = (
@@ -47,7 +48,7 @@ class Readers:
     nvml: Callable[[], NvmlSnapshot] = read_snapshot
     torch: Callable[[bool], TorchFacts] = software.read_torch_facts
     runtime: Callable[[], runtime.RuntimeFacts] = runtime.read_runtime_facts
-    env: Callable[[], dict[str, str | None]] = visible_devices_env
+    env: Callable[[], dict[str, str | None]] = visibility_env
     own_pids: Callable[[], set[int]] = field(default=lambda: {os.getpid()})
 
 

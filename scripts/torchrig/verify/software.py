@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchrig import cuda_compat
+from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.verdict import Check, failed, passed, skipped, warned
-from torchrig.verify.nvml import NvmlSnapshot
 
 SECTION = "software"
 # The image's `CUDA_FLAVOUR` build knob (Dockerfile) for each CUDA major: what to rebuild with

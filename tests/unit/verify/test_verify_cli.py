@@ -10,13 +10,14 @@ import sys
 from typing import Any
 
 import pytest
+from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.verdict import Check, Verdict
 from torchrig.verify import cli, report, runner
 from torchrig.verify.model import SCHEMA, Report
-from torchrig.verify.nvml import NvmlSnapshot
 from torchrig.verify.runner import Options, UsageError, verify
 
-from . import verify_fakes as fakes
+from ..facts.fake_nvml import board, snapshot, snapshot_of
+from . import fakes
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -80,7 +81,7 @@ def test_bad_input_exits_3_not_2(
 def test_naming_a_gpu_that_is_not_there_exits_3(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    one_gpu = fakes.readers(nvml=fakes.snapshot(1), facts=fakes.torch_facts(1))
+    one_gpu = fakes.readers(nvml=snapshot(1), facts=fakes.torch_facts(1))
     code, _, err = run_with(monkeypatch, capsys, one_gpu, "--gpus", "7", "--quick")
     assert code == 3
     assert "--gpus 7: only 1 GPU(s) visible (valid: 0)" in err
@@ -136,9 +137,9 @@ def test_a_healthy_machine_exits_0(
 def test_one_failing_check_exits_1(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    data = fakes.board(8)
+    data = board(8)
     data["gpus"][6]["ecc_volatile_uncorrected"] = 1
-    sick = fakes.readers(nvml=fakes.snapshot_of(data))
+    sick = fakes.readers(nvml=snapshot_of(data))
     code, out, _ = run_with(monkeypatch, capsys, sick, "--quick")
     assert code == 1
     assert "GPU6: 1 volatile uncorrected ECC error(s)" in out
@@ -237,10 +238,10 @@ def test_a_check_that_is_not_pass_must_carry_a_fix() -> None:
 
 
 def has_gpu() -> bool:
-    from torchrig.verify.nvml import read_snapshot
+    from torchrig.facts.nvml import read_inventory
 
-    snapshot = read_snapshot(with_processes=False)
-    return snapshot.available and bool(snapshot.gpus)
+    inventory = read_inventory()
+    return inventory.available and bool(inventory.gpus)
 
 
 def test_plain_quick_run_without_a_gpu_exits_2_for_real() -> None:

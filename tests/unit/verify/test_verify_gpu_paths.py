@@ -17,7 +17,7 @@ from torchrig.facts.verdict import Check, Verdict, passed
 from torchrig.verify import collectives, probes, runner
 from torchrig.verify.runner import Options, verify
 
-from . import verify_fakes as fakes
+from . import fakes
 
 torch = pytest.importorskip("torch")
 

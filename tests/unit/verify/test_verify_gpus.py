@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.verdict import Check, Verdict
 from torchrig.verify import gpus
-from torchrig.verify.nvml import NvmlSnapshot
 
-from .verify_fakes import board, snapshot, snapshot_of, torch_facts
+from ..facts.fake_nvml import board, snapshot, snapshot_of
+from .fakes import torch_facts
 
 
 def health(snap: NvmlSnapshot, own_pids: set[int] | None = None) -> dict[str, Check]:
@@ -244,24 +245,6 @@ def test_nvidia_visible_devices_listing_more_gpus_than_nvml_sees_warns() -> None
     assert check.verdict is Verdict.WARN
     assert "NVIDIA Container" in (check.fix or "")
     assert counts(2, {"NVIDIA_VISIBLE_DEVICES": "all"}, nvml_count=2).verdict is Verdict.PASS
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        (None, 8),
-        ("", 0),
-        ("-1", 0),
-        ("0,1", 2),
-        ("1,9,2", 1),  # CUDA stops at the first invalid entry
-        ("2,2", 1),  # a repeat is invalid
-        ("GPU-5a3e3", 1),  # a unique UUID prefix
-        ("GPU-5a3e", 0),  # an ambiguous prefix
-        ("MIG-abc,MIG-def", 2),
-    ],
-)
-def test_expected_torch_count_follows_cuda_rules(value: str | None, expected: int) -> None:
-    assert gpus.expected_torch_count(snapshot(8).gpus, value) == expected
 
 
 def test_selection_pairs_torch_and_nvml_by_uuid_across_reordering() -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.verdict import Check, Verdict
 from torchrig.verify import runtime, software
-from torchrig.verify.nvml import NvmlSnapshot
 from torchrig.verify.software import TorchFacts
 
-from .verify_fakes import board, snapshot, snapshot_of, torch_facts
+from ..facts.fake_nvml import board, snapshot, snapshot_of
+from .fakes import torch_facts
 
 MIB = 1024**2
 GIB = 1024**3
