@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchrig import cuda_compat
+from torchrig.facts import cuda_compat
 
 GIB = 1024**3
 MIB = 1024**2
