@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchrig import __version__
+from torchrig.facts import runtime
 from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
 from torchrig.facts.visible import visibility_env
-from torchrig.verify import collectives, gpus, probes, runtime, software, spawn
+from torchrig.verify import collectives, gpus, probes, software, spawn
 from torchrig.verify.model import Report
 from torchrig.verify.software import TorchFacts
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from torchrig.facts.nvml import NvmlSnapshot
+from torchrig.facts.runtime import RuntimeFacts
 from torchrig.verify.runner import Readers
-from torchrig.verify.runtime import RuntimeFacts
 from torchrig.verify.software import TorchDevice, TorchFacts
 
 from ..facts.fake_nvml import load_board, snapshot
