@@ -49,13 +49,6 @@ def driver_supports_cuda(driver_version: str, cuda_version: str) -> bool | None:
     return parse_version(driver_version)[:2] >= minimum
 
 
-def newest_cuda_major_for_driver(driver_version: str) -> int | None:
-    """The newest CUDA major a driver runs ('570.1' -> 12), or None when it runs none we know."""
-    driver = parse_version(driver_version)[:2]
-    majors = [major for major, minimum in MIN_DRIVER_BY_CUDA_MAJOR.items() if driver >= minimum]
-    return max(majors, default=None)
-
-
 def image_flavour(environ: Mapping[str, str] | None = None) -> str | None:
     """The `CUDA_FLAVOUR` this image was built with; None outside the image."""
     return (os.environ if environ is None else environ).get(IMAGE_FLAVOUR_ENV) or None
