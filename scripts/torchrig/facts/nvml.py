@@ -104,7 +104,7 @@ class NvmlSnapshot:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NvmlSnapshot:
-        """Load a recorded snapshot (tests/unit/verify/data/*.json)."""
+        """Load a snapshot saved with `to_dict` (a recorded machine, in tests)."""
         gpus = [gpu_from_dict(entry) for entry in data.get("gpus", [])]
         fields = {key: value for key, value in data.items() if key != "gpus"}
         return cls(gpus=gpus, **fields)

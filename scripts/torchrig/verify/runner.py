@@ -14,7 +14,7 @@ from torchrig import __version__
 from torchrig.facts import runtime
 from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
-from torchrig.facts.visible import visibility_env
+from torchrig.facts.visible import CUDA_VISIBLE, visibility_env
 from torchrig.verify import (
     collectives,
     fabric,
@@ -120,7 +120,7 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
     env = readers.env()
     visible = visible_count(snapshot, facts, env)
     wanted = validate_gpu_indices(options.gpus, visible)
-    selected = selection.select_gpus(snapshot, facts, wanted, env.get("CUDA_VISIBLE_DEVICES"))
+    selected = selection.select_gpus(snapshot, facts, wanted, env.get(CUDA_VISIBLE))
     report.add(selection.check_counts(snapshot, facts, env))
     report.add(*(identity.check_identity(gpu, facts.arch_list) for gpu in selected))
     if snapshot.available:
@@ -154,7 +154,7 @@ def visible_count(snapshot: NvmlSnapshot, facts: TorchFacts, env: dict[str, str 
         return facts.device_count
     if not snapshot.available:
         return 0
-    return selection.expected_torch_count(snapshot.gpus, env.get("CUDA_VISIBLE_DEVICES"))
+    return selection.expected_torch_count(snapshot.gpus, env.get(CUDA_VISIBLE))
 
 
 def validate_gpu_indices(wanted: list[int] | None, visible: int) -> list[int] | None:

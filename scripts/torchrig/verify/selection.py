@@ -78,8 +78,8 @@ def check_counts(snapshot: Snapshot, facts: TorchFacts, env: dict[str, str | Non
     data = {
         "torch": facts.device_count,
         "nvml": nvml_count,
-        "CUDA_VISIBLE_DEVICES": cuda_visible,
-        "NVIDIA_VISIBLE_DEVICES": nvidia_visible,
+        CUDA_VISIBLE: cuda_visible,
+        NVIDIA_VISIBLE: nvidia_visible,
     }
     summary = f"torch {facts.device_count}, NVML {nvml_count if nvml_count is not None else '-'}"
     if cuda_visible is not None:
