@@ -193,3 +193,19 @@ def test_no_driver_library_is_no_gpu_not_a_broken_driver() -> None:
     )
     (warning,) = banner.describe(facts).warnings
     assert warning.startswith("no NVIDIA GPU visible in the container")
+
+
+def test_the_banner_and_the_facts_import_neither_torch_nor_pynvml_nor_verify() -> None:
+    import subprocess
+    import sys
+
+    program = (
+        "import sys, torchrig.container.banner, torchrig.facts.cuda_compat;"
+        "heavy = {'torch', 'pynvml', 'numpy'};"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy"
+        " or m.startswith('torchrig.verify')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
