@@ -199,13 +199,14 @@ def test_the_banner_and_the_facts_import_neither_torch_nor_pynvml_nor_verify() -
     import subprocess
     import sys
 
-    program = (
-        "import sys, torchrig.container.banner, torchrig.facts.cuda_compat;"
-        "heavy = {'torch', 'pynvml', 'numpy'};"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy"
-        " or m.startswith('torchrig.verify')))"
+    # -X importtime lists every module the import loads, one per line on stderr.
+    traced = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import torchrig.container.banner"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    out = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == "[]"
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in traced.stderr.splitlines()}
+    assert "torchrig.facts.nvml" in loaded and "torchrig.facts.runtime" in loaded
+    unwanted = {"torch", "pynvml", "numpy", "torchrig.verify"}
+    assert sorted(loaded & unwanted) == []
