@@ -10,8 +10,8 @@ timeout (so a hung peer becomes an error instead of a job that never ends), prin
 command line and then becomes that command. Every other torchrun flag passes through unchanged;
 flags given explicitly win over the defaults.
 
-Standard library only at import time; GPUs are counted from CUDA_VISIBLE_DEVICES, NVML or torch,
-whichever answers first, when the command runs.
+Standard library only at import time; GPUs are counted when the command runs, from NVML and
+CUDA_VISIBLE_DEVICES as CUDA reads it (torchrig.facts), or from torch when NVML cannot say.
 """
 
 from __future__ import annotations
@@ -21,12 +21,15 @@ import os
 import shlex
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
+from torchrig.facts import nvml
+from torchrig.facts.nvml import NvmlSnapshot
+from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
 
 DEFAULT_MAX_RESTARTS = 3
 # On a CPU more processes than this rarely help a single training job: they split the cores.
@@ -129,36 +132,6 @@ def nproc_choice(text: str) -> str:
     return str(positive_int(text))
 
 
-def visible_gpus_from_env(environ: dict[str, str]) -> int | None:
-    """GPUs CUDA_VISIBLE_DEVICES leaves visible, or None when it is not set."""
-    value = environ.get("CUDA_VISIBLE_DEVICES")
-    if value is None:
-        return None
-    entries = [entry.strip() for entry in value.split(",")]
-    count = 0
-    for entry in entries:
-        # CUDA stops at the first invalid entry; "-1" and "" are the usual "no GPU" spellings.
-        if not entry or entry.startswith("-") or entry.lower() in ("none", "void"):
-            break
-        count += 1
-    return count
-
-
-def gpus_from_nvml() -> int | None:
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # no driver: NVMLError_LibraryNotFound, DriverNotLoaded...
-        return None
-    try:
-        return int(pynvml.nvmlDeviceGetCount())
-    finally:
-        pynvml.nvmlShutdown()
-
-
 def gpus_from_torch() -> int | None:
     try:
         import torch
@@ -167,11 +140,19 @@ def gpus_from_torch() -> int | None:
     return int(torch.cuda.device_count())
 
 
-def count_visible_gpus(environ: dict[str, str]) -> int:
-    for count in (visible_gpus_from_env(environ), gpus_from_nvml(), gpus_from_torch()):
-        if count is not None:
-            return count
-    return 0
+def count_visible_gpus(
+    environ: Mapping[str, str],
+    read_inventory: Callable[[], NvmlSnapshot] | None = None,
+    torch_count: Callable[[], int | None] | None = None,
+) -> int:
+    """The GPUs CUDA will expose to the workers: NVML's, through CUDA_VISIBLE_DEVICES by CUDA's
+    rules; torch's count only when neither NVML nor the variable can say."""
+    inventory = (read_inventory or nvml.read_inventory)()
+    uuids = [gpu.uuid for gpu in inventory.gpus] if inventory.available else None
+    visible = visible_devices(environ.get(CUDA_VISIBLE), uuids)
+    if visible is not None:
+        return len(visible)
+    return (torch_count or gpus_from_torch)() or 0
 
 
 def choose_nproc(requested: str | None, gpu_count: int, cpu_count: int) -> int:

@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from torchrig.facts.verdict import Check, failed, passed, warned
 from torchrig.verify import spawn
-from torchrig.verify.model import Check, failed, passed, warned
 
 SECTION = "collectives"
 NAME = "all-reduce"

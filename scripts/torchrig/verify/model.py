@@ -1,11 +1,12 @@
-"""The report's data model: a verdict per check, with its figures, and how it becomes JSON."""
+"""The report: the verdicts of one run (`torchrig.facts.verdict.Check`), exit codes, its JSON."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
+
+from torchrig.facts.verdict import Check, Verdict
 
 SCHEMA = "torchrig.verify/1"
 
@@ -14,51 +15,6 @@ EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_NO_GPU = 2
 EXIT_BAD_INPUT = 3
-
-
-class Verdict(StrEnum):
-    PASS = "PASS"
-    WARN = "WARN"
-    FAIL = "FAIL"
-    # Not run: not applicable here (no GPU in --cpu mode) or left out by --quick.
-    SKIP = "SKIP"
-
-
-SECTIONS = ("software", "gpus", "runtime", "probes", "collectives")
-
-
-@dataclass
-class Check:
-    """One verdict. `summary` is the measured fact in one line; `fix` is set when not PASS."""
-
-    section: str
-    name: str
-    verdict: Verdict
-    summary: str
-    fix: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.section not in SECTIONS:
-            raise ValueError(f"unknown section {self.section!r}")
-        if self.verdict in (Verdict.WARN, Verdict.FAIL) and not self.fix:
-            raise ValueError(f"{self.section}/{self.name}: a {self.verdict} needs a fix")
-
-
-def passed(section: str, name: str, summary: str, /, **data: Any) -> Check:
-    return Check(section, name, Verdict.PASS, summary, None, data)
-
-
-def warned(section: str, name: str, summary: str, fix: str, /, **data: Any) -> Check:
-    return Check(section, name, Verdict.WARN, summary, fix, data)
-
-
-def failed(section: str, name: str, summary: str, fix: str, /, **data: Any) -> Check:
-    return Check(section, name, Verdict.FAIL, summary, fix, data)
-
-
-def skipped(section: str, name: str, summary: str, /, **data: Any) -> Check:
-    return Check(section, name, Verdict.SKIP, summary, None, data)
 
 
 @dataclass

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from torchrig.facts.verdict import Check, failed, passed, warned
 from torchrig.verify import spawn
-from torchrig.verify.model import Check, failed, passed, warned
 from torchrig.verify.peaks import Peak, peak_for
 
 SECTION = "probes"

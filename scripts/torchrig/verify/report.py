@@ -7,7 +7,8 @@ import os
 import textwrap
 from typing import IO, Any
 
-from torchrig.verify.model import Check, Report, Verdict
+from torchrig.facts.verdict import Check, Verdict
+from torchrig.verify.model import Report
 
 COLOURS = {
     Verdict.PASS: "\033[32m",

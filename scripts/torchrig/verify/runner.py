@@ -11,9 +11,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchrig import __version__
-from torchrig.verify import collectives, gpus, probes, runtime, software, spawn
-from torchrig.verify.model import Check, Report, failed, skipped
-from torchrig.verify.nvml import NvmlSnapshot, read_snapshot, visible_devices_env
+from torchrig.facts import runtime
+from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
+from torchrig.facts.verdict import Check, failed, skipped
+from torchrig.facts.visible import CUDA_VISIBLE, visibility_env
+from torchrig.verify import (
+    collectives,
+    fabric,
+    health,
+    identity,
+    probes,
+    selection,
+    software,
+    spawn,
+)
+from torchrig.verify.model import Report
 from torchrig.verify.software import TorchFacts
 
 NO_GPU_HINT = (
@@ -46,7 +58,7 @@ class Readers:
     nvml: Callable[[], NvmlSnapshot] = read_snapshot
     torch: Callable[[bool], TorchFacts] = software.read_torch_facts
     runtime: Callable[[], runtime.RuntimeFacts] = runtime.read_runtime_facts
-    env: Callable[[], dict[str, str | None]] = visible_devices_env
+    env: Callable[[], dict[str, str | None]] = visibility_env
     own_pids: Callable[[], set[int]] = field(default=lambda: {os.getpid()})
 
 
@@ -108,12 +120,12 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
     env = readers.env()
     visible = visible_count(snapshot, facts, env)
     wanted = validate_gpu_indices(options.gpus, visible)
-    selected = gpus.select_gpus(snapshot, facts, wanted, env.get("CUDA_VISIBLE_DEVICES"))
-    report.add(gpus.check_counts(snapshot, facts, env))
-    report.add(*(gpus.check_identity(gpu, facts.arch_list) for gpu in selected))
+    selected = selection.select_gpus(snapshot, facts, wanted, env.get(CUDA_VISIBLE))
+    report.add(selection.check_counts(snapshot, facts, env))
+    report.add(*(identity.check_identity(gpu, facts.arch_list) for gpu in selected))
     if snapshot.available:
-        report.add(*gpus.check_health(selected, readers.own_pids()))
-        report.add(gpus.check_p2p(snapshot, selected), gpus.check_topology(snapshot, selected))
+        report.add(*health.check_health(selected, readers.own_pids()))
+        report.add(fabric.check_p2p(snapshot, selected), fabric.check_topology(snapshot, selected))
     else:
         report.add(skipped("gpus", "health", f"NVML unavailable: {snapshot.error}"))
     report.add(*runtime.check_runtime(runtime_facts, gpu_count=len(selected)))
@@ -126,7 +138,7 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
         report.add(skipped("collectives", collectives.NAME, "CUDA is not usable"))
         return
     report.add(*run_gpu_probes(selected, options.timeout))
-    nvlink = all_pairs_nvlink(snapshot, selected)
+    nvlink = fabric.all_pairs_nvlink(snapshot, selected)
     plan = collectives.gpu_plan([gpu.torch_index for gpu in selected], options.timeout)
     report.add(guarded_allreduce(plan, nvlink))
 
@@ -142,7 +154,7 @@ def visible_count(snapshot: NvmlSnapshot, facts: TorchFacts, env: dict[str, str 
         return facts.device_count
     if not snapshot.available:
         return 0
-    return gpus.expected_torch_count(snapshot.gpus, env.get("CUDA_VISIBLE_DEVICES"))
+    return selection.expected_torch_count(snapshot.gpus, env.get(CUDA_VISIBLE))
 
 
 def validate_gpu_indices(wanted: list[int] | None, visible: int) -> list[int] | None:
@@ -158,14 +170,7 @@ def validate_gpu_indices(wanted: list[int] | None, visible: int) -> list[int] | 
     return wanted
 
 
-def all_pairs_nvlink(snapshot: NvmlSnapshot, selected: list[gpus.SelectedGpu]) -> bool:
-    positions = [position for _, position in gpus.selected_positions(snapshot, selected)]
-    if len(positions) < 2 or not snapshot.p2p_nvlink:
-        return False
-    return all(snapshot.p2p_nvlink[i][j] == 0 for i in positions for j in positions if i != j)
-
-
-def run_gpu_probes(selected: list[gpus.SelectedGpu], timeout: float) -> list[Check]:
+def run_gpu_probes(selected: list[selection.SelectedGpu], timeout: float) -> list[Check]:
     import torch
 
     first = f"cuda:{selected[0].torch_index}"

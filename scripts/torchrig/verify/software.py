@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchrig import cuda_compat
-from torchrig.verify.model import Check, failed, passed, skipped, warned
-from torchrig.verify.nvml import NvmlSnapshot
+from torchrig.facts import cuda_compat
+from torchrig.facts.nvml import NvmlSnapshot
+from torchrig.facts.verdict import Check, failed, passed, skipped, warned
 
 SECTION = "software"
-# The image's `CUDA_FLAVOUR` build knob (Dockerfile) for each CUDA major: what to rebuild with
-# when the host driver is too old for the image's CUDA.
-FLAVOUR_BY_CUDA_MAJOR = {12: "cu128", 13: "cu130"}
 
 
 @dataclass
@@ -178,61 +174,9 @@ def check_driver(facts: TorchFacts, snapshot: NvmlSnapshot) -> Check:
     driver = snapshot.driver_version
     if facts.cuda_build is None:
         return passed(SECTION, "driver", f"driver {driver} (torch has no CUDA to compare)")
-    minimum = cuda_compat.min_driver_for_cuda(facts.cuda_build)
-    data = {
-        "driver": driver,
-        "cuda_build": facts.cuda_build,
-        "driver_cuda": snapshot.cuda_driver_version,
-    }
-    if minimum is None:
-        return warned(
-            SECTION,
-            "driver",
-            f"driver {driver}; no known minimum for CUDA {facts.cuda_build}",
-            "add this CUDA version to torchrig/cuda_compat.py",
-            **data,
-        )
-    minimum_text = version_text(minimum)
-    data["minimum"] = minimum_text
-    supported = cuda_compat.driver_supports_cuda(driver, facts.cuda_build)
-    if supported:
-        return passed(
-            SECTION,
-            "driver",
-            f"driver {driver} >= {minimum_text} (CUDA {facts.cuda_build})",
-            **data,
-        )
-    # The image records the flavour it was built with; name it so the fix reads as a change.
-    image_flavour = os.environ.get("TORCHRIG_CUDA_FLAVOUR")
-    built_with = f" (image built with CUDA_FLAVOUR={image_flavour})" if image_flavour else ""
-    return failed(
-        SECTION,
-        "driver",
-        f"driver {driver} is older than {minimum_text}, the minimum for CUDA {facts.cuda_build}"
-        + built_with,
-        f"upgrade the host driver to >= {minimum_text}, or {older_cuda_fix(driver)}",
-        **data,
+    return cuda_compat.check_driver(
+        driver,
+        facts.cuda_build,
+        image_flavour=cuda_compat.image_flavour(),
+        driver_cuda=snapshot.cuda_driver_version,
     )
-
-
-def version_text(version: tuple[int, int]) -> str:
-    return f"{version[0]}" if version[1] == 0 else f"{version[0]}.{version[1]:02d}"
-
-
-def older_cuda_fix(driver: str) -> str:
-    """Name the newest CUDA major this driver runs, as the image knob to rebuild with."""
-    try:
-        parsed = cuda_compat.parse_version(driver)[:2]
-    except ValueError:
-        parsed = (0, 0)
-    runnable = [
-        major
-        for major, minimum in sorted(cuda_compat.MIN_DRIVER_BY_CUDA_MAJOR.items())
-        if parsed >= minimum
-    ]
-    if not runnable:
-        return "no CUDA that torch ships runs on it: the driver must be upgraded"
-    flavour = FLAVOUR_BY_CUDA_MAJOR.get(runnable[-1])
-    if flavour is None:
-        return f"rebuild the image with a CUDA {runnable[-1]} build of torch (`CUDA_FLAVOUR`)"
-    return f"rebuild the image for CUDA {runnable[-1]}: `make build CUDA_FLAVOUR={flavour}`"

@@ -1,16 +1,15 @@
-"""Software and runtime verdicts: driver against CUDA, the torch build, shm, ulimits, CPUs."""
+"""Software verdicts: the torch build, CUDA, and the driver against torch's CUDA."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from torchrig.verify import runtime, software
-from torchrig.verify.model import Check, Verdict
-from torchrig.verify.nvml import NvmlSnapshot
+from torchrig.facts.nvml import NvmlSnapshot
+from torchrig.facts.verdict import Check, Verdict
+from torchrig.verify import software
 from torchrig.verify.software import TorchFacts
 
-from .verify_fakes import board, snapshot, snapshot_of, torch_facts
+from ..facts.fake_nvml import board, snapshot, snapshot_of
+from .fakes import torch_facts
 
 MIB = 1024**2
 GIB = 1024**3
@@ -107,89 +106,6 @@ def test_read_torch_facts_reads_this_machines_torch() -> None:
 )
 def test_cudnn_versions(encoded: int | None, text: str | None) -> None:
     assert software.cudnn_text(encoded) == text
-
-
-# --- runtime ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("size", "verdict"),
-    [
-        (64 * MIB, Verdict.FAIL),
-        (512 * MIB, Verdict.WARN),
-        (16 * GIB, Verdict.PASS),
-        (None, Verdict.WARN),
-    ],
-)
-def test_shm_sizes(size: int | None, verdict: Verdict) -> None:
-    check = runtime.check_shm(size)
-    assert check.verdict is verdict
-    if verdict is not Verdict.PASS:
-        assert "shm_size" in (check.fix or "")
-
-
-def test_shm_at_dockers_64_mb_default_says_so() -> None:
-    assert "Docker's default" in runtime.check_shm(64 * MIB).summary
-
-
-def test_memlock_limited_warns_and_unlimited_passes() -> None:
-    assert runtime.check_memlock(None).verdict is Verdict.PASS
-    check = runtime.check_memlock(8 * MIB)
-    assert check.verdict is Verdict.WARN
-    assert "memlock=-1" in (check.fix or "")
-
-
-@pytest.mark.parametrize(
-    ("size", "verdict"), [(None, Verdict.PASS), (8 * MIB, Verdict.PASS), (1 * MIB, Verdict.WARN)]
-)
-def test_stack_limits(size: int | None, verdict: Verdict) -> None:
-    assert runtime.check_stack(size).verdict is verdict
-
-
-def facts(**overrides: object) -> runtime.RuntimeFacts:
-    values: dict[str, object] = {
-        "shm_bytes": GIB,
-        "memlock_bytes": None,
-        "stack_bytes": None,
-        "cpu_count": 64,
-        "usable_cpus": 64,
-        "cpu_quota": None,
-        "numa_nodes": [],
-    }
-    values.update(overrides)
-    return runtime.RuntimeFacts(**values)  # type: ignore[arg-type]
-
-
-def test_too_few_cpus_per_gpu_warns_and_counts_the_cgroup_quota() -> None:
-    assert runtime.check_cpus(facts(), gpu_count=8).verdict is Verdict.PASS
-    check = runtime.check_cpus(facts(cpu_quota=4.0), gpu_count=8)
-    assert check.verdict is Verdict.WARN
-    assert check.summary.startswith("4 usable of 64 CPUs (cgroup quota 4)")
-    assert runtime.check_cpus(facts(usable_cpus=2), gpu_count=0).verdict is Verdict.PASS
-
-
-def test_cgroup_cpu_max_is_parsed(tmp_path: Path) -> None:
-    cpu_max = tmp_path / "cpu.max"
-    cpu_max.write_text("max 100000\n")
-    assert runtime.cgroup_cpu_quota(cpu_max) is None
-    cpu_max.write_text("250000 100000\n")
-    assert runtime.cgroup_cpu_quota(cpu_max) == 2.5
-    assert runtime.cgroup_cpu_quota(tmp_path / "missing") is None
-
-
-def test_numa_nodes_are_read_in_numeric_order(tmp_path: Path) -> None:
-    for node, cpus in ((10, "80-87"), (0, "0-7"), (2, "16-23")):
-        (tmp_path / f"node{node}").mkdir()
-        (tmp_path / f"node{node}" / "cpulist").write_text(cpus + "\n")
-    assert runtime.numa_cpulists(tmp_path) == ["0-7", "16-23", "80-87"]
-    check = runtime.check_numa(runtime.numa_cpulists(tmp_path))
-    assert check.summary == "3 node(s): 0-7; 16-23; 80-87"
-
-
-def test_this_machines_runtime_facts_read_without_error() -> None:
-    found = runtime.read_runtime_facts()
-    assert found.cpu_count >= 1
-    assert 1 <= found.usable_cpus <= found.cpu_count
 
 
 def test_the_driver_fail_names_the_flavour_the_image_was_built_with(

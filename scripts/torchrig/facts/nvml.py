@@ -1,14 +1,18 @@
-"""A thin adapter over NVML (pynvml from nvidia-ml-py): one read, plain Python values out.
+"""The one place NVML is opened: a thin adapter over pynvml (nvidia-ml-py), plain values out.
 
 Everything the GPU checks need is read here once into an `NvmlSnapshot`, so the verdicts are pure
 functions of data that tests can fake or load from a recorded JSON file. A query the GPU does not
-support (NVML_ERROR_NOT_SUPPORTED and friends) becomes None, never an exception.
+support (NVML_ERROR_NOT_SUPPORTED and friends) becomes None, never an exception; a missing pynvml
+or driver becomes an error value.
+
+Two depths: `read_snapshot` reads everything `torchrig verify` judges (health, processes, P2P,
+topology); `read_inventory` only the driver and each GPU's name, UUID, bus id and memory, which
+is what the start-up banner shows and `torchrig launch` counts, and is quick.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +36,12 @@ VOLATILE_ECC = 0
 MEMORY_ERROR_TYPE_UNCORRECTED = 1
 NVLINK_MAX_LINKS = 18  # NVML allows more, but no GPU has more than 18 today
 NVLINK_STATE_ACTIVE = 1
+# nvmlInit's failures that mean something to the user.
+ERROR_LIBRARY_NOT_FOUND = 12  # no libnvidia-ml.so: no driver here (no GPU passed in)
+ERROR_LIB_RM_VERSION_MISMATCH = 18
+# NVML's own text for a mismatch is "RM has detected an NVML/RM version mismatch."; say it the
+# way nvidia-smi does, which is what people search for.
+ERROR_WORDS = {ERROR_LIB_RM_VERSION_MISMATCH: "Driver/library version mismatch"}
 
 
 @dataclass
@@ -68,9 +78,15 @@ class NvmlGpu:
 
 @dataclass
 class NvmlSnapshot:
-    """What NVML said. `error` is set (and the rest empty) when NVML could not be used."""
+    """What NVML said. `error` is set (and the rest empty) when NVML could not be used.
+
+    `driver_missing` tells the two kinds of error apart: True when there is nothing to ask (no
+    pynvml, or no NVML library: in a container, no GPU was passed in); False when a driver is
+    there but does not answer (a driver/library mismatch after an update, a lost GPU).
+    """
 
     error: str | None = None
+    driver_missing: bool = False
     driver_version: str | None = None
     cuda_driver_version: str | None = None  # the newest CUDA the driver supports, e.g. "13.0"
     gpus: list[NvmlGpu] = field(default_factory=list)
@@ -88,7 +104,7 @@ class NvmlSnapshot:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NvmlSnapshot:
-        """Load a recorded snapshot (tests/unit/verify/data/*.json)."""
+        """Load a snapshot saved with `to_dict` (a recorded machine, in tests)."""
         gpus = [gpu_from_dict(entry) for entry in data.get("gpus", [])]
         fields = {key: value for key, value in data.items() if key != "gpus"}
         return cls(gpus=gpus, **fields)
@@ -103,47 +119,64 @@ def gpu_from_dict(data: dict[str, Any]) -> NvmlGpu:
     return NvmlGpu(**values)
 
 
-def read_snapshot(nvml: Any = None, with_processes: bool = True) -> NvmlSnapshot:
+def read_snapshot(nvml: Any = None, inventory_only: bool = False) -> NvmlSnapshot:
     """Read every GPU NVML sees. `nvml` is the pynvml module or a fake with the same functions."""
     if nvml is None:
         try:
             import pynvml as nvml
         except ImportError:
-            return NvmlSnapshot(error="pynvml is not installed (pip install nvidia-ml-py)")
+            return NvmlSnapshot(
+                error="pynvml is not installed (pip install nvidia-ml-py)", driver_missing=True
+            )
     try:
         nvml.nvmlInit()
     except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        return NvmlSnapshot(error=f"NVML did not initialise: {describe_error(exc)}")
+        return NvmlSnapshot(
+            error=f"NVML did not initialise: {describe_error(exc)}",
+            driver_missing=getattr(exc, "value", None) == ERROR_LIBRARY_NOT_FOUND,
+        )
     try:
-        return read_initialised(nvml, with_processes)
+        return read_initialised(nvml, inventory_only)
     except Exception as exc:
         return NvmlSnapshot(error=f"NVML query failed: {describe_error(exc)}")
     finally:
         optional(nvml.nvmlShutdown)
 
 
-def read_initialised(nvml: Any, with_processes: bool) -> NvmlSnapshot:
+def read_inventory(nvml: Any = None) -> NvmlSnapshot:
+    """The driver and each GPU's identity and memory only: no health, processes or pairs."""
+    return read_snapshot(nvml, inventory_only=True)
+
+
+def read_initialised(nvml: Any, inventory_only: bool) -> NvmlSnapshot:
     snapshot = NvmlSnapshot(
         driver_version=text(nvml.nvmlSystemGetDriverVersion()),
         cuda_driver_version=cuda_version_text(optional(nvml.nvmlSystemGetCudaDriverVersion)),
     )
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
-    snapshot.gpus = [read_gpu(nvml, i, handle, with_processes) for i, handle in enumerate(handles)]
+    snapshot.gpus = [read_identity(nvml, i, handle) for i, handle in enumerate(handles)]
+    if inventory_only:
+        return snapshot
+    for gpu, handle in zip(snapshot.gpus, handles, strict=True):
+        read_health(nvml, handle, gpu)
     snapshot.p2p_read = pair_matrix(handles, nvml.nvmlDeviceGetP2PStatus, P2P_CAPS_INDEX_READ)
     snapshot.p2p_nvlink = pair_matrix(handles, nvml.nvmlDeviceGetP2PStatus, P2P_CAPS_INDEX_NVLINK)
     snapshot.topology = topology_matrix(nvml, handles)
     return snapshot
 
 
-def read_gpu(nvml: Any, index: int, handle: Any, with_processes: bool) -> NvmlGpu:
-    pci_bus_id = text(nvml.nvmlDeviceGetPciInfo(handle).busId)
-    gpu = NvmlGpu(
+def read_identity(nvml: Any, index: int, handle: Any) -> NvmlGpu:
+    return NvmlGpu(
         index=index,
         name=text(nvml.nvmlDeviceGetName(handle)),
         uuid=text(nvml.nvmlDeviceGetUUID(handle)),
-        pci_bus_id=pci_bus_id,
+        pci_bus_id=text(nvml.nvmlDeviceGetPciInfo(handle).busId),
         memory_total_bytes=int(nvml.nvmlDeviceGetMemoryInfo(handle).total),
     )
+
+
+def read_health(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:
+    """Everything else verify judges per GPU: modes, memory errors, heat, clocks, links."""
     gpu.compute_capability = as_tuple(optional(nvml.nvmlDeviceGetCudaComputeCapability, handle))
     gpu.persistence_mode = as_bool(optional(nvml.nvmlDeviceGetPersistenceMode, handle))
     gpu.compute_mode = optional(nvml.nvmlDeviceGetComputeMode, handle)
@@ -166,10 +199,8 @@ def read_gpu(nvml: Any, index: int, handle: Any, with_processes: bool) -> NvmlGp
         optional(nvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
     )
     gpu.nvlink_states = read_nvlink_states(nvml, handle)
-    if with_processes:
-        gpu.processes = read_processes(nvml, handle)
-    gpu.numa_node = numa_node_of(pci_bus_id)
-    return gpu
+    gpu.processes = read_processes(nvml, handle)
+    gpu.numa_node = numa_node_of(gpu.pci_bus_id)
 
 
 def read_memory_repair(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:
@@ -258,7 +289,8 @@ def optional(function: Any, *args: Any) -> Any:
 
 
 def describe_error(exc: BaseException) -> str:
-    return str(exc) or type(exc).__name__
+    words = ERROR_WORDS.get(getattr(exc, "value", None))
+    return words or str(exc) or type(exc).__name__
 
 
 def text(value: Any) -> str:
@@ -282,9 +314,3 @@ def as_bool(value: Any) -> bool | None:
 
 def both(first: int | None, second: int | None) -> tuple[int, int] | None:
     return None if first is None or second is None else (int(first), int(second))
-
-
-def visible_devices_env() -> dict[str, str | None]:
-    return {
-        name: os.environ.get(name) for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
-    }

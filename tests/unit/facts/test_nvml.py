@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 import pytest
-from torchrig.verify.nvml import NvmlSnapshot, cuda_version_text, read_snapshot
+from torchrig.facts.nvml import NvmlSnapshot, cuda_version_text, read_inventory, read_snapshot
 
-from .verify_fakes import UNSUPPORTED, FakeNvml, board, snapshot
+from .fake_nvml import UNSUPPORTED, FakeNvml, board, snapshot
 
 
 def test_a_healthy_board_reads_into_plain_values() -> None:
@@ -56,11 +56,50 @@ def test_nvlink_list_ends_at_the_first_link_the_gpu_does_not_have() -> None:
 
 
 def test_nvml_that_does_not_initialise_is_an_error_value() -> None:
-    fake = FakeNvml(board(), init_error="Driver Not Loaded")
+    fake = FakeNvml(board(), init_error="Driver Not Loaded", init_code=9)
     result = read_snapshot(fake)
     assert not result.available
     assert "Driver Not Loaded" in (result.error or "")
     assert result.gpus == []
+    # A driver library that is there but fails is not "no driver".
+    assert not result.driver_missing
+
+
+def test_no_nvml_library_means_the_driver_is_missing() -> None:
+    fake = FakeNvml(board(), init_error="NVML Shared Library Not Found", init_code=12)
+    result = read_inventory(fake)
+    assert result.driver_missing
+    assert result.error == "NVML did not initialise: NVML Shared Library Not Found"
+
+
+def test_a_driver_library_mismatch_is_said_in_nvidia_smis_words() -> None:
+    fake = FakeNvml(
+        board(), init_error="RM has detected an NVML/RM version mismatch.", init_code=18
+    )
+    result = read_inventory(fake)
+    assert result.error == "NVML did not initialise: Driver/library version mismatch"
+    assert not result.driver_missing
+
+
+def test_the_inventory_reads_identities_only() -> None:
+    fake = FakeNvml(board(2))
+    result = read_inventory(fake)
+    full = snapshot(2)
+    assert result.driver_version == full.driver_version == "580.65.06"
+    assert [
+        (gpu.name, gpu.uuid, gpu.pci_bus_id, gpu.memory_total_bytes) for gpu in result.gpus
+    ] == [(gpu.name, gpu.uuid, gpu.pci_bus_id, gpu.memory_total_bytes) for gpu in full.gpus]
+    asked = {call for call in fake.calls if call.startswith("nvmlDevice")}
+    assert asked == {
+        "nvmlDeviceGetCount",
+        "nvmlDeviceGetHandleByIndex",
+        "nvmlDeviceGetName",
+        "nvmlDeviceGetUUID",
+        "nvmlDeviceGetPciInfo",
+        "nvmlDeviceGetMemoryInfo",
+    }
+    assert result.gpus[0].temperature_c is None and result.p2p_read == []
+    assert fake.shutdown_called
 
 
 def test_a_query_failing_midway_is_an_error_value_and_nvml_is_shut_down() -> None:
@@ -78,6 +117,7 @@ def test_missing_pynvml_is_an_error_value(monkeypatch: pytest.MonkeyPatch) -> No
     result = read_snapshot()
     assert not result.available
     assert "nvidia-ml-py" in (result.error or "")
+    assert result.driver_missing  # nothing to ask: treated as no GPU, not as a broken driver
 
 
 def test_processes_carry_their_names_when_nvml_knows_them() -> None:
@@ -100,7 +140,7 @@ def test_every_nvml_call_the_adapter_makes_exists_in_pynvml() -> None:
     import re
     from pathlib import Path
 
-    import torchrig.verify.nvml as adapter
+    import torchrig.facts.nvml as adapter
 
     pynvml = pytest.importorskip("pynvml")
     source = Path(adapter.__file__).read_text()
@@ -115,7 +155,7 @@ def test_every_nvml_call_the_adapter_makes_exists_in_pynvml() -> None:
 
 
 def test_the_constants_copied_by_value_match_pynvml() -> None:
-    import torchrig.verify.nvml as adapter
+    import torchrig.facts.nvml as adapter
 
     pynvml = pytest.importorskip("pynvml")
     # pynvml defines this one with a stray trailing comma, as the tuple (0,): one more reason to
@@ -132,3 +172,11 @@ def test_the_constants_copied_by_value_match_pynvml() -> None:
     assert adapter.NVLINK_STATE_ACTIVE == pynvml.NVML_NVLINK_STATE_ACTIVE
     assert adapter.TOPOLOGY_NAMES[50] == "SYS" and pynvml.NVML_TOPOLOGY_SYSTEM == 50
     assert adapter.TOPOLOGY_NAMES[10] == "PIX" and pynvml.NVML_TOPOLOGY_SINGLE == 10
+    assert adapter.ERROR_LIBRARY_NOT_FOUND == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
+    assert adapter.ERROR_LIB_RM_VERSION_MISMATCH == pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH
+
+
+def test_pynvml_errors_carry_the_code_the_adapter_reads() -> None:
+    pynvml = pytest.importorskip("pynvml")
+    error = pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
+    assert error.value == 12

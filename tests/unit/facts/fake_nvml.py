@@ -1,6 +1,6 @@
-"""Faked NVML and torch answers for the verify tests.
+"""A faked pynvml for the tests of the NVML adapter and of everything that reads through it.
 
-`FakeNvml` answers the pynvml calls that `torchrig.verify.nvml` makes, from plain dicts shaped
+`FakeNvml` answers the pynvml calls that `torchrig.facts.nvml` makes, from plain dicts shaped
 like what an HGX H100 board reports (see data/hgx_h100_8gpu.json); a key set to UNSUPPORTED makes
 that query raise, as NVML does on GPUs without the feature.
 """
@@ -13,18 +13,19 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from torchrig.verify.nvml import NvmlSnapshot, read_snapshot
-from torchrig.verify.runner import Readers
-from torchrig.verify.runtime import RuntimeFacts
-from torchrig.verify.software import TorchDevice, TorchFacts
+from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 
 DATA = Path(__file__).parent / "data"
 UNSUPPORTED = "unsupported"
-GIB = 1024**3
 
 
 class FakeNvmlError(Exception):
-    """Stands in for pynvml.NVMLError (NVML_ERROR_NOT_SUPPORTED and friends)."""
+    """Stands in for pynvml.NVMLError (NVML_ERROR_NOT_SUPPORTED and friends); `value` is the
+    NVML return code, as on pynvml's errors."""
+
+    def __init__(self, message: str, value: int | None = None) -> None:
+        super().__init__(message)
+        self.value = value
 
 
 def load_board(name: str = "hgx_h100_8gpu.json") -> dict[str, Any]:
@@ -45,10 +46,19 @@ def board(gpu_count: int = 8, **gpu_overrides: Any) -> dict[str, Any]:
 class FakeNvml:
     """The pynvml functions torchrig uses, answering from a board dict."""
 
-    def __init__(self, data: dict[str, Any], init_error: str | None = None) -> None:
+    def __init__(
+        self, data: dict[str, Any], init_error: str | None = None, init_code: int | None = None
+    ) -> None:
         self.data = copy.deepcopy(data)
         self.init_error = init_error
+        self.init_code = init_code
         self.shutdown_called = False
+        self.calls: list[str] = []
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("nvml"):
+            object.__getattribute__(self, "calls").append(name)
+        return object.__getattribute__(self, name)
 
     def _answer(self, handle: int, key: str) -> Any:
         value = self.data["gpus"][handle].get(key, UNSUPPORTED)
@@ -58,7 +68,7 @@ class FakeNvml:
 
     def nvmlInit(self) -> None:
         if self.init_error:
-            raise FakeNvmlError(self.init_error)
+            raise FakeNvmlError(self.init_error, self.init_code)
 
     def nvmlShutdown(self) -> None:
         self.shutdown_called = True
@@ -162,64 +172,3 @@ def snapshot(gpu_count: int = 8, **gpu_overrides: Any) -> NvmlSnapshot:
 
 def snapshot_of(data: dict[str, Any]) -> NvmlSnapshot:
     return read_snapshot(FakeNvml(data))
-
-
-def torch_facts(
-    count: int = 8,
-    cuda: str | None = "13.0",
-    names: str = "NVIDIA H100 80GB HBM3",
-    capability: tuple[int, int] = (9, 0),
-    arch_list: list[str] | None = None,
-    uuids: list[str] | None = None,
-) -> TorchFacts:
-    data = load_board()
-    uuids = uuids if uuids is not None else [gpu["uuid"] for gpu in data["gpus"]][:count]
-    devices = [
-        TorchDevice(
-            index, names, 80 * GIB, capability, uuids[index] if index < len(uuids) else None
-        )
-        for index in range(count)
-    ]
-    return TorchFacts(
-        version="2.13.0+cu130",
-        cuda_build=cuda,
-        cudnn_version=91002,
-        nccl_version="2.27.7",
-        cuda_available=count > 0 and cuda is not None,
-        device_count=count,
-        arch_list=arch_list if arch_list is not None else ["sm_80", "sm_90", "sm_100", "sm_120"],
-        devices=devices,
-    )
-
-
-def runtime_facts(**overrides: Any) -> RuntimeFacts:
-    values: dict[str, Any] = {
-        "shm_bytes": 16 * GIB,
-        "memlock_bytes": None,
-        "stack_bytes": 64 * 1024**2,
-        "cpu_count": 128,
-        "usable_cpus": 128,
-        "cpu_quota": None,
-        "numa_nodes": ["0-63", "64-127"],
-    }
-    values.update(overrides)
-    return RuntimeFacts(**values)
-
-
-def readers(
-    nvml: NvmlSnapshot | None = None,
-    facts: TorchFacts | None = None,
-    runtime: RuntimeFacts | None = None,
-    env: dict[str, str | None] | None = None,
-) -> Readers:
-    chosen_nvml = nvml if nvml is not None else snapshot()
-    chosen_facts = facts if facts is not None else torch_facts()
-    chosen_runtime = runtime if runtime is not None else runtime_facts()
-    chosen_env = env if env is not None else {}
-    return Readers(
-        nvml=lambda: chosen_nvml,
-        torch=lambda gpu_mode: chosen_facts,
-        runtime=lambda: chosen_runtime,
-        env=lambda: chosen_env,
-        own_pids=lambda: {4242},
-    )

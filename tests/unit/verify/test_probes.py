@@ -1,47 +1,15 @@
-"""Peak table matching, verdicts on measured figures, and the CPU probes run for real."""
+"""Verdicts on measured figures, the CPU probes run for real, and the GPU path on a stand-in
+torch that runs "cuda" work on the CPU (cpu_as_cuda.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from torchrig.facts.verdict import Verdict
 from torchrig.verify import probes
-from torchrig.verify.model import Verdict
 from torchrig.verify.peaks import peak_for
 from torchrig.verify.spawn import Outcome
-
-
-@pytest.mark.parametrize(
-    ("name", "model"),
-    [
-        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
-        ("NVIDIA H100 PCIe", "H100 PCIe"),
-        ("NVIDIA H100 NVL", "H100 NVL"),
-        ("NVIDIA H200", "H200 SXM"),
-        ("NVIDIA H200 NVL", "H200 NVL"),
-        ("NVIDIA B200", "B200"),
-        ("NVIDIA A100-SXM4-40GB", "A100 40GB SXM"),
-        ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM"),
-        ("NVIDIA A100-PCIE-40GB", "A100 40GB PCIe"),
-        ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe"),
-        ("NVIDIA L40S", "L40S"),
-        ("NVIDIA L40", "L40"),
-        ("NVIDIA L4", "L4"),
-        ("NVIDIA A10", "A10"),
-        ("NVIDIA A40", "A40"),
-        ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
-        ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada"),
-        ("NVIDIA RTX A6000", "RTX A6000"),
-        ("Tesla V100-SXM2-32GB", "V100 SXM2"),
-        ("Tesla V100-PCIE-16GB", "V100 PCIe"),
-    ],
-)
-def test_peak_table_matches_the_names_nvml_reports(name: str, model: str) -> None:
-    peak = peak_for(name)
-    assert peak is not None and peak.model == model
-
-
-@pytest.mark.parametrize("name", ["NVIDIA A10G", "NVIDIA GeForce RTX 3060", "Some Future GPU"])
-def test_unknown_gpus_have_no_peak(name: str) -> None:
-    assert peak_for(name) is None
 
 
 def test_matmul_figures_are_set_against_the_peak() -> None:
@@ -131,3 +99,81 @@ def test_a_probe_that_raises_becomes_a_fail() -> None:
     assert (
         check.summary == "raised RuntimeError: CUDA error: an illegal memory access was encountered"
     )
+
+
+# --- the GPU path, on a stand-in torch ---------------------------------------------------------
+
+
+def cpu_as_cuda() -> Any:
+    pytest.importorskip("torch")
+    from .cpu_as_cuda import CpuAsCuda
+
+    return CpuAsCuda()
+
+
+def test_gpu_figures_are_measured_and_set_against_the_peak() -> None:
+    fake = cpu_as_cuda()
+    matmul, memory = probes.run_gpu_figures(fake, 3, "NVIDIA H100 80GB HBM3", "GPU3", size=64)
+    assert fake.cuda.devices_entered == [3]
+    assert fake.cuda.cache_emptied == 1
+    assert matmul.name == "GPU3 matmul"
+    assert set(matmul.data["tflops"]) == {"bf16", "fp16", "tf32"}
+    assert all(value > 0 for value in matmul.data["tflops"].values())
+    assert matmul.data["peak_model"] == "H100 SXM"
+    # A CPU is far below an H100's peak: the verdict must say so.
+    assert matmul.verdict is Verdict.WARN
+    assert memory.name == "GPU3 memory"
+    assert memory.data["gbps"] > 0
+    assert memory.data["fraction_of_peak"] < 0.4
+
+
+def test_tf32_is_set_only_for_the_tf32_figure_and_put_back() -> None:
+    torch = pytest.importorskip("torch")
+    before = torch.backends.cuda.matmul.allow_tf32
+    seen: list[bool] = []
+    fake = cpu_as_cuda()
+    real_matmul = torch.matmul
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(torch.backends.cuda.matmul.allow_tf32)
+        return real_matmul(*args, **kwargs)
+
+    fake.matmul = spy  # type: ignore[attr-defined]
+    probes.matmul_tflops(fake, "cuda:0", "tf32", 16)
+    probes.matmul_tflops(fake, "cuda:0", "bf16", 16)
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+    assert True in seen and set(seen) == {True, False}
+
+
+def test_a_probe_that_runs_out_of_memory_is_a_fail_not_a_traceback() -> None:
+    fake = cpu_as_cuda()
+
+    def out_of_memory(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 256.00 MiB")
+
+    fake.randn = out_of_memory  # type: ignore[method-assign]
+    (check,) = probes.run_gpu_figures(fake, 0, "NVIDIA H100 80GB HBM3", "GPU0")
+    assert check.verdict is Verdict.FAIL
+    assert "CUDA out of memory" in check.summary
+
+
+def test_the_torch_cuda_calls_the_gpu_path_makes_exist_in_real_torch() -> None:
+    """The stand-in could hide a misspelt call; real torch (even a CPU build) cannot."""
+    torch = pytest.importorskip("torch")
+    for name in (
+        "Event",
+        "device",
+        "mem_get_info",
+        "empty_cache",
+        "is_bf16_supported",
+        "get_arch_list",
+        "get_device_properties",
+        "device_count",
+        "is_available",
+        "synchronize",
+        "set_device",
+    ):
+        assert hasattr(torch.cuda, name), name
+    assert hasattr(torch.cuda.nccl, "version")
+    assert hasattr(torch.backends.cuda.matmul, "allow_tf32")
+    assert hasattr(torch.backends.cudnn, "allow_tf32")

@@ -10,14 +10,27 @@ import pytest
 from torchrig import launch
 from torchrig.cli import build_parser, main
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
+from torchrig.facts.nvml import NvmlSnapshot, read_inventory
 from torchrig.launch import (
     TORCHRUN_FLAGS,
     LaunchError,
     LaunchRequest,
     build_plan,
     choose_nproc,
-    visible_gpus_from_env,
+    count_visible_gpus,
 )
+
+from .facts.fake_nvml import FakeNvml, board
+
+NO_NVML = NvmlSnapshot(error="NVML did not initialise: NVML Shared Library Not Found")
+
+
+def no_nvml() -> NvmlSnapshot:
+    return NO_NVML
+
+
+def eight_gpus() -> NvmlSnapshot:
+    return read_inventory(FakeNvml(board(8)))
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -104,8 +117,24 @@ def test_display_is_a_copyable_shell_line() -> None:
     [("0,1,2", 3), ("", 0), ("-1", 0), ("0,-1,2", 1), ("GPU-8a1b,GPU-77c2", 2), ("none", 0)],
 )
 def test_visible_gpus_from_cuda_visible_devices(value: str, count: int) -> None:
-    assert visible_gpus_from_env({"CUDA_VISIBLE_DEVICES": value}) == count
-    assert visible_gpus_from_env({}) is None
+    # Without NVML each entry is judged by its form (CUDA's rules, torchrig.facts.visible).
+    environ = {"CUDA_VISIBLE_DEVICES": value}
+    assert count_visible_gpus(environ, no_nvml, torch_count=lambda: 99) == count
+    # Unset, and nothing to ask: no GPU.
+    assert count_visible_gpus({}, no_nvml, torch_count=lambda: None) == 0
+
+
+def test_gpus_are_counted_by_nvml_through_cuda_visible_devices() -> None:
+    assert count_visible_gpus({}, eight_gpus) == 8
+    assert count_visible_gpus({"CUDA_VISIBLE_DEVICES": "5,2"}, eight_gpus) == 2
+    # NVML knows there is no GPU 9, so CUDA would stop there: as verify expects it.
+    assert count_visible_gpus({"CUDA_VISIBLE_DEVICES": "1,9,2"}, eight_gpus) == 1
+    assert count_visible_gpus({"CUDA_VISIBLE_DEVICES": "1,9,2"}, no_nvml) == 3
+
+
+def test_torch_counts_only_when_nvml_cannot() -> None:
+    assert count_visible_gpus({}, no_nvml, torch_count=lambda: 3) == 3
+    assert count_visible_gpus({}, eight_gpus, torch_count=lambda: 3) == 8
 
 
 @pytest.mark.parametrize(
@@ -133,6 +162,7 @@ def test_dry_run_prints_the_command_and_runs_nothing(tmp_path: Path, capsys, mon
     script = tmp_path / "train.py"
     script.write_text("raise SystemExit('must not run')\n")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setattr(launch.nvml, "read_inventory", eight_gpus)
     monkeypatch.setattr(launch.os, "execve", lambda *a: pytest.fail("dry run executed"))
     assert main(["launch", "--dry-run", str(script), "--steps", "5"]) == 0
     out = capsys.readouterr().out

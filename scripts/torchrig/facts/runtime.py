@@ -1,4 +1,9 @@
-"""Runtime checks: what the container (or host) gives a DDP job: shm, ulimits, CPUs, NUMA."""
+"""What the container (or host) gives a DDP job: /dev/shm, ulimits, CPUs, NUMA; and the verdicts.
+
+Read once (`read_runtime_facts`) and judged once (`check_runtime`): `torchrig verify` shows every
+row, the start-up banner the WARN and FAIL ones as its warnings, so both use one threshold set.
+A summary that is not PASS names its subject, since the banner shows it without the row's name.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +12,20 @@ import resource
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchrig.verify.model import Check, Verdict, passed, warned
+from torchrig.facts.verdict import Check, failed, passed, warned
 
 SECTION = "runtime"
 MIB = 1024**2
 GIB = 1024**3
 DOCKER_DEFAULT_SHM = 64 * MIB
+# Below this, DataLoader workers with a few batches in flight run out.
+MIN_SHM = GIB
 # NVIDIA's containers recommend a 64 MiB stack for the deep recursion of some compilers.
 RECOMMENDED_STACK = 64 * MIB
-SHM_FIX = "give the container more /dev/shm: compose `shm_size` (SHM_SIZE) or `ipc: host`"
+SHM_FIX = (
+    "give the container more /dev/shm: SHM_SIZE=16g with compose (its `shm_size`), "
+    "`docker run --shm-size=16g`, or `ipc: host` (`--ipc=host`)"
+)
 
 
 @dataclass
@@ -96,22 +106,28 @@ def check_runtime(facts: RuntimeFacts, gpu_count: int) -> list[Check]:
 
 def check_shm(shm_bytes: int | None) -> Check:
     if shm_bytes is None:
-        return warned(SECTION, "/dev/shm", "no /dev/shm", SHM_FIX)
+        return warned(
+            SECTION, "/dev/shm", "no /dev/shm: DataLoader workers and NCCL need it", SHM_FIX
+        )
     text = size_text(shm_bytes)
     if shm_bytes <= DOCKER_DEFAULT_SHM:
         # The Docker default: DataLoader workers die with "Bus error" and NCCL cannot set up
         # its shared-memory transport.
-        return Check(
+        return failed(
             SECTION,
             "/dev/shm",
-            Verdict.FAIL,
-            f"{text} (Docker's default): DataLoader workers and NCCL will run out",
+            f"/dev/shm is only {text} (Docker's default): DataLoader workers and NCCL will run "
+            'out ("Bus error")',
             SHM_FIX,
-            {"bytes": shm_bytes},
+            bytes=shm_bytes,
         )
-    if shm_bytes < GIB:
+    if shm_bytes < MIN_SHM:
         return warned(
-            SECTION, "/dev/shm", f"{text}: small for DataLoader workers", SHM_FIX, bytes=shm_bytes
+            SECTION,
+            "/dev/shm",
+            f"/dev/shm is only {text}: small for DataLoader workers",
+            SHM_FIX,
+            bytes=shm_bytes,
         )
     return passed(SECTION, "/dev/shm", text, bytes=shm_bytes)
 
@@ -122,8 +138,9 @@ def check_memlock(memlock_bytes: int | None) -> Check:
     return warned(
         SECTION,
         "memlock",
-        f"{size_text(memlock_bytes)}: pinned memory and InfiniBand/RDMA need it unlimited",
-        "run with `--ulimit memlock=-1` (compose: MEMLOCK=-1, the default)",
+        f"memlock is limited to {size_text(memlock_bytes)}: NCCL, pinned memory and "
+        "InfiniBand/RDMA want it unlimited",
+        "MEMLOCK=-1 with compose (the default), or `docker run --ulimit memlock=-1`",
         bytes=memlock_bytes,
     )
 
@@ -138,7 +155,8 @@ def check_stack(stack_bytes: int | None) -> Check:
     return warned(
         SECTION,
         "stack",
-        f"{size_text(stack_bytes)}: deep recursion (compilers, pickling) may crash",
+        f"stack is limited to {size_text(stack_bytes)}: deep recursion (compilers, pickling) "
+        "may crash",
         "run with `--ulimit stack=67108864`",
         bytes=stack_bytes,
     )

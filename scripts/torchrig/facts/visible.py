@@ -1,0 +1,64 @@
+"""`CUDA_VISIBLE_DEVICES`, read once and by CUDA's rules, for `torchrig launch` and `verify`.
+
+CUDA reads the comma-separated list up to its first invalid entry: an index out of range, a GPU
+named twice, a `GPU-` UUID prefix that matches no GPU or more than one, or anything that is not an
+index, a `GPU-` prefix or a `MIG-` name. An empty value, "-1" or "none" therefore hide every GPU.
+Unset, every GPU is visible in NVML's order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+CUDA_VISIBLE = "CUDA_VISIBLE_DEVICES"
+# What the NVIDIA container runtime was asked to pass in; verify compares it with what arrived.
+NVIDIA_VISIBLE = "NVIDIA_VISIBLE_DEVICES"
+
+
+def visibility_env(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """The two variables that decide which GPUs a process sees (None: unset)."""
+    env = os.environ if environ is None else environ
+    return {name: env.get(name) for name in (CUDA_VISIBLE, NVIDIA_VISIBLE)}
+
+
+def visible_devices(value: str | None, uuids: Sequence[str] | None) -> list[str] | None:
+    """The devices CUDA exposes, in CUDA's order, as keys: a GPU's UUID or a MIG device's name.
+
+    `uuids` are NVML's GPUs in NVML order, or None when NVML cannot say; then each entry is only
+    checked for its form and stands for itself (an index stays "3"). None is returned only when
+    nothing is known: the variable is unset and there is no NVML list.
+    """
+    if value is None:
+        return None if uuids is None else list(uuids)
+    keys: list[str] = []
+    for entry in (part.strip() for part in value.split(",")):
+        key = resolve_entry(entry, uuids)
+        if key is None or key in keys:
+            break
+        keys.append(key)
+    return keys
+
+
+def resolve_entry(entry: str, uuids: Sequence[str] | None) -> str | None:
+    """The device one entry names, or None when CUDA would stop the list here."""
+    if entry.startswith("MIG-"):
+        return entry
+    if entry.isdigit():
+        if uuids is None:
+            return str(int(entry))
+        index = int(entry)
+        return uuids[index] if index < len(uuids) else None
+    if entry.startswith("GPU-"):
+        if uuids is None:
+            return entry
+        matches = [uuid for uuid in uuids if uuid.startswith(entry)]
+        return matches[0] if len(matches) == 1 else None
+    return None
+
+
+def visible_positions(value: str | None, uuids: Sequence[str]) -> list[int]:
+    """Positions in NVML's list of the GPUs CUDA exposes, in CUDA's order (MIG devices left out:
+    NVML lists whole GPUs)."""
+    keys = visible_devices(value, uuids) or []
+    return [uuids.index(key) for key in keys if key in uuids]

@@ -1,1 +1,0 @@
-"""Unit tests for the training helpers: sampler, launch command, distributed set-up."""

@@ -1,0 +1,70 @@
+"""The counts check and the pairing of torch's GPUs with NVML's, from faked answers."""
+
+from __future__ import annotations
+
+from torchrig.facts.verdict import Check, Verdict
+from torchrig.verify import selection
+from torchrig.verify.selection import select_gpus
+
+from ..facts.fake_nvml import snapshot
+from .fakes import torch_facts
+
+
+def counts(torch_count: int, env: dict[str, str | None], nvml_count: int = 8) -> Check:
+    facts = torch_facts(torch_count)
+    return selection.check_counts(snapshot(nvml_count), facts, env)
+
+
+def test_counts_agree() -> None:
+    check = counts(8, {})
+    assert check.verdict is Verdict.PASS
+    assert check.summary == "torch 8, NVML 8"
+
+
+def test_counts_agree_with_cuda_visible_devices_restricting_torch() -> None:
+    assert counts(2, {"CUDA_VISIBLE_DEVICES": "3,5"}).verdict is Verdict.PASS
+
+
+def test_counts_disagreeing_fail() -> None:
+    check = counts(4, {})
+    assert check.verdict is Verdict.FAIL
+    assert "torch should see 8" in check.summary
+    assert "Xid" in (check.fix or "")
+
+
+def test_counts_disagreeing_because_of_cuda_visible_devices_name_it() -> None:
+    check = counts(0, {"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert check.verdict is Verdict.FAIL
+    # torch_facts(0) has CUDA unavailable: the fix points at the software rows.
+    assert "software/cuda" in (check.fix or "")
+    check = selection.check_counts(snapshot(8), torch_facts(1), {"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert "CUDA_VISIBLE_DEVICES" in (check.fix or "")
+
+
+def test_nvidia_visible_devices_listing_more_gpus_than_nvml_sees_warns() -> None:
+    check = counts(2, {"NVIDIA_VISIBLE_DEVICES": "0,1,2,3"}, nvml_count=2)
+    assert check.verdict is Verdict.WARN
+    assert "NVIDIA Container" in (check.fix or "")
+    assert counts(2, {"NVIDIA_VISIBLE_DEVICES": "all"}, nvml_count=2).verdict is Verdict.PASS
+
+
+def test_selection_pairs_torch_and_nvml_by_uuid_across_reordering() -> None:
+    snap = snapshot(8)
+    uuids = [snap.gpus[5].uuid, snap.gpus[2].uuid]
+    facts = torch_facts(2, uuids=[uuid.removeprefix("GPU-") for uuid in uuids])
+    selected = select_gpus(snap, facts, [1], "5,2")
+    assert [(gpu.torch_index, gpu.nvml.index if gpu.nvml else None) for gpu in selected] == [(1, 2)]
+
+
+def test_selection_falls_back_to_cuda_visible_devices_order_without_uuids() -> None:
+    snap = snapshot(8)
+    facts = torch_facts(2, uuids=[])
+    selected = select_gpus(snap, facts, None, "6,3")
+    assert [gpu.nvml.index for gpu in selected if gpu.nvml] == [6, 3]
+
+
+def test_the_expected_count_reads_cuda_visible_devices_by_cudas_rules() -> None:
+    gpus = snapshot(8).gpus
+    assert selection.expected_torch_count(gpus, None) == 8
+    assert selection.expected_torch_count(gpus, "1,9,2") == 1
+    assert selection.expected_torch_count([], "0") == 0
