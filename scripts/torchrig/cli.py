@@ -20,7 +20,7 @@ from torchrig import __version__
 # light at import time (heavy imports go inside functions).
 COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("torchrig.verify.cli", "check the GPUs, driver, fabric and container setup"),
-    "launch": ("torchrig.launch", "run a script with torchrun, with sensible defaults"),
+    "launch": ("torchrig.launch.cli", "run a script with torchrun, with sensible defaults"),
     "ckpt": ("torchrig.checkpoint.cli", "list, inspect and export training checkpoints"),
 }
 

@@ -1,26 +1,18 @@
-"""`torchrig launch`: the torchrun command line it builds, and its errors."""
+"""The local plan: the torchrun command line `torchrig launch` builds, and its defaults."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import pytest
-from torchrig import launch
-from torchrig.cli import build_parser, main
+from torchrig.cli import build_parser
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.facts.nvml import NvmlSnapshot, read_inventory
-from torchrig.launch import (
-    TORCHRUN_FLAGS,
-    LaunchError,
-    LaunchRequest,
-    build_plan,
-    choose_nproc,
-    count_visible_gpus,
-)
+from torchrig.launch.cli import request_from_args
+from torchrig.launch.plan import LaunchError, build_plan, choose_nproc, count_visible_gpus
 
-from .facts.fake_nvml import FakeNvml, board
+from ..facts.fake_nvml import FakeNvml, board
 
 NO_NVML = NvmlSnapshot(error="NVML did not initialise: NVML Shared Library Not Found")
 
@@ -38,7 +30,7 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 def plan_for(*argv: str, environ: dict[str, str] | None = None, gpus: int = 0, cpus: int = 8):
-    request = launch.request_from_args(parse(*argv))
+    request = request_from_args(parse(*argv))
     return build_plan(request, environ or {}, gpu_count=gpus, cpu_count=cpus)
 
 
@@ -135,68 +127,3 @@ def test_gpus_are_counted_by_nvml_through_cuda_visible_devices() -> None:
 def test_torch_counts_only_when_nvml_cannot() -> None:
     assert count_visible_gpus({}, no_nvml, torch_count=lambda: 3) == 3
     assert count_visible_gpus({}, eight_gpus, torch_count=lambda: 3) == 8
-
-
-@pytest.mark.parametrize(
-    "argv",
-    [["--nproc-per-node", "0", "t.py"], ["--nproc-per-node", "two", "t.py"],
-     ["--max-restarts", "-1", "t.py"], ["--threads", "0", "t.py"],
-     ["--collective-timeout", "0", "t.py"], ["--bogus-flag", "t.py"]],
-)  # fmt: skip
-def test_bad_numbers_and_unknown_flags_are_argparse_errors(argv: list[str], capsys) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        parse(*argv)
-    assert exit_info.value.code == 2
-    assert "error:" in capsys.readouterr().err
-
-
-def test_missing_script_is_a_clear_error(tmp_path: Path, capsys) -> None:
-    assert main(["launch", "--dry-run"]) == 2
-    assert "no script given" in capsys.readouterr().err
-    missing = tmp_path / "nope.py"
-    assert main(["launch", "--dry-run", str(missing)]) == 2
-    assert f"{missing}: no such file" in capsys.readouterr().err
-
-
-def test_dry_run_prints_the_command_and_runs_nothing(tmp_path: Path, capsys, monkeypatch) -> None:
-    script = tmp_path / "train.py"
-    script.write_text("raise SystemExit('must not run')\n")
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    monkeypatch.setattr(launch.nvml, "read_inventory", eight_gpus)
-    monkeypatch.setattr(launch.os, "execve", lambda *a: pytest.fail("dry run executed"))
-    assert main(["launch", "--dry-run", str(script), "--steps", "5"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("+ ")
-    assert f"--nproc-per-node 2 --max-restarts 3 {script} --steps 5" in out
-
-
-def test_run_execs_torchrun_with_the_environment(tmp_path: Path, monkeypatch, capsys) -> None:
-    script = tmp_path / "train.py"
-    script.write_text("")
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    calls = []
-    monkeypatch.setattr(launch.os, "execve", lambda *a: calls.append(a))
-    main(["launch", "--nproc-per-node", "2", str(script)])
-    ((path, argv, env),) = calls
-    assert path == sys.executable and argv[0] == sys.executable
-    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" and TIMEOUT_ENV in env
-    assert env["OMP_NUM_THREADS"] == str(max(1, (launch.os.cpu_count() or 1) // 2))
-
-
-def test_pass_through_flags_match_torchruns_own() -> None:
-    """Catches torch adding or renaming a flag that launch would then reject."""
-    from torch.distributed.run import get_args_parser
-
-    theirs = {
-        max(action.option_strings, key=len).replace("_", "-")
-        for action in get_args_parser()._actions
-        if action.option_strings and action.dest != "help"
-    }
-    ours = set(TORCHRUN_FLAGS) | {"--nproc-per-node", "--max-restarts", "--standalone"}
-    assert ours == theirs
-
-
-def test_request_keeps_script_arguments_verbatim() -> None:
-    request = launch.request_from_args(parse("t.py", "-x", "--", "y"))
-    assert request == LaunchRequest(script="t.py", script_args=["-x", "--", "y"])

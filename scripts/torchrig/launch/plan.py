@@ -1,0 +1,150 @@
+"""The local plan: from what the user asked and what the machine has to a torchrun command line.
+
+A pure function (`build_plan`) of the request, the environment and the machine's counts, so every
+default is tested without starting anything. GPUs are counted when the command runs, from NVML and
+CUDA_VISIBLE_DEVICES as CUDA reads it (torchrig.facts), or from torch when NVML cannot say.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
+from torchrig.facts import nvml
+from torchrig.facts.nvml import NvmlSnapshot
+from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
+from torchrig.launch import environment, torchrun
+from torchrig.launch.torchrun import Flag
+
+DEFAULT_MAX_RESTARTS = 3
+# On a CPU more processes than this rarely help a single training job: they split the cores.
+MAX_CPU_PROCESSES = 4
+NPROC_WORDS = ("auto", "gpu", "cpu")
+
+
+class LaunchError(ValueError):
+    """Bad input to `torchrig launch`: the message says what to change."""
+
+
+@dataclass
+class LaunchRequest:
+    """What the user asked for; None means "choose a default"."""
+
+    script: str
+    script_args: list[str] = field(default_factory=list)
+    nproc_per_node: str | None = None
+    max_restarts: int | None = None
+    threads: int | None = None
+    collective_timeout: float | None = None
+    torchrun_flags: list[Flag] = field(default_factory=list)
+
+
+@dataclass
+class LaunchPlan:
+    argv: list[str]
+    env_updates: dict[str, str]
+
+    def display(self) -> str:
+        assignments = [f"{key}={shlex.quote(value)}" for key, value in self.env_updates.items()]
+        return " ".join([*assignments, shlex.join(self.argv)])
+
+
+def gpus_from_torch() -> int | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return int(torch.cuda.device_count())
+
+
+def count_visible_gpus(
+    environ: Mapping[str, str],
+    read_inventory: Callable[[], NvmlSnapshot] | None = None,
+    torch_count: Callable[[], int | None] | None = None,
+) -> int:
+    """The GPUs CUDA will expose to the workers: NVML's, through CUDA_VISIBLE_DEVICES by CUDA's
+    rules; torch's count only when neither NVML nor the variable can say."""
+    inventory = (read_inventory or nvml.read_inventory)()
+    uuids = [gpu.uuid for gpu in inventory.gpus] if inventory.available else None
+    visible = visible_devices(environ.get(CUDA_VISIBLE), uuids)
+    if visible is not None:
+        return len(visible)
+    return (torch_count or gpus_from_torch)() or 0
+
+
+def choose_nproc(requested: str | None, gpu_count: int, cpu_count: int) -> int:
+    choice = requested or "auto"
+    if choice.isdigit():
+        return int(choice)
+    if choice == "gpu" or (choice == "auto" and gpu_count > 0):
+        if gpu_count == 0:
+            raise LaunchError("--nproc-per-node gpu: no GPU is visible (check nvidia-smi)")
+        return gpu_count
+    return max(1, min(MAX_CPU_PROCESSES, cpu_count))
+
+
+def nproc_from_environment(environ: Mapping[str, str]) -> str | None:
+    """PET_NPROC_PER_NODE as torchrun would take it, checked here so a typo fails before start."""
+    value = environment.set_by_environment("--nproc-per-node", environ)
+    if value is None:
+        return None
+    if value in NPROC_WORDS or (value.isdigit() and int(value) >= 1):
+        return value
+    variable = environment.pet_variable("--nproc-per-node")
+    raise LaunchError(f"{variable}={value!r}: expected a whole number >= 1, auto, gpu or cpu")
+
+
+def check_script(request: LaunchRequest) -> None:
+    if torchrun.runs_something_else(request.torchrun_flags):
+        return  # a module name or an executable on PATH, not a file here
+    path = Path(request.script)
+    if not path.is_file():
+        raise LaunchError(f"{request.script}: no such file (give the training script's path)")
+
+
+def build_plan(
+    request: LaunchRequest, environ: Mapping[str, str], gpu_count: int, cpu_count: int
+) -> LaunchPlan:
+    """The torchrun command line and the environment it needs (pure: no side effects).
+
+    A default is left off the command line when a scheduler set it in the environment (torchrun
+    reads `PET_*` itself); explicit choices always go on it.
+    """
+    nproc_env = nproc_from_environment(environ)
+    nproc = choose_nproc(request.nproc_per_node or nproc_env, gpu_count, cpu_count)
+    argv = [sys.executable, "-m", "torch.distributed.run"]
+    flags = request.torchrun_flags
+    if not (torchrun.is_multi_node(flags) or environment.multi_node_by_environment(environ)):
+        argv.append("--standalone")
+    if request.nproc_per_node is not None or nproc_env is None:
+        argv += ["--nproc-per-node", str(nproc)]
+    if request.max_restarts is not None:
+        argv += ["--max-restarts", str(request.max_restarts)]
+    elif environment.set_by_environment("--max-restarts", environ) is None:
+        argv += ["--max-restarts", str(DEFAULT_MAX_RESTARTS)]
+    argv += [*torchrun.as_argv(flags), request.script, *request.script_args]
+    return LaunchPlan(argv=argv, env_updates=worker_environment(request, environ, nproc, cpu_count))
+
+
+def worker_environment(
+    request: LaunchRequest, environ: Mapping[str, str], nproc: int, cpu_count: int
+) -> dict[str, str]:
+    """Variables the workers need that the user's environment does not already set."""
+    env: dict[str, str] = {}
+    if request.threads is not None:
+        env["OMP_NUM_THREADS"] = str(request.threads)
+    elif "OMP_NUM_THREADS" not in environ:
+        # Each rank's share of the cores; torchrun's own default is 1 thread per rank.
+        env["OMP_NUM_THREADS"] = str(max(1, cpu_count // nproc))
+    # Without it a failed NCCL collective can hang the job instead of ending it.
+    if "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in environ:
+        env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"
+    if request.collective_timeout is not None:
+        env[TIMEOUT_ENV] = f"{request.collective_timeout:g}"
+    elif TIMEOUT_ENV not in environ:
+        env[TIMEOUT_ENV] = str(DEFAULT_TIMEOUT_S)
+    return env

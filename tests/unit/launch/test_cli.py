@@ -1,0 +1,66 @@
+"""The `torchrig launch` command: argument errors, --dry-run, and becoming torchrun."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from torchrig.cli import main
+from torchrig.distributed import TIMEOUT_ENV
+from torchrig.launch import cli, plan
+from torchrig.launch.plan import LaunchRequest
+
+from .test_plan import eight_gpus, parse
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--nproc-per-node", "0", "t.py"], ["--nproc-per-node", "two", "t.py"],
+     ["--max-restarts", "-1", "t.py"], ["--threads", "0", "t.py"],
+     ["--collective-timeout", "0", "t.py"], ["--bogus-flag", "t.py"]],
+)  # fmt: skip
+def test_bad_numbers_and_unknown_flags_are_argparse_errors(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        parse(*argv)
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_missing_script_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    assert main(["launch", "--dry-run"]) == 2
+    assert "no script given" in capsys.readouterr().err
+    missing = tmp_path / "nope.py"
+    assert main(["launch", "--dry-run", str(missing)]) == 2
+    assert f"{missing}: no such file" in capsys.readouterr().err
+
+
+def test_dry_run_prints_the_command_and_runs_nothing(tmp_path: Path, capsys, monkeypatch) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("raise SystemExit('must not run')\n")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setattr(plan.nvml, "read_inventory", eight_gpus)
+    monkeypatch.setattr(cli.os, "execve", lambda *a: pytest.fail("dry run executed"))
+    assert main(["launch", "--dry-run", str(script), "--steps", "5"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("+ ")
+    assert f"--nproc-per-node 2 --max-restarts 3 {script} --steps 5" in out
+
+
+def test_run_execs_torchrun_with_the_environment(tmp_path: Path, monkeypatch, capsys) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    calls = []
+    monkeypatch.setattr(cli.os, "execve", lambda *a: calls.append(a))
+    main(["launch", "--nproc-per-node", "2", str(script)])
+    ((path, argv, env),) = calls
+    assert path == sys.executable and argv[0] == sys.executable
+    assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" and TIMEOUT_ENV in env
+    assert env["OMP_NUM_THREADS"] == str(max(1, (cli.os.cpu_count() or 1) // 2))
+
+
+def test_request_keeps_script_arguments_verbatim() -> None:
+    request = cli.request_from_args(parse("t.py", "-x", "--", "y"))
+    assert request == LaunchRequest(script="t.py", script_args=["-x", "--", "y"])
