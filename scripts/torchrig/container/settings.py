@@ -6,6 +6,7 @@ line instead of breaking something later.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,6 +17,8 @@ KNOWN_SERVICES = ("jupyter", "sshd")
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 MAX_ID = 2**31 - 1
+# One DNS name: labels of letters, digits and inner hyphens, dot-separated.
+HOSTNAME = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*\.?$", re.I)
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class Settings:
     cpu_only: bool
     jupyter_token: str | None
     jupyter_allow_no_token: bool
+    jupyter_hostnames: tuple[str, ...]
     ssh_public_keys_text: str
 
 
@@ -70,6 +74,24 @@ def parse_services(value: str | None) -> tuple[str, ...]:
     return tuple(names)
 
 
+def parse_hostnames(name: str, value: str | None) -> tuple[str, ...]:
+    """'gpubox, gpubox.lan' -> ('gpubox', 'gpubox.lan'): the names a browser may use for Jupyter
+    besides localhost (IP addresses are always allowed: see container/jupyter_hosts.py)."""
+    names: list[str] = []
+    for raw in re.split(r"[,\s]+", (value or "").strip()):
+        if not raw:
+            continue
+        if not HOSTNAME.match(raw):
+            raise SetupError(
+                f"{name} names {raw!r}, which is not a host name: give the names you type in the "
+                "browser's address bar, comma-separated, without scheme or port "
+                "(e.g. gpubox,gpubox.example.org); IP addresses need no entry."
+            )
+        if raw.lower() not in names:
+            names.append(raw.lower())
+    return tuple(names)
+
+
 def read_settings(environ: Mapping[str, str]) -> Settings:
     token = environ.get("JUPYTER_TOKEN")
     allow_no_token = parse_flag("JUPYTER_ALLOW_NO_TOKEN", environ.get("JUPYTER_ALLOW_NO_TOKEN"))
@@ -86,5 +108,6 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         cpu_only=parse_flag("TORCHRIG_CPU_ONLY", environ.get("TORCHRIG_CPU_ONLY")),
         jupyter_token=token or None,
         jupyter_allow_no_token=allow_no_token,
+        jupyter_hostnames=parse_hostnames("JUPYTER_HOSTNAMES", environ.get("JUPYTER_HOSTNAMES")),
         ssh_public_keys_text=environ.get("SSH_PUBLIC_KEY", ""),
     )

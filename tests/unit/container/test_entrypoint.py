@@ -89,6 +89,12 @@ def test_jupyter_url_is_logged_with_its_token(
     assert "http://127.0.0.1:8888/lab?token=tok123" in capsys.readouterr().err
 
 
+def test_jupyter_answers_to_the_hostnames_the_user_listed(tmp_path: Path) -> None:
+    settings = read_settings({"JUPYTER_HOSTNAMES": "gpubox", "SERVICES": "jupyter"})
+    (spec,) = entrypoint.service_specs(settings, sshd_ok=False, state=tmp_path)
+    assert "--ServerApp.local_hostnames=gpubox" in spec.argv
+
+
 def test_bad_settings_exit_1_with_an_error_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 from torchrig.container.log import SetupError
-from torchrig.container.settings import parse_flag, parse_id, parse_services, read_settings
+from torchrig.container.settings import (
+    parse_flag,
+    parse_hostnames,
+    parse_id,
+    parse_services,
+    read_settings,
+)
 
 
 def test_defaults_run_both_services_with_image_ids() -> None:
@@ -54,3 +60,17 @@ def test_empty_token_without_opt_out_means_generate() -> None:
 def test_opt_out_together_with_a_token_is_contradictory() -> None:
     with pytest.raises(SetupError, match="both set"):
         read_settings({"JUPYTER_TOKEN": "abc", "JUPYTER_ALLOW_NO_TOKEN": "1"})
+
+
+def test_jupyter_hostnames_are_split_lowered_and_deduplicated() -> None:
+    assert read_settings({}).jupyter_hostnames == ()
+    value = " gpubox, GPUBox.lan  gpubox 10.0.0.5,"
+    assert parse_hostnames("JUPYTER_HOSTNAMES", value) == ("gpubox", "gpubox.lan", "10.0.0.5")
+
+
+@pytest.mark.parametrize(
+    "value", ["http://gpubox", "gpubox:8888", "*.lan", "gpu_box", "-gpubox", "fe80::1"]
+)
+def test_a_jupyter_hostname_with_scheme_port_or_wildcard_is_refused(value: str) -> None:
+    with pytest.raises(SetupError, match=r"JUPYTER_HOSTNAMES names .* not a host name.*no entry"):
+        read_settings({"JUPYTER_HOSTNAMES": value})
