@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from torchrig import user_ids
 from torchrig.container.log import SetupError
 
 # Also the default of SERVICES (this is its one place): all of them.
 KNOWN_SERVICES = ("jupyter", "sshd")
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
-MAX_ID = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -42,15 +42,10 @@ def parse_flag(name: str, value: str | None) -> bool:
 
 def parse_id(name: str, value: str | None) -> int | None:
     """A numeric UID/GID, or None when unset or empty (keep the image's 1000)."""
-    text = (value or "").strip()
-    if not text:
-        return None
-    if not text.isdigit() or int(text) > MAX_ID:
-        raise SetupError(
-            f"{name}={value!r} is not a numeric id: set it to the output of "
-            f"`id -{'u' if name == 'PUID' else 'g'}` on the host."
-        )
-    return int(text)
+    try:
+        return user_ids.parse_id(name, value)
+    except ValueError as exc:
+        raise SetupError(str(exc)) from None
 
 
 def parse_services(value: str | None) -> tuple[str, ...]:

@@ -66,3 +66,15 @@ def test_dev_ids_default_to_the_image_user_and_reject_garbage() -> None:
     assert bind_mounts.dev_ids({"services": {"workstation": {}}}) == (1000, 1000)
     with pytest.raises(SystemExit, match="PUID/PGID must be numbers"):
         bind_mounts.dev_ids({"services": {"w": {"environment": {"PUID": "abc"}}}})
+
+
+@pytest.mark.parametrize("value", ["-1", str(2**31)])
+def test_dev_ids_refuse_what_the_container_would_refuse(value: str) -> None:
+    # -1 would even mean "leave unchanged" to chown: the same parser as the container's settings.
+    with pytest.raises(SystemExit, match=rf"PUID/PGID must be numbers \(PGID='{value}'"):
+        bind_mounts.dev_ids({"services": {"w": {"environment": {"PGID": value}}}})
+
+
+def test_dev_ids_take_one_id_and_default_the_other() -> None:
+    config = {"services": {"w": {"environment": {"PUID": "1234", "PGID": None}}}}
+    assert bind_mounts.dev_ids(config) == (1234, 1000)
