@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,9 @@ OTHER_SIDE = {"host": "torchrig.container", "container": "torchrig.host"}
 
 
 def side_modules(side: str) -> list[str]:
-    return [f"torchrig.{side}.{path.stem}" for path in sorted((PACKAGE / side).glob("*.py"))]
+    """The package and each of its modules, by import name."""
+    modules = pkgutil.iter_modules([str(PACKAGE / side)], prefix=f"torchrig.{side}.")
+    return [f"torchrig.{side}", *sorted(module.name for module in modules)]
 
 
 def modules_loaded_by(names: list[str]) -> list[str]:
