@@ -54,13 +54,13 @@ UV ?= $(firstword $(wildcard $(VENV)/bin/uv) uv)
 
 .PHONY: build
 build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUILD_TARGET=devel)
-	$(HOST_PY) torchrig.container.buildcheck
+	$(HOST_PY) torchrig.host.buildcheck
 	DOCKER_BUILDKIT=1 $(COMPOSE) build
 
 .PHONY: up
 up: ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
-	$(HOST_PY) torchrig.container.dotenv
-	$(COMPOSE) config --format json | $(HOST_PY) torchrig.container.host_dirs
+	$(HOST_PY) torchrig.host.dotenv
+	$(COMPOSE) config --format json | $(HOST_PY) torchrig.host.bind_mounts
 	$(COMPOSE) up -d
 	@echo "Jupyter: make jupyter-url | SSH: make ssh | logs: make logs"
 
@@ -92,5 +92,5 @@ verify-gpus: ## run `torchrig verify` in the container (ARGS=--quick)
 
 .PHONY: lock
 lock: ## re-resolve locks/<CUDA_FLAVOUR>.txt from pyproject.toml (needs uv; UPGRADE=1 to bump)
-	$(HOST_PY) torchrig.container.lockfile --uv "$(UV)" \
+	$(HOST_PY) torchrig.host.lockfile --uv "$(UV)" \
 		$(if $(CUDA_FLAVOUR),--flavour $(CUDA_FLAVOUR)) $(if $(filter 1,$(UPGRADE)),--upgrade)

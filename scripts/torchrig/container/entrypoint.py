@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 def start(command: list[str]) -> int:
     settings = read_settings(os.environ)
     show_banner(settings)
-    keys_file = Path(os.environ.get("SSH_AUTHORIZED_KEYS_FILE", ssh.AUTHORIZED_KEYS_FILE_DEFAULT))
+    keys_file = settings.ssh_authorized_keys_file
     if os.geteuid() == 0:
         who = prepare_as_root(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)  # file may be root-only
@@ -50,14 +50,14 @@ def start(command: list[str]) -> int:
     else:
         note_unprivileged(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)
-        home = Path(os.environ.get("HOME", str(HOME)))
+        home = settings.home or HOME
     check_mounts(mount_points())
     state = state_dir()
     export_environment(home, state)
     if command:
         (state / SERVICES_FILE).write_text("", encoding="utf-8")
         return run_command(command)
-    sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home)
+    sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home, keys_file)
     specs = service_specs(settings, sshd_ok, state)
     (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
     return Supervisor(specs, on_started=lambda spec: log.info(f"started {spec.name}")).run()
@@ -158,12 +158,12 @@ def describe_owner(path: str) -> str:
     return owner + (", mounted read-only" if read_only else "")
 
 
-def prepare_sshd(keys: list[str], home: Path) -> bool:
+def prepare_sshd(keys: list[str], home: Path, keys_file: Path) -> bool:
     """True when sshd can run: it has keys, host keys, and authorized_keys is installed."""
     if not keys:
         log.info(
             "sshd not started: no SSH public key (set SSH_PUBLIC_KEY, or mount an authorized_keys "
-            f"file at {ssh.AUTHORIZED_KEYS_FILE_DEFAULT}); Jupyter is unaffected"
+            f"file at {keys_file}); Jupyter is unaffected"
         )
         return False
     try:

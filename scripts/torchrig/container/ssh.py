@@ -23,7 +23,6 @@ SSHD_CONFIG = "/etc/torchrig/sshd_config"
 SSH_PORT = 2222
 HOST_KEY_DIR = Path("/var/lib/torchrig/ssh")
 HOST_KEY_TYPES = ("ed25519", "ecdsa")
-AUTHORIZED_KEYS_FILE_DEFAULT = "/etc/torchrig/authorized_keys"
 
 KEY_TYPES = frozenset(
     {
@@ -117,6 +116,11 @@ def parse_keys(text: str, source: str) -> list[str]:
 def collect_keys(env_text: str, keys_file: Path) -> list[str]:
     """Keys from SSH_PUBLIC_KEY and from a mounted authorized_keys file, de-duplicated."""
     keys = parse_keys(env_text, "SSH_PUBLIC_KEY")
+    if keys_file.is_dir():
+        raise SetupError(
+            f"the authorized_keys file {keys_file} is a directory (Docker makes one when the "
+            "host file mounted there does not exist): mount an existing file."
+        )
     if keys_file.is_file():
         try:
             file_text = keys_file.read_text(encoding="utf-8")

@@ -55,9 +55,10 @@ def test_missing_mount_points_are_not_checked(
 def test_no_key_skips_sshd_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert entrypoint.prepare_sshd([], tmp_path) is False
+    assert entrypoint.prepare_sshd([], tmp_path, Path("/mnt/keys")) is False
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "sshd not started: no SSH public key" in err
+    assert "mount an authorized_keys file at /mnt/keys" in err
 
 
 def test_services_without_a_key_keep_jupyter(tmp_path: Path) -> None:

@@ -63,6 +63,11 @@ def test_keys_from_env_and_mounted_file_are_merged_without_duplicates(tmp_path: 
     assert ssh.collect_keys("", tmp_path / "absent") == []
 
 
+def test_a_directory_where_the_keys_file_should_be_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SetupError, match=rf"{tmp_path} is a directory.*mount an existing file"):
+        ssh.collect_keys(fake_key(), tmp_path)
+
+
 def test_authorized_keys_is_private(tmp_path: Path) -> None:
     path = ssh.install_authorized_keys([fake_key()], tmp_path)
     assert path == tmp_path / ".ssh" / "authorized_keys"

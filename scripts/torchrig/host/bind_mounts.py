@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from torchrig import user_ids
+
 
 def bind_sources(config: dict[str, Any]) -> list[Path]:
     sources = []
@@ -49,11 +51,18 @@ def dev_ids(config: dict[str, Any]) -> tuple[int, int]:
     env: dict[str, Any] = {}
     for service in config.get("services", {}).values():
         env.update(service.get("environment") or {})
-    uid, gid = DEFAULT_DEV_IDS
     try:
-        return int(env.get("PUID") or uid), int(env.get("PGID") or gid)
+        uid = user_ids.parse_id("PUID", as_text(env.get("PUID")))
+        gid = user_ids.parse_id("PGID", as_text(env.get("PGID")))
     except ValueError as exc:
         raise SystemExit(f"error: PUID/PGID must be numbers ({exc})") from None
+    default_uid, default_gid = DEFAULT_DEV_IDS
+    return (default_uid if uid is None else uid), (default_gid if gid is None else gid)
+
+
+def as_text(value: Any) -> str | None:
+    """Compose gives environment values as strings, or null for a bare name that is unset."""
+    return None if value is None else str(value)
 
 
 def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> int:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchrig.container import dockerfile_facts
+from torchrig.host import dockerfile_facts
 
 PEM_MARKER = "-----BEGIN CERTIFICATE-----"
 
