@@ -41,6 +41,15 @@ lint: $(VENV)/.installed ## ruff and shellcheck
 	$(PYTHON) -m ruff format --check .
 	shellcheck entrypoint/*.sh .ci/run
 
+# The Dev Containers reference CLI for the container tests, at the version tools/package.json pins.
+DEVCONTAINER_CLI := tools/node_modules/.bin/devcontainer
+$(DEVCONTAINER_CLI): tools/package.json tools/package-lock.json
+	npm ci --prefix tools --no-audit --no-fund
+	touch $@
+
+.PHONY: devcontainer-cli
+devcontainer-cli: $(DEVCONTAINER_CLI) ## install the pinned Dev Containers CLI (needs npm; the container tests do it)
+
 # --- the container ------------------------------------------------------------------------------
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
 # ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs.
@@ -57,10 +66,13 @@ build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUI
 	$(HOST_PY) torchrig.container.buildcheck
 	DOCKER_BUILDKIT=1 $(COMPOSE) build
 
-.PHONY: up
-up: ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
+.PHONY: prepare
+prepare: ## what `up` (and VS Code Dev Containers) does first: .env on the first run, the bind-mounted folders
 	$(HOST_PY) torchrig.container.dotenv
 	$(COMPOSE) config --format json | $(HOST_PY) torchrig.container.host_dirs
+
+.PHONY: up
+up: prepare ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
 	$(COMPOSE) up -d
 	@echo "Jupyter: make jupyter-url | SSH: make ssh | logs: make logs"
 
