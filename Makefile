@@ -52,9 +52,12 @@ devcontainer-cli: $(DEVCONTAINER_CLI) ## install the pinned Dev Containers CLI (
 
 # --- the container ------------------------------------------------------------------------------
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
-# ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs.
+# ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs;
+# PUBLISHED=1 runs the published image TORCHRIG_IMAGE names instead of building one.
 CPU ?=
-COMPOSE := docker compose -f docker-compose.yml $(if $(filter 1,$(CPU)),-f docker-compose.cpu.yml)
+PUBLISHED ?=
+COMPOSE := docker compose -f docker-compose.yml $(if $(filter 1,$(CPU)),-f docker-compose.cpu.yml) \
+	$(if $(filter 1,$(PUBLISHED)),-f docker-compose.published.yml)
 # Host-side helpers: plain python3 and the standard library, no venv needed.
 HOST_PY := PYTHONPATH=scripts python3 -m
 # `exec` gets a TTY only when there is one (make in CI has none).
