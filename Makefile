@@ -36,10 +36,11 @@ test-unit: $(VENV)/.installed ## run the fast unit tests only
 	$(PYTHON) -m pytest -m 'not container and not gpu' $(PYTEST_ARGS)
 
 .PHONY: lint
-lint: $(VENV)/.installed ## ruff and shellcheck
+lint: $(VENV)/.installed ## ruff, shellcheck and actionlint
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	shellcheck entrypoint/*.sh .ci/run
+	$(VENV)/bin/actionlint .github/workflows/*.yml
 
 # The Dev Containers reference CLI for the container tests, at the version tools/package.json pins.
 DEVCONTAINER_CLI := tools/node_modules/.bin/devcontainer
