@@ -132,6 +132,32 @@ def test_up_then_torchrun_through_exec_as_dev(
     assert ranks == ["rank=0 world=2 sum=3", "rank=1 world=2 sum=3"], done.stdout
 
 
+def test_up_attaches_to_a_running_workstation_even_a_published_image(
+    cli: Path, repo_copy: Path, published_name: str, tmp_path: Path
+) -> None:
+    """`make up PUBLISHED=1`, then "Reopen in Container": VS Code gets that very container, as
+    it runs, with no image of the CLI's own."""
+    files = [repo_copy / name for name in ("docker-compose.yml", "docker-compose.cpu.yml")]
+    stack = new_stack(
+        [*files, repo_copy / "docker-compose.published.yml"], tmp_path, published_name
+    )
+    try:
+        stack.compose("up", "-d")
+        stack.wait_healthy()
+        running = stack.container()
+        started = running.attrs["State"]["StartedAt"]
+
+        up = run_cli(cli, stack, "up", *where(repo_copy, CPU_CONFIG, stack))
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert last_json_line(up.stdout)["containerId"] == running.id
+        running.reload()
+        # Not restarted, not recreated: the same container, still on the published image.
+        assert running.attrs["State"]["StartedAt"] == started
+        assert running.attrs["Config"]["Image"] == published_name
+    finally:
+        stack.down(volumes=True)
+
+
 @pytest.mark.parametrize(
     ("config", "compose_files", "gpu_drivers"),
     [

@@ -12,20 +12,16 @@ import json
 import os
 import secrets
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
 
-from .conftest import COMPOSE_FILE, CPU_OVERRIDE, StackFactory
+from .conftest import COMPOSE_FILE, CPU_OVERRIDE, PUBLISHED, PUBLISHED_REGISTRY, StackFactory
 from .stack import REPO_ROOT
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(300, func_only=True)]
 
-PUBLISHED = REPO_ROOT / "docker-compose.published.yml"
-# A registry on the loopback with nothing listening: a pull fails on this machine, at once.
-REGISTRY = "localhost:1/torchrig"
 DEFAULT_IMAGE = "torchrig/workstation:latest"
 
 
@@ -90,16 +86,6 @@ def test_make_passes_the_published_file_to_compose() -> None:
     assert f"docker compose {files} up -d" in " ".join(result.stdout.split())
 
 
-@pytest.fixture
-def published_name(image: str) -> Iterator[str]:
-    """The session's image, also tagged as if it had been pulled from a registry."""
-    name = f"{REGISTRY}:{secrets.token_hex(4)}-cu130"
-    client = docker.from_env()
-    client.images.get(image).tag(name)
-    yield name
-    client.images.remove(name)
-
-
 def test_up_runs_a_present_published_image_without_building_or_pulling(
     stack_factory: StackFactory, published_name: str
 ) -> None:
@@ -115,7 +101,7 @@ def test_up_runs_a_present_published_image_without_building_or_pulling(
 def test_up_fails_on_a_missing_published_image_and_builds_nothing(
     stack_factory: StackFactory,
 ) -> None:
-    absent = f"{REGISTRY}:absent-{secrets.token_hex(4)}"
+    absent = f"{PUBLISHED_REGISTRY}:absent-{secrets.token_hex(4)}"
     stack = stack_factory(extra_files=(PUBLISHED,), TORCHRIG_IMAGE=absent)
     result = stack.compose("up", "-d", check=False)
     assert result.returncode != 0
