@@ -36,16 +36,29 @@ test-unit: $(VENV)/.installed ## run the fast unit tests only
 	$(PYTHON) -m pytest -m 'not container and not gpu' $(PYTEST_ARGS)
 
 .PHONY: lint
-lint: $(VENV)/.installed ## ruff and shellcheck
+lint: $(VENV)/.installed ## ruff, shellcheck and actionlint
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	shellcheck entrypoint/*.sh .ci/run
+	$(VENV)/bin/actionlint .github/workflows/*.yml
+
+# The Dev Containers reference CLI for the container tests, at the version tools/package.json pins.
+DEVCONTAINER_CLI := tools/node_modules/.bin/devcontainer
+$(DEVCONTAINER_CLI): tools/package.json tools/package-lock.json
+	npm ci --prefix tools --no-audit --no-fund
+	touch $@
+
+.PHONY: devcontainer-cli
+devcontainer-cli: $(DEVCONTAINER_CLI) ## install the pinned Dev Containers CLI (needs npm; the container tests do it)
 
 # --- the container ------------------------------------------------------------------------------
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
-# ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs.
+# ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs;
+# PUBLISHED=1 runs the published image TORCHRIG_IMAGE names instead of building one.
 CPU ?=
-COMPOSE := docker compose -f docker-compose.yml $(if $(filter 1,$(CPU)),-f docker-compose.cpu.yml)
+PUBLISHED ?=
+COMPOSE := docker compose -f docker-compose.yml $(if $(filter 1,$(CPU)),-f docker-compose.cpu.yml) \
+	$(if $(filter 1,$(PUBLISHED)),-f docker-compose.published.yml)
 # Host-side helpers: plain python3 and the standard library, no venv needed.
 HOST_PY := PYTHONPATH=scripts python3 -m
 # `exec` gets a TTY only when there is one (make in CI has none).
@@ -57,10 +70,13 @@ build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUI
 	$(HOST_PY) torchrig.host.buildcheck
 	DOCKER_BUILDKIT=1 $(COMPOSE) build
 
-.PHONY: up
-up: ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
+.PHONY: prepare
+prepare: ## what `up` (and VS Code Dev Containers) does first: .env on the first run, the bind-mounted folders
 	$(HOST_PY) torchrig.host.dotenv
 	$(COMPOSE) config --format json | $(HOST_PY) torchrig.host.bind_mounts
+
+.PHONY: up
+up: prepare ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
 	$(COMPOSE) up -d
 	@echo "Jupyter: make jupyter-url | SSH: make ssh | logs: make logs"
 
