@@ -154,22 +154,9 @@ def synchronize(device_type: str) -> None:
         torch.cuda.synchronize()
 
 
-def gpu_images_per_s(
-    model_name: str,
-    batch_size: int,
-    image_size: int,
-    *,
-    fast: bool,
-    compile_model: bool,
-    ddp: bool,
-    steps: int,
-    warmup: int,
-    device_type: str = "cuda",
+def images_per_s(
+    one_step: Callable[[], None], batch_size: int, steps: int, warmup: int, device_type: str
 ) -> float:
-    one_step = train_step(
-        model_name, batch_size, image_size,
-        fast=fast, compile_model=compile_model, ddp=ddp, device_type=device_type,
-    )  # fmt: skip
     for _ in range(warmup):  # compilation, cudnn autotuning, allocator warm-up
         one_step()
     synchronize(device_type)
@@ -195,16 +182,22 @@ def bench_gpu(
 
     if device_type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpu: CUDA is not available here (--device cpu runs the loops on the CPU)")
-    common = {"steps": steps, "warmup": warmup, "device_type": device_type}
-    shape = (model_name, batch_size, image_size)
-    naive = gpu_images_per_s(*shape, fast=False, compile_model=False, ddp=False, **common)
-    defaults = gpu_images_per_s(*shape, fast=True, compile_model=True, ddp=False, **common)
+
+    def measure(*, fast: bool, compile_model: bool, ddp: bool) -> float:
+        one_step = train_step(
+            model_name, batch_size, image_size,
+            fast=fast, compile_model=compile_model, ddp=ddp, device_type=device_type,
+        )  # fmt: skip
+        return images_per_s(one_step, batch_size, steps, warmup, device_type)
+
+    naive = measure(fast=False, compile_model=False, ddp=False)
+    defaults = measure(fast=True, compile_model=True, ddp=False)
     # DDP overhead: the same eager fast loop with and without a one-process DDP wrapper.
-    plain = gpu_images_per_s(*shape, fast=True, compile_model=False, ddp=False, **common)
+    plain = measure(fast=True, compile_model=False, ddp=False)
     backend = "nccl" if device_type == "cuda" else "gloo"
     dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     try:
-        ddp_one = gpu_images_per_s(*shape, fast=True, compile_model=False, ddp=True, **common)
+        ddp_one = measure(fast=True, compile_model=False, ddp=True)
     finally:
         dist.destroy_process_group()
     on_gpu = device_type == "cuda"
