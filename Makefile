@@ -41,6 +41,14 @@ lint: $(VENV)/.installed ## ruff and shellcheck
 	$(PYTHON) -m ruff format --check .
 	shellcheck entrypoint/*.sh .ci/run
 
+# The GPU report runs natively, no Docker: with the venv's Python where there is one, else the
+# python3 on PATH (on a CUDA machine: `pip install --no-deps -e .` into the Python that has torch).
+REPORT_PYTHON ?= $(if $(wildcard $(PYTHON)),$(PYTHON),python3)
+
+.PHONY: gpu-report
+gpu-report: ## prove a CUDA machine, one JSON + markdown report (ARGS=--cpu, ARGS="--out DIR"; docs/gpu-report.md)
+	PYTHONPATH=scripts$${PYTHONPATH:+:$$PYTHONPATH} $(REPORT_PYTHON) -m benchmarks.gpu_report $(ARGS)
+
 # --- the container ------------------------------------------------------------------------------
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
 # ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs.
