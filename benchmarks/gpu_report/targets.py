@@ -98,8 +98,21 @@ def unavailable(part_name: str, part: Part | None, names: list[tuple[str, str]])
     return [Target(part_name, name, "-", goal, verdict, note) for name, goal in names]
 
 
-def usable(part: Part | None) -> bool:
-    return part is not None and part.get("status") == "ok"
+Judge = Callable[[Context, Part | None], list[Target]]
+
+
+def judging(part_name: str, specs: list[tuple[str, str]]) -> Callable[..., Judge]:
+    """A part's judge: its targets from its figures when it ran, `unavailable` when not."""
+
+    def wrap(judge: Callable[[Context, dict[str, Any]], list[Target]]) -> Judge:
+        def judged(ctx: Context, part: Part | None) -> list[Target]:
+            if part is None or part.get("status") != "ok":
+                return unavailable(part_name, part, specs)
+            return judge(ctx, part["figures"])
+
+        return judged
+
+    return wrap
 
 
 # --- verify -------------------------------------------------------------------------------
@@ -116,12 +129,9 @@ VERIFY_TARGETS = [
 ]
 
 
-def verify_targets(ctx: Context, part: Part | None) -> list[Target]:
-    if not usable(part):
-        return unavailable("verify", part, VERIFY_TARGETS)
-    assert part is not None
-    figures = part["figures"]
-    quick, full = figures["quick"], figures["full"]
+@judging("verify", VERIFY_TARGETS)
+def verify_targets(ctx: Context, f: dict[str, Any]) -> list[Target]:
+    quick, full = f["quick"], f["full"]
     targets = [
         row(
             "verify",
@@ -137,10 +147,10 @@ def verify_targets(ctx: Context, part: Part | None) -> list[Target]:
         ),
         verdict_target(quick, full),
     ]
-    targets += fraction_targets(ctx, figures.get("matmul", {}), "bf16", VERIFY_TARGETS[3])
-    targets += fraction_targets(ctx, figures.get("memory", {}), None, VERIFY_TARGETS[4])
+    targets += fraction_targets(ctx, f.get("matmul", {}), "bf16", VERIFY_TARGETS[3])
+    targets += fraction_targets(ctx, f.get("memory", {}), None, VERIFY_TARGETS[4])
     targets.append(peak_target(ctx))
-    targets += allreduce_targets(figures.get("allreduce"))
+    targets += allreduce_targets(f.get("allreduce"))
     return targets
 
 
@@ -263,12 +273,10 @@ def mib(nbytes: int) -> str:
 SMI_TARGETS = [("verify's NVML verdicts vs nvidia-smi", "the same facts and verdicts")]
 
 
-def smi_targets(_ctx: Context, part: Part | None) -> list[Target]:
-    if not usable(part):
-        return unavailable("smi", part, SMI_TARGETS)
-    assert part is not None
-    rows = part["figures"]["comparisons"]
-    unpaired = part["figures"].get("unpaired", [])
+@judging("smi", SMI_TARGETS)
+def smi_targets(_ctx: Context, f: dict[str, Any]) -> list[Target]:
+    rows = f["comparisons"]
+    unpaired = f.get("unpaired", [])
     different = [f"{row['gpu']} {row['check']}" for row in rows if not row["match"]]
     measured = f"{len(rows) - len(different)}/{len(rows)} checks agree"
     problems = different + unpaired
@@ -282,11 +290,8 @@ def smi_targets(_ctx: Context, part: Part | None) -> list[Target]:
 TESTS_TARGETS = [("`pytest -m gpu tests/gpu`", "all pass")]
 
 
-def tests_targets(ctx: Context, part: Part | None) -> list[Target]:
-    if not usable(part):
-        return unavailable("tests", part, TESTS_TARGETS)
-    assert part is not None
-    f = part["figures"]
+@judging("tests", TESTS_TARGETS)
+def tests_targets(ctx: Context, f: dict[str, Any]) -> list[Target]:
     measured = (
         f"{f['passed']} passed, {f['failed']} failed, {f['errors']} errors, {f['skipped']} skipped"
     )
@@ -318,11 +323,8 @@ TRAINING_TARGETS = [
 ]
 
 
-def training_targets(ctx: Context, part: Part | None) -> list[Target]:
-    if not usable(part):
-        return unavailable("training", part, TRAINING_TARGETS)
-    assert part is not None
-    f = part["figures"]
+@judging("training", TRAINING_TARGETS)
+def training_targets(ctx: Context, f: dict[str, Any]) -> list[Target]:
     speedup, overhead = f["speedup_defaults_vs_naive"], f["ddp_overhead_percent"]
     return [
         row(
@@ -351,11 +353,9 @@ COMPILE_TARGETS = [
 ]
 
 
-def compile_targets(_ctx: Context, part: Part | None) -> list[Target]:
-    if not usable(part):
-        return unavailable("compile", part, COMPILE_TARGETS)
-    assert part is not None
-    cold, warm = part["figures"]["cold"], part["figures"]["warm"]
+@judging("compile", COMPILE_TARGETS)
+def compile_targets(_ctx: Context, f: dict[str, Any]) -> list[Target]:
+    cold, warm = f["cold"], f["warm"]
     cache = warm["cache"]
     hits, misses = cache.get("fxgraph_cache_hit", 0), cache.get("fxgraph_cache_miss", 0)
     counts = (
@@ -384,11 +384,8 @@ RESUME_TARGETS = [
 ]
 
 
-def resume_targets(_ctx: Context, part: Part | None) -> list[Target]:
-    if not usable(part):
-        return unavailable("resume", part, RESUME_TARGETS)
-    assert part is not None
-    f = part["figures"]
+@judging("resume", RESUME_TARGETS)
+def resume_targets(_ctx: Context, f: dict[str, Any]) -> list[Target]:
     deterministic = bool(f["deterministic"])
     tolerance = 0.0 if deterministic else LOSS_RTOL_NONDETERMINISTIC
     mode = "deterministic algorithms on" if deterministic else "deterministic algorithms off"
@@ -438,11 +435,8 @@ CHECKPOINT_TARGETS = [
 ]
 
 
-def checkpoint_targets(ctx: Context, part: Part | None) -> list[Target]:
-    if not usable(part):
-        return unavailable("checkpoint", part, CHECKPOINT_TARGETS)
-    assert part is not None
-    f = part["figures"]
+@judging("checkpoint", CHECKPOINT_TARGETS)
+def checkpoint_targets(ctx: Context, f: dict[str, Any]) -> list[Target]:
     size = f"{f['tensor_bytes'] / 1e9:.2f} GB on {f['device']}"
     medians = f["median_s"]
     return [
