@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Callable
@@ -53,7 +54,8 @@ class Sizes:
     timeouts: dict[str, float] = field(default_factory=dict)
 
 
-COMMON_RESUME = ["--fsdp", "--log-every", "1", "--seed", "7"]
+# Both sizes: FSDP2 with sharded checkpoints, a loss line every step, a fixed seed.
+COMMON_RESUME = "--fsdp --log-every 1 --seed 7"
 GPU_SIZES = Sizes(
     device="cuda",
     model="resnet50",  # the workload: resnet50 at 224 px
@@ -63,27 +65,10 @@ GPU_SIZES = Sizes(
     warmup=10,
     # The example's GPU defaults (bf16, channels_last, compile) on a small workload: 30 steps,
     # a checkpoint every 10; run 2 is killed after the first one.
-    resume_args=[
-        "--device",
-        "cuda",
-        "--model",
-        "resnet18",
-        "--image-size",
-        "64",
-        "--num-classes",
-        "100",
-        "--synthetic-size",
-        "8192",
-        "--batch-size",
-        "64",
-        "--steps",
-        "30",
-        "--warmup-steps",
-        "3",
-        "--checkpoint-every",
-        "10",
-        *COMMON_RESUME,
-    ],
+    resume_args=shlex.split(
+        "--device cuda --model resnet18 --image-size 64 --num-classes 100 --synthetic-size 8192 "
+        f"--batch-size 64 --steps 30 --warmup-steps 3 --checkpoint-every 10 {COMMON_RESUME}"
+    ),
     resume_step_delay=0.5,
     resume_nproc=None,
     checkpoint_mb=1000,
@@ -106,27 +91,10 @@ CPU_SIZES = Sizes(
     image_size=32,
     steps=5,
     warmup=2,
-    resume_args=[
-        "--device",
-        "cpu",
-        "--model",
-        "tiny",
-        "--image-size",
-        "8",
-        "--num-classes",
-        "4",
-        "--synthetic-size",
-        "96",
-        "--batch-size",
-        "4",
-        "--steps",
-        "12",
-        "--warmup-steps",
-        "2",
-        "--checkpoint-every",
-        "4",
-        *COMMON_RESUME,
-    ],
+    resume_args=shlex.split(
+        "--device cpu --model tiny --image-size 8 --num-classes 4 --synthetic-size 96 "
+        f"--batch-size 4 --steps 12 --warmup-steps 2 --checkpoint-every 4 {COMMON_RESUME}"
+    ),
     resume_step_delay=0.6,
     resume_nproc=2,
     checkpoint_mb=20,
