@@ -9,6 +9,7 @@ no GPU. SIGTERM stops it cleanly: the running part's children are killed and the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -99,6 +100,14 @@ def fresh_compile_cache(folder: Path, stamp: str) -> tuple[Path, bool]:
             f"TORCHINDUCTOR_CACHE_DIR={root}: cannot create a folder in it ({exc.strerror})"
         ) from None
     return cache, root is not None
+
+
+def remove_compile_cache(cache: Path, inside_env: bool) -> None:
+    """The folder this run made; and, in the report folder, the then empty folder around it."""
+    shutil.rmtree(cache, ignore_errors=True)
+    if not inside_env:
+        with contextlib.suppress(OSError):  # not empty: something else is in it, keep it
+            cache.parent.rmdir()
 
 
 def run_part(name: str, runner: parts.Runner) -> dict[str, Any]:
@@ -218,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         run_parts(session, runner, wanted)
     finally:
         if not args.keep_cache:
-            shutil.rmtree(cache, ignore_errors=True)
+            remove_compile_cache(cache, inside_env=cache_from_env)
     report = session.write(complete=True)
     print((folder / "report.md").read_text())
     say(f"report: {folder / 'report.md'} and report.json; exit {report['exit_code']}")

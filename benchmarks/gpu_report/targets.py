@@ -253,8 +253,12 @@ def allreduce_targets(allreduce: dict[str, Any] | None) -> list[Target]:
             "verify",
             bandwidth,
             f"algbw {best['algbw_gbps']:.1f} GB/s at {mib(best['bytes'])} (busbw "
-            f"{best['busbw_gbps']:.1f}); at {mib(largest['bytes'])}: algbw "
-            f"{largest['algbw_gbps']:.1f} GB/s",
+            f"{best['busbw_gbps']:.1f})"
+            + (
+                f"; at {mib(largest['bytes'])}: algbw {largest['algbw_gbps']:.1f} GB/s"
+                if largest is not best
+                else ""
+            ),
             bandwidth_goal,
             Verdict.INFO,
             "one GPU: NCCL copies within the GPU, a check of the path, not of a fabric"

@@ -61,7 +61,8 @@ def test_verify_on_a_gpu_meeting_every_target() -> None:
     assert "H100 SXM" in rows["spec peak the table picked"].measured
     assert rows["all-reduce sums"].verdict is Verdict.PASS
     bandwidth = rows["all-reduce bandwidth"]
-    assert bandwidth.verdict is Verdict.INFO and "900.0 GB/s at 512 MiB" in bandwidth.measured
+    assert bandwidth.verdict is Verdict.INFO
+    assert bandwidth.measured == "algbw 900.0 GB/s at 512 MiB (busbw 0.0)"  # best is the largest
 
 
 def test_verify_on_a_gpu_missing_its_targets() -> None:
@@ -289,3 +290,11 @@ def test_the_report_time_is_judged_only_when_every_part_ran() -> None:
 def test_summary_counts_every_verdict() -> None:
     rows = targets.training_targets(GPU, training_part(2.6, 9.0))
     assert targets.summary(rows) == {"PASS": 1, "FAIL": 1, "INFO": 0, "SKIP": 0}
+
+
+def test_all_reduce_bandwidth_names_the_largest_size_when_it_is_not_the_best() -> None:
+    part = verify_part()
+    part["figures"]["allreduce"]["sweep"][1]["algbw_gbps"] = 2.0  # 512 MiB slower than 64 KiB
+    rows = by_name(targets.verify_targets(GPU, part))
+    measured = rows["all-reduce bandwidth"].measured
+    assert measured == "algbw 5.0 GB/s at 64 KiB (busbw 0.0); at 512 MiB: algbw 2.0 GB/s"
