@@ -51,6 +51,14 @@ $(DEVCONTAINER_CLI): tools/package.json tools/package-lock.json
 .PHONY: devcontainer-cli
 devcontainer-cli: $(DEVCONTAINER_CLI) ## install the pinned Dev Containers CLI (needs npm; the container tests do it)
 
+# The GPU report runs natively, no Docker: with the venv's Python where there is one, else the
+# python3 on PATH (on a CUDA machine: `pip install --no-deps -e .` into the Python that has torch).
+REPORT_PYTHON ?= $(if $(wildcard $(PYTHON)),$(PYTHON),python3)
+
+.PHONY: gpu-report
+gpu-report: ## prove a CUDA machine, one JSON + markdown report (ARGS=--cpu, ARGS="--out DIR"; docs/gpu-report.md)
+	PYTHONPATH=scripts$${PYTHONPATH:+:$$PYTHONPATH} $(REPORT_PYTHON) -m benchmarks.gpu_report $(ARGS)
+
 # --- the container ------------------------------------------------------------------------------
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
 # ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs;
