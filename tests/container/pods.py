@@ -124,12 +124,18 @@ class Cluster:
             self.image, command=pod.container.get("args"), detach=True, **kwargs
         )
 
-    def run(self, pods: list[Pod], timeout_s: float) -> list[Finished]:
-        """Start every pod at once, as the operator does, and wait for all of them to end."""
+    def start(self, pods: list[Pod]) -> list[Container]:
+        """Start every pod at once, as the operator does."""
         containers = [self.create(pod) for pod in pods]
+        for container in containers:
+            container.start()
+        return containers
+
+    def finish(
+        self, pods: list[Pod], containers: list[Container], timeout_s: float
+    ) -> list[Finished]:
+        """Wait for every pod to end; their exit codes and logs. The containers are removed."""
         try:
-            for container in containers:
-                container.start()
             deadline = time.monotonic() + timeout_s
             codes = [wait_for(container, deadline) for container in containers]
             return [
@@ -140,6 +146,9 @@ class Cluster:
             for container in containers:
                 container.remove(force=True)
 
+    def run(self, pods: list[Pod], timeout_s: float) -> list[Finished]:
+        return self.finish(pods, self.start(pods), timeout_s)
+
     def run_in_claim(self, claim: str, mount_path: str, command: list[str]) -> str:
         """A one-off command in our image with a PVC mounted (to read what the job wrote)."""
         output = self.client.containers.run(
@@ -149,6 +158,21 @@ class Cluster:
             remove=True,
         )
         return output.decode(errors="replace")
+
+
+def wait_for_log(container: Container, pattern: re.Pattern[str], timeout_s: float) -> str:
+    """Poll the container's logs until `pattern` appears; the logs so far."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        logs = container.logs().decode(errors="replace")
+        if pattern.search(logs):
+            return logs
+        container.reload()
+        if container.status == "exited" or time.monotonic() > deadline:
+            raise AssertionError(
+                f"{pattern.pattern!r} never appeared ({container.status}):\n{logs}"
+            )
+        time.sleep(1.0)
 
 
 def wait_for(container: Container, deadline: float) -> int:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 
 import pytest
 
 from ..deploy.k8s.manifests import DEPLOY_DIR, Document, load
 from ..deploy.k8s.operators import Pod, operator_pods
-from .pods import Finished, cluster
+from .pods import Cluster, Finished, cluster, wait_for_log
 
 pytestmark = [pytest.mark.container, pytest.mark.slow, pytest.mark.timeout(900, func_only=True)]
 
@@ -81,8 +82,6 @@ def test_the_pod_command_trains_on_two_nodes(image: str, manifest: str) -> None:
     for pod in pods:
         pod.container["args"] = [*pod.container["args"], *TINY]  # the last value of a flag wins
     main = next(pod for pod in pods if pod.node_rank == 0)
-    directory = checkpoint_dir(main)
-    claim, mount_path = claim_mount(main, directory)
 
     with cluster(image, pods) as job:
         finished = job.run(pods, RUN_TIMEOUT_S)
@@ -92,11 +91,53 @@ def test_the_pod_command_trains_on_two_nodes(image: str, manifest: str) -> None:
         # Rank 0 reports the group it trained in: every process of both nodes.
         assert f"tiny on {NODES * PROCS_PER_NODE} x cpu (gloo)" in logs, report
         assert f"finished {STEPS} steps" in logs, report
-        inspect = 'exec torchrig ckpt inspect --json "$1/$(cat "$1/latest")"'
-        summary = json.loads(
-            job.run_in_claim(claim, mount_path, ["bash", "-c", inspect, "-", directory])
-        )
+        summary = latest_checkpoint(job, main)
 
     assert summary["step"] == STEPS
     # One RNG state per rank: the checkpoint holds the whole group's.
     assert summary["rng_ranks"] == NODES * PROCS_PER_NODE
+
+
+# Two runs of the job, one of them slowed down on purpose.
+@pytest.mark.timeout(1800, func_only=True)
+def test_a_trainjob_restarted_after_losing_a_node_resumes_from_the_claim(image: str) -> None:
+    """What the runtime's JobSet does when a node's pod dies (backoffLimit 0, then
+    RestartJobSet): every pod is deleted and created again, and the training goes on from the
+    newest checkpoint on the shared claim."""
+    pods = operator_pods(on_cpu(load(DEPLOY_DIR / "trainjob.yaml")))
+    steps, every = 30, 5
+    # Slow enough that the run is still going when a node is lost after step 10.
+    slow = ["--steps", str(steps), "--checkpoint-every", str(every), "--log-every", str(every),
+            "--step-delay", "0.3"]  # fmt: skip
+    for pod in pods:
+        pod.container["args"] = [*pod.container["args"], *TINY, *slow]
+    main, lost = sorted(pods, key=lambda pod: pod.node_rank)
+
+    with cluster(image, pods) as job:
+        main_container, lost_container = job.start([main, lost])
+        # Step 10 logged: the checkpoint of step 5 is on the claim.
+        wait_for_log(main_container, re.compile(r"step\s+10 \|"), RUN_TIMEOUT_S)
+        lost_container.kill()  # the node is gone
+        main_container.stop(timeout=main.spec["terminationGracePeriodSeconds"])  # JobSet's delete
+        interrupted = job.finish([main, lost], [main_container, lost_container], RUN_TIMEOUT_S)
+        assert f"finished {steps} steps" not in interrupted[0].logs, evidence(interrupted)
+
+        finished = job.run(pods, RUN_TIMEOUT_S)  # all pods again: same names, same claim
+        report = evidence(finished)
+        assert [run.exit_code for run in finished] == [0] * NODES, report
+        logs = next(run.logs for run in finished if run.pod is main)
+        resumed = re.search(r"resuming from step (\d+)", logs)
+        assert resumed, report
+        assert int(resumed.group(1)) in range(every, steps, every), report
+        assert f"finished {steps} steps" in logs, report
+        summary = latest_checkpoint(job, main)
+
+    assert (summary["step"], summary["rng_ranks"]) == (steps, NODES * PROCS_PER_NODE)
+
+
+def latest_checkpoint(job: Cluster, pod: Pod) -> dict:
+    """`torchrig ckpt inspect` of the newest checkpoint in the pod's --checkpoint-dir."""
+    directory = checkpoint_dir(pod)
+    claim, mount_path = claim_mount(pod, directory)
+    inspect = 'exec torchrig ckpt inspect --json "$1/$(cat "$1/latest")"'
+    return json.loads(job.run_in_claim(claim, mount_path, ["bash", "-c", inspect, "-", directory]))
