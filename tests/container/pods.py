@@ -180,7 +180,7 @@ def wait_for(container: Container, deadline: float) -> int:
     remaining = max(1.0, deadline - time.monotonic())
     try:
         return int(container.wait(timeout=remaining)["StatusCode"])
-    except requests.exceptions.ConnectionError:  # the SDK's read timeout
+    except requests.exceptions.RequestException:  # how the SDK reports its read timeout
         container.kill()
         return -1
 

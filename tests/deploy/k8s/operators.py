@@ -15,7 +15,8 @@ Sources (Apache-2.0, read, not copied):
   pkg/apis/kubeflow.org/v1/pytorch_types.go and pytorch_defaults.go (names, defaults).
 - Kubernetes: the Job controller gives an Indexed Job's pod i the hostname <job>-<i>, the
   annotation batch.kubernetes.io/job-completion-index=i and JOB_COMPLETION_INDEX=i
-  (pkg/controller/job/indexed_job_utils.go, addCompletionIndexEnvVariable).
+  (pkg/controller/job/job_controller.go, manageJob; indexed_job_utils.go,
+  addCompletionIndexEnvVariable).
 """
 
 from __future__ import annotations
