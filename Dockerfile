@@ -150,6 +150,9 @@ RUN --mount=type=bind,target=/src \
     && rm -rf /tmp/torchrig-src \
     && chown -R 1000:100 /opt/venv/bin/torchrig /opt/venv/lib/python3*/site-packages/torchrig* \
     && chmod 2775 /opt/venv
+# The examples, so that a pod without the workspace mount (Kubernetes, deploy/k8s) runs the same
+# script at the same path. compose mounts ./workspace over /workspace, which shows your copy.
+COPY --chown=1000:1000 workspace/examples/ /workspace/examples/
 WORKDIR /workspace
 EXPOSE 8888 2222
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
