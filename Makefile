@@ -33,13 +33,13 @@ test: $(VENV)/.installed ## run every test this machine can (container tests nee
 
 .PHONY: test-unit
 test-unit: $(VENV)/.installed ## run the fast unit tests only
-	$(PYTHON) -m pytest -m 'not container and not gpu' $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m 'not container and not gpu and not slurm' $(PYTEST_ARGS)
 
 .PHONY: lint
 lint: $(VENV)/.installed ## ruff and shellcheck
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	shellcheck entrypoint/*.sh .ci/run
+	shellcheck entrypoint/*.sh .ci/run deploy/slurm/*.sbatch
 
 # --- the container ------------------------------------------------------------------------------
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
