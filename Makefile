@@ -52,16 +52,21 @@ HOST_PY := PYTHONPATH=scripts python3 -m
 EXEC := $(COMPOSE) exec $$([ -t 0 ] || echo -T) -u dev workstation
 UV ?= $(firstword $(wildcard $(VENV)/bin/uv) uv)
 
+# Checks the build's inputs, then passes torch's version from the lock as PYTORCH_VERSION (the
+# image sets it for enroot's PyTorch hook; see torchrig/container/buildcheck.py). `up` builds a
+# missing image, so it passes it too.
+BUILD_ARGS := version="$$($(HOST_PY) torchrig.container.buildcheck --print-torch-version)"; \
+	export PYTORCH_VERSION="$$version";
+
 .PHONY: build
 build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUILD_TARGET=devel)
-	$(HOST_PY) torchrig.container.buildcheck
-	DOCKER_BUILDKIT=1 $(COMPOSE) build
+	$(BUILD_ARGS) DOCKER_BUILDKIT=1 $(COMPOSE) build
 
 .PHONY: up
 up: ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
 	$(HOST_PY) torchrig.container.dotenv
 	$(COMPOSE) config --format json | $(HOST_PY) torchrig.container.host_dirs
-	$(COMPOSE) up -d
+	$(BUILD_ARGS) $(COMPOSE) up -d
 	@echo "Jupyter: make jupyter-url | SSH: make ssh | logs: make logs"
 
 .PHONY: down
