@@ -51,6 +51,10 @@ BAD_INPUT = {
         "train.sbatch: apptainer-not-installed: not on PATH",
     ),
     # `true` stands in for an installed apptainer, so the image is what is missing.
+    "apptainer image not named": (
+        {"TORCHRIG_RUNTIME": "apptainer", "APPTAINER": "true", "TORCHRIG_CONTAINER": ""},
+        "train.sbatch: TORCHRIG_CONTAINER is not set: name the image's .sif file",
+    ),
     "apptainer image missing": (
         {"TORCHRIG_RUNTIME": "apptainer", "APPTAINER": "true",
          "TORCHRIG_CONTAINER": "/nonexistent/torchrig.sif"},
