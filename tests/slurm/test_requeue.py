@@ -19,14 +19,16 @@ from .jobs import JOB_TIMEOUT_S, Run, read_runs, submit_training, tail, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
-STEPS = 30
+STEPS = 40
+EVERY = 3
 # Slow enough that the interruption lands mid-run on any machine, however loaded.
 SLOW = ("--steps", str(STEPS), "--step-delay", "0.25")
+PERIODIC = ("--checkpoint-every", str(EVERY), "--keep", "20")
 TORCHRUN_GOT_SIGTERM = re.compile(r"Received (15|SIGTERM) death signal")
 
 
 def newest_checkpoint(checkpoint_dir: Path) -> int:
-    from torchrig.checkpoint import CheckpointManager
+    from torchrig.checkpoint import CheckpointManager  # imports torch: only after the run
 
     steps = [info.step for info in CheckpointManager(checkpoint_dir).list() if info.ok]
     return max(steps, default=0)
@@ -39,6 +41,12 @@ def preempt(cluster: SlurmCluster, work: Path) -> int:
         f"--output={work / 'preemptor.out'}", "--wrap", "true",
     )  # fmt: skip
     return int(result.stdout.strip())
+
+
+def periodic_checkpoint_before(run: Run) -> int:
+    """The newest periodic checkpoint the run had surely written: step k's is saved before step
+    k + 1 starts, so the last step it logged, less one, down to a multiple of EVERY."""
+    return (max(run.steps_logged) - 1) // EVERY * EVERY
 
 
 def logged_at_least(step: int):
@@ -66,12 +74,8 @@ def assert_resumed_and_finished(
 def test_preempted_job_is_requeued_and_resumes_from_the_newest_checkpoint(
     cluster: SlurmCluster, tmp_path: Path
 ) -> None:
-    job_id, output, checkpoints = submit_training(
-        cluster, tmp_path, *SLOW, "--checkpoint-every", "3", "--keep", "20"
-    )
-    wait_for_output(cluster, job_id, output, logged_at_least(4), "step 4")
-    seen = newest_checkpoint(checkpoints)
-    assert seen >= 3
+    job_id, output, checkpoints = submit_training(cluster, tmp_path, *SLOW, *PERIODIC)
+    wait_for_output(cluster, job_id, output, logged_at_least(EVERY + 1), "a checkpoint")
     preemptor = preempt(cluster, tmp_path)
 
     job = cluster.wait_until_done(job_id, JOB_TIMEOUT_S)
@@ -80,18 +84,15 @@ def test_preempted_job_is_requeued_and_resumes_from_the_newest_checkpoint(
     assert cluster.job(preemptor).state == "COMPLETED"
     runs = read_runs(output, job_id)
     assert "DUE TO PREEMPTION" in runs[0].text, tail(output)
-    assert_resumed_and_finished(runs, seen, output)
+    assert_resumed_and_finished(runs, periodic_checkpoint_before(runs[0]), output)
     assert newest_checkpoint(checkpoints) == STEPS
 
 
 def test_time_limit_notice_requeues_the_job_and_it_resumes(
     cluster: SlurmCluster, tmp_path: Path
 ) -> None:
-    job_id, output, checkpoints = submit_training(
-        cluster, tmp_path, *SLOW, "--checkpoint-every", "3", "--keep", "20"
-    )
-    wait_for_output(cluster, job_id, output, logged_at_least(4), "step 4")
-    seen = newest_checkpoint(checkpoints)
+    job_id, output, checkpoints = submit_training(cluster, tmp_path, *SLOW, *PERIODIC)
+    wait_for_output(cluster, job_id, output, logged_at_least(EVERY + 1), "a checkpoint")
     # What `#SBATCH --signal=B:USR1@300` does 300 s before the time limit: USR1 to the batch
     # shell only. The template's trap turns it into `scontrol requeue` of its own job.
     cluster.run("scancel", "--batch", "--signal=USR1", str(job_id))
@@ -101,7 +102,8 @@ def test_time_limit_notice_requeues_the_job_and_it_resumes(
     assert (job.state, job.restarts, job.exit_code) == ("COMPLETED", 1, "0:0"), tail(output)
     runs = read_runs(output, job_id)
     assert "DUE TO PREEMPTION" not in runs[0].text
-    assert_resumed_and_finished(runs, seen, output)
+    assert_resumed_and_finished(runs, periodic_checkpoint_before(runs[0]), output)
+    assert newest_checkpoint(checkpoints) == STEPS
 
 
 def test_preempted_training_saves_where_it_was_and_loses_no_step(
@@ -111,7 +113,7 @@ def test_preempted_training_saves_where_it_was_and_loses_no_step(
     every rank, then exit): with no periodic checkpoint before the end, the only way to resume
     mid-run is the checkpoint written when Slurm's SIGTERM arrived."""
     job_id, output, _ = submit_training(cluster, tmp_path, *SLOW, "--checkpoint-every", "1000")
-    wait_for_output(cluster, job_id, output, logged_at_least(4), "step 4")
+    wait_for_output(cluster, job_id, output, logged_at_least(EVERY + 1), "step 4")
     preempt(cluster, tmp_path)
 
     job = cluster.wait_until_done(job_id, JOB_TIMEOUT_S)
