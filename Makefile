@@ -33,13 +33,13 @@ test: $(VENV)/.installed ## run every test this machine can (container tests nee
 
 .PHONY: test-unit
 test-unit: $(VENV)/.installed ## run the fast unit tests only
-	$(PYTHON) -m pytest -m 'not container and not gpu' $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m 'not container and not gpu and not slurm' $(PYTEST_ARGS)
 
 .PHONY: lint
 lint: $(VENV)/.installed ## ruff, shellcheck and actionlint
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	shellcheck entrypoint/*.sh .ci/run
+	shellcheck entrypoint/*.sh .ci/run deploy/slurm/*.sbatch
 	$(VENV)/bin/actionlint .github/workflows/*.yml
 
 # The Dev Containers reference CLI for the container tests, at the version tools/package.json pins.
@@ -73,10 +73,15 @@ HOST_PY := PYTHONPATH=scripts python3 -m
 EXEC := $(COMPOSE) exec $$([ -t 0 ] || echo -T) -u dev workstation
 UV ?= $(firstword $(wildcard $(VENV)/bin/uv) uv)
 
+# Checks the build's inputs, then passes torch's version from the lock as PYTORCH_VERSION (the
+# image sets it for enroot's PyTorch hook; see torchrig/host/buildcheck.py). `up` builds a
+# missing image, so it passes it too.
+BUILD_ARGS := version="$$($(HOST_PY) torchrig.host.buildcheck --print-torch-version)"; \
+	export PYTORCH_VERSION="$$version";
+
 .PHONY: build
 build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUILD_TARGET=devel)
-	$(HOST_PY) torchrig.host.buildcheck
-	DOCKER_BUILDKIT=1 $(COMPOSE) build
+	$(BUILD_ARGS) DOCKER_BUILDKIT=1 $(COMPOSE) build
 
 .PHONY: prepare
 prepare: ## what `up` (and VS Code Dev Containers) does first: .env on the first run, the bind-mounted folders
@@ -85,7 +90,7 @@ prepare: ## what `up` (and VS Code Dev Containers) does first: .env on the first
 
 .PHONY: up
 up: prepare ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
-	$(COMPOSE) up -d
+	$(BUILD_ARGS) $(COMPOSE) up -d
 	@echo "Jupyter: make jupyter-url | SSH: make ssh | logs: make logs"
 
 .PHONY: down
