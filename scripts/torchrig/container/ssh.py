@@ -106,7 +106,7 @@ def validate_key_line(line: str, where: str) -> str:
             raise SetupError(
                 f"{where}: there is text before the key type that is not authorized_keys "
                 "options, so sshd would skip the line and the login would fail: start the line "
-                f"with the key type, or with options such as no-pty or from=\"...\" {NOT_SHOWN}."
+                f'with the key type, or with options such as no-pty or from="..." {NOT_SHOWN}.'
             )
         raise SetupError(
             f"{where} is not an SSH public key: expected '<type> <base64> [comment]' with type "

@@ -43,7 +43,7 @@ def test_authorized_keys_options_before_the_key_are_allowed(options: str) -> Non
 
 
 # sshd skips such a line without a word, so the login would just fail.
-@pytest.mark.parametrize("prefix", ["hello", "my laptop:", 'no-pty junk', 'from="10.0.0.1" x'])
+@pytest.mark.parametrize("prefix", ["hello", "my laptop:", "no-pty junk", 'from="10.0.0.1" x'])
 def test_anything_else_before_the_key_type_is_refused(prefix: str) -> None:
     with pytest.raises(SetupError, match=r"^SSH_PUBLIC_KEY \(line 1\): .*before the key type"):
         ssh.parse_keys(f"{prefix} {fake_key()}", "SSH_PUBLIC_KEY")
