@@ -186,7 +186,7 @@ def export_environment(home: Path, state: Path) -> None:
         ssh.write_private(home / ".ssh" / "environment", ssh.ssh_environment_text(variables))
     except OSError as exc:
         log.warn(f"could not write {home}/.ssh/environment ({exc}): SSH sessions get a bare env")
-    (state / ENVIRONMENT_FILE).write_text(ssh.shell_exports_text(variables), encoding="utf-8")
+    ssh.write_private(state / ENVIRONMENT_FILE, ssh.shell_exports_text(variables))
 
 
 def service_specs(settings: Settings, sshd_ok: bool, state: Path) -> list[ServiceSpec]:
@@ -213,8 +213,10 @@ def jupyter_spec(settings: Settings, state: Path) -> ServiceSpec:
             "Jupyter runs WITHOUT a token (JUPYTER_ALLOW_NO_TOKEN=1): anyone who can reach the "
             "port can run code as dev; keep BIND_ADDR=127.0.0.1"
         )
-    url = jupyter.lab_url(f"127.0.0.1:{jupyter.JUPYTER_PORT}", token.value)
-    log.info(f"Jupyter (token: {token.origin}): {url}  (`make jupyter-url` prints the host URL)")
+    # Never the token itself: log backends keep what a container prints.
+    log.info(
+        f"Jupyter (token: {token.origin}, kept out of the logs): `make jupyter-url` prints its URL"
+    )
     return ServiceSpec("jupyter", argv, jupyter.jupyter_environment(dict(os.environ), token))
 
 

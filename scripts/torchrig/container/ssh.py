@@ -90,6 +90,13 @@ NOT_EXPORTED = frozenset(
     }
 )
 
+# Credentials the user passed (HF_TOKEN, WANDB_API_KEY, ...) stay in the processes that were
+# given them (Jupyter, `docker exec`) and out of the files written for SSH sessions.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|_KEY$", re.IGNORECASE)
+# What `export NAME=...` accepts in every POSIX shell (str.isidentifier() also takes non-ASCII
+# letters, and one such name stops a login shell's profile).
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 
 def split_key_text(text: str) -> list[str]:
     """Keys come one per line; a literal '\\n' (easy to put in .env) also separates keys."""
@@ -224,7 +231,10 @@ def exported_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {
         name: value
         for name, value in sorted(environ.items())
-        if name not in NOT_EXPORTED and "\n" not in value and name.isidentifier()
+        if name not in NOT_EXPORTED
+        and SHELL_NAME.fullmatch(name)
+        and not SECRET_NAME.search(name)
+        and "\n" not in value
     }
 
 

@@ -7,6 +7,7 @@ import pytest
 from torchrig.container import entrypoint
 from torchrig.container.log import SetupError
 from torchrig.container.settings import read_settings
+from torchrig.container.state import ENVIRONMENT_FILE, TOKEN_FILE
 
 
 def test_unwritable_workspace_is_a_clear_error(
@@ -81,13 +82,29 @@ def test_jupyter_opt_out_passes_an_empty_token_and_warns(
     assert "warning: Jupyter runs WITHOUT a token" in capsys.readouterr().err
 
 
-def test_jupyter_url_is_logged_with_its_token(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("given", ["tok1234567890", None])
+def test_the_jupyter_token_stays_out_of_the_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str | None
 ) -> None:
-    settings = read_settings({"JUPYTER_TOKEN": "tok123", "SERVICES": "jupyter,sshd"})
-    specs = entrypoint.service_specs(settings, sshd_ok=True, state=tmp_path)
+    # Log backends (journald, a log shipper) keep what the container prints.
+    environ = {"SERVICES": "jupyter,sshd", **({"JUPYTER_TOKEN": given} if given else {})}
+    specs = entrypoint.service_specs(read_settings(environ), sshd_ok=True, state=tmp_path)
     assert [spec.name for spec in specs] == ["jupyter", "sshd"]
-    assert "http://127.0.0.1:8888/lab?token=tok123" in capsys.readouterr().err
+    token = (tmp_path / TOKEN_FILE).read_text().strip()
+    assert len(token) >= 12
+    err = capsys.readouterr().err
+    assert token[:6] not in err
+    assert "make jupyter-url" in err
+
+
+def test_the_exported_environment_is_private_to_dev(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORCHRIG_TEST_VARIABLE", "x")
+    entrypoint.export_environment(tmp_path / "home", tmp_path)
+    for path in (tmp_path / ENVIRONMENT_FILE, tmp_path / "home" / ".ssh" / "environment"):
+        assert "TORCHRIG_TEST_VARIABLE=" in path.read_text()
+        assert path.stat().st_mode & 0o777 == 0o600, path
 
 
 def test_bad_settings_exit_1_with_an_error_line(

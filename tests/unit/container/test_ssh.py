@@ -143,3 +143,32 @@ def test_shell_exports_survive_spaces_and_quotes() -> None:
 
 def test_ssh_environment_is_literal_name_value_lines() -> None:
     assert ssh.ssh_environment_text({"A": "x y", "B": "1"}) == "A=x y\nB=1\n"
+
+
+def test_exported_environment_leaves_out_secret_looking_names() -> None:
+    env = {
+        "HF_TOKEN": "hf_x",
+        "GITHUB_TOKEN_FILE_PATH": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "client_secret": "x",
+        "WANDB_API_KEY": "x",
+        "DB_PASSWORD": "x",
+        "KEYBOARD_LAYOUT": "us",  # KEY, but not *_KEY
+        "NCCL_DEBUG": "INFO",
+    }
+    assert ssh.exported_environment(env) == {"KEYBOARD_LAYOUT": "us", "NCCL_DEBUG": "INFO"}
+
+
+def test_exported_environment_takes_only_names_a_posix_shell_accepts() -> None:
+    # Non-ASCII letters pass str.isidentifier(), but `export` in sh refuses them and the whole
+    # login shell's profile stops there.
+    env = {"\u00c9T\u00c9": "x", "\u0394": "x", "_OK1": "y", "1BAD": "z"}
+    exported = ssh.exported_environment(env)
+    assert exported == {"_OK1": "y"}
+    out = subprocess.run(
+        ["sh", "-c", ssh.shell_exports_text(exported) + 'echo "$_OK1"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout == "y\n"
