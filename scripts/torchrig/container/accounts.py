@@ -139,32 +139,38 @@ def apply_remap(uid: int | None, gid: int | None, etc: Path = Path("/etc")) -> b
 
 
 def chown_tree(root: Path, uid: int, gid: int) -> None:
-    """chown a small tree (home, state dir), never descending into mount points (volumes)."""
+    """chown a small tree (home, state dir) as root, never through a symlink and never into a
+    mount point (volumes). os.fwalk holds each directory open and changes entries by name inside
+    it, so a directory swapped for a symlink mid-walk is neither followed nor changed through."""
     os.chown(root, uid, gid, follow_symlinks=False)
-    for directory, dirnames, filenames in os.walk(root):
+    for _, dirnames, filenames, dirfd in os.fwalk(root, follow_symlinks=False):
+        here = os.fstat(dirfd).st_dev
+        for name in [*dirnames, *filenames]:
+            os.chown(name, uid, gid, dir_fd=dirfd, follow_symlinks=False)
         for name in list(dirnames):
-            path = Path(directory, name)
-            os.chown(path, uid, gid, follow_symlinks=False)
-            if os.path.ismount(path):
+            if os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_dev != here:
                 dirnames.remove(name)  # a volume: its top is ours, its content is not ours to walk
-        for name in filenames:
-            os.chown(Path(directory, name), uid, gid, follow_symlinks=False)
 
 
 def claim_if_fresh_mount(path: Path, uid: int, gid: int) -> bool:
-    """Docker creates a missing bind-mount source as an empty root-owned dir: hand it to dev."""
+    """Docker creates a missing bind-mount source as an empty root-owned dir: hand it to dev.
+
+    Opened without following a symlink (dev owns /home/dev and could plant one at ~/.cache
+    pointing at an empty dir of root's) and changed through that descriptor, so the directory
+    that was checked is the one that changes."""
     try:
-        stat = path.stat()
-        empty = not any(path.iterdir())
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return False
-    if stat.st_uid == 0 and empty and (stat.st_uid, stat.st_gid) != (uid, gid):
-        try:
-            os.chown(path, uid, gid)
-        except OSError:
-            return False  # a read-only mount: the writability check reports it
-        return True
-    return False
+    try:
+        if os.fstat(fd).st_uid != 0 or os.listdir(fd):
+            return False
+        os.fchown(fd, uid, gid)
+    except OSError:
+        return False  # a read-only mount: the writability check reports it
+    finally:
+        os.close(fd)
+    return True
 
 
 @dataclass(frozen=True)

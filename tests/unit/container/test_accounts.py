@@ -117,3 +117,30 @@ def test_chown_tree_as_root(tmp_path: Path) -> None:
     (tmp_path / "full" / "x").write_text("x")
     assert not accounts.claim_if_fresh_mount(tmp_path / "full", 4321, 4321)
 
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_fresh_mount_claim_never_follows_a_symlink(tmp_path: Path) -> None:
+    # dev owns /home/dev: a symlink planted at ~/.cache must not hand root's dir to dev.
+    target = tmp_path / "roots-empty-dir"
+    target.mkdir()
+    os.chown(target, 0, 0)
+    link = tmp_path / "cache"
+    link.symlink_to(target)
+    assert not accounts.claim_if_fresh_mount(link, 4321, 4321)
+    assert target.stat().st_uid == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_chown_tree_changes_links_not_what_they_point_to(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("x")
+    home = tmp_path / "home"
+    (home / "sub").mkdir(parents=True)
+    (home / "sub" / "to-dir").symlink_to(outside)
+    (home / "to-file").symlink_to(outside / "secret")
+    accounts.chown_tree(home, 4321, 4322)
+    assert os.lstat(home / "sub" / "to-dir").st_uid == 4321
+    assert os.lstat(home / "to-file").st_uid == 4321
+    for path in (outside, outside / "secret"):
+        assert path.stat().st_uid == 0, path
