@@ -58,11 +58,10 @@ build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUI
 	DOCKER_BUILDKIT=1 $(COMPOSE) build
 
 .PHONY: up
-up: ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
+up: ## start the workstation, wait until ready, print how to connect (first run writes .env); CPU=1 without GPUs
 	$(HOST_PY) torchrig.host.dotenv
 	$(COMPOSE) config --format json | $(HOST_PY) torchrig.host.bind_mounts
-	$(COMPOSE) up -d
-	@echo "Jupyter: make jupyter-url | SSH: make ssh | logs: make logs"
+	$(HOST_PY) torchrig.host.up -- $(COMPOSE)
 
 .PHONY: down
 down: ## stop and remove the container (volumes with host keys and caches are kept)
@@ -83,7 +82,7 @@ ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
 
 .PHONY: jupyter-url
 jupyter-url: ## print JupyterLab's URL with its token
-	$(EXEC) python -m torchrig.container.jupyter_url \
+	$(EXEC) python -I -m torchrig.container.jupyter_url \
 		--published "$$($(COMPOSE) port workstation 8888)"
 
 .PHONY: verify-gpus
