@@ -19,11 +19,13 @@ from pathlib import Path
 
 from torchrig.container import accounts, banner, jupyter, log, ssh
 from torchrig.container.log import SetupError
-from torchrig.container.settings import Settings, read_settings
+from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings
 from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, state_dir
 from torchrig.container.supervisor import ServiceSpec, Supervisor
 
 HOME = Path("/home/dev")
+# What root's steps resolve commands in: the container's PATH starts with dev's venv.
+ROOT_PATH = SYSTEM_PATH
 VENV = Path("/opt/venv")
 SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
 # Mount point -> the compose variable that chooses its host side (for error messages).
@@ -45,11 +47,18 @@ def start(command: list[str]) -> int:
     settings = read_settings(os.environ)
     keys_file = settings.ssh_authorized_keys_file
     if os.geteuid() == 0:
+        os.environ["PATH"] = ROOT_PATH
         who = prepare_as_root(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)  # file may be root-only
         accounts.drop_privileges(who)
         home = Path(who.home)
-        os.environ.update(HOME=who.home, USER=accounts.USER, LOGNAME=accounts.USER, SHELL=who.shell)
+        os.environ.update(
+            PATH=settings.path,
+            HOME=who.home,
+            USER=accounts.USER,
+            LOGNAME=accounts.USER,
+            SHELL=who.shell,
+        )
     else:
         note_unprivileged(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)

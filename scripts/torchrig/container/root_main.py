@@ -11,6 +11,7 @@ runs: root imports the standard library and that copy, nothing dev can write. Th
 
 from __future__ import annotations
 
+import os
 import sys
 
 USAGE = "usage: python3 -I -S /usr/lib/torchrig entrypoint [command...] | healthcheck"
@@ -24,7 +25,9 @@ def main(argv: list[str]) -> int:
         return entrypoint.main(args)
     if command == "healthcheck" and not args:
         from torchrig.container import healthcheck
+        from torchrig.container.settings import SYSTEM_PATH
 
+        os.environ["PATH"] = SYSTEM_PATH  # Docker gives it the image's PATH, dev's venv first
         return healthcheck.main()
     print(USAGE, file=sys.stderr)
     return 2

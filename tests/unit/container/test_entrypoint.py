@@ -4,7 +4,7 @@ import os
 from pathlib import Path
 
 import pytest
-from torchrig.container import entrypoint
+from torchrig.container import accounts, entrypoint
 from torchrig.container.log import SetupError
 from torchrig.container.settings import read_settings
 from torchrig.container.state import ENVIRONMENT_FILE, TOKEN_FILE
@@ -133,3 +133,35 @@ def test_start_up_modules_import_only_the_standard_library() -> None:
         [sys.executable, "-c", program], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_root_steps_resolve_commands_in_system_directories_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The image's PATH starts with the venv, which dev can write: `nvidia-smi` or anything else
+    # root ran by name could be dev's. dev gets the container's PATH back after the drop.
+    container_path = "/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"
+    for name, value in {"PATH": container_path, "HOME": "/root", "USER": "root"}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("LOGNAME", "SHELL"):
+        monkeypatch.setenv(name, "x")
+    seen: dict[str, str] = {}
+    dev = accounts.Identity(4242, 4343, (), str(tmp_path / "home"), "/bin/bash")
+
+    def prepare_as_root(settings: object) -> accounts.Identity:
+        seen["root"] = os.environ["PATH"]
+        return dev
+
+    def run_command(command: list[str]) -> int:
+        seen["dev"] = os.environ["PATH"]
+        return 0
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(entrypoint, "prepare_as_root", prepare_as_root)
+    monkeypatch.setattr(entrypoint.accounts, "drop_privileges", lambda who: None)
+    monkeypatch.setattr(entrypoint, "show_banner", lambda settings: None)
+    monkeypatch.setattr(entrypoint, "state_dir", lambda: tmp_path)
+    monkeypatch.setattr(entrypoint, "run_command", run_command)
+    assert entrypoint.start(["true"]) == 0
+    assert seen == {"root": entrypoint.ROOT_PATH, "dev": container_path}
+    assert "/opt/venv" not in entrypoint.ROOT_PATH
