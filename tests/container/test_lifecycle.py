@@ -187,4 +187,4 @@ def test_a_service_that_cannot_start_stops_the_container_with_its_error(
     )
     errors = [line for line in stack.logs().splitlines() if "error: jupyter cannot start" in line]
     assert errors, stack.logs()
-    assert "exited 5 times in a row within 10 s of starting" in errors[0]
+    assert "exited 3 times in a row within 60 s of starting" in errors[0]

@@ -95,7 +95,7 @@ def test_make_up_with_a_bad_setting_fails_with_the_container_s_error(
     result = make_up(stack)
     output = ANSI_CONTROL.sub("", result.stdout + result.stderr)
     assert result.returncode != 0, output
-    assert re.search(r"^\[torchrig\] error: SSH_PUBLIC_KEY \(line 1\): ", output, re.M), output
+    assert re.search(r"^ *\[torchrig\] error: SSH_PUBLIC_KEY \(line 1\): ", output, re.M), output
     assert "/lab?token=" not in output
     # Stopped for good, not restarting in a loop behind the user's back.
     container = stack.container()

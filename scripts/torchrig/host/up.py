@@ -26,7 +26,9 @@ PORTS = {"jupyter": 8888, "ssh": 2222}
 # Generous: a healthy start takes seconds, and a failing one is reported as soon as compose sees
 # it (the healthcheck's start period is 60 s, and the supervisor gives up on a crash loop sooner).
 WAIT_TIMEOUT_S = 300
-ERROR_MARK = "[torchrig] error:"
+PREFIX = "[torchrig] "
+ERROR_MARK = f"{PREFIX}error:"
+STARTED_MARKS = (f"{PREFIX}started ", f"{PREFIX}restarting ")
 MAX_LINES = 20
 ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # Asked inside the container, as dev: the URL (with the token, which only the container knows)
@@ -54,7 +56,6 @@ class Compose:
 class ContainerState:
     status: str  # created, running, restarting, exited, dead
     health: str  # starting, healthy, unhealthy, or '' without a healthcheck
-    exit_code: int
     restarts: int
 
     @property
@@ -68,7 +69,6 @@ def container_state(inspected: dict) -> ContainerState:
     return ContainerState(
         status=str(state.get("Status", "")),
         health=str((state.get("Health") or {}).get("Status", "")),
-        exit_code=int(state.get("ExitCode") or 0),
         restarts=int(inspected.get("RestartCount") or 0),
     )
 
@@ -85,18 +85,29 @@ def read_state(compose: Compose) -> ContainerState | None:
 
 def error_lines(logs: str, limit: int = MAX_LINES) -> list[str]:
     """The container's `[torchrig] error:` lines, each once (a restarted container repeats
-    them), oldest first; its last lines instead when it printed none."""
+    them), oldest first, then what the failing service itself printed last; the log's last lines
+    instead when it has no error line."""
     lines = [ANSI_CONTROL.sub("", line).rstrip() for line in logs.splitlines()]
-    errors = [line[line.index(ERROR_MARK) :] for line in lines if ERROR_MARK in line]
-    chosen = list(dict.fromkeys(errors)) if errors else [line for line in lines if line.strip()]
-    return chosen[-limit:]
+    marked = [i for i, line in enumerate(lines) if ERROR_MARK in line]
+    if not marked:
+        return [line for line in lines if line.strip()][-limit:]
+    errors = list(dict.fromkeys(lines[i][lines[i].index(ERROR_MARK) :] for i in marked))
+    return errors[-limit:] + last_words(lines[: marked[-1]])[-limit:]
+
+
+def last_words(lines: list[str]) -> list[str]:
+    """What a service printed between its last start and the last error: why it died."""
+    started = max(
+        (i for i, line in enumerate(lines) if line.startswith(STARTED_MARKS)), default=len(lines)
+    )
+    return [line for line in lines[started + 1 :] if line.strip() and not line.startswith(PREFIX)]
 
 
 def failure_report(state: ContainerState, timeout_s: int) -> tuple[str, str]:
     """(what happened, what to do) for a start that did not become ready."""
     if state.failed_to_start:
         return (
-            f"the workstation did not start (its container exited with {state.exit_code}):",
+            "the workstation did not start:",
             "Stopped it, so it does not restart into the same error: fix the above, then "
             "`make up` again (`make logs` has the whole log).",
         )

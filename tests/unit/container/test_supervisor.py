@@ -124,7 +124,7 @@ def test_a_service_that_cannot_start_stops_the_supervisor_with_its_error(tmp_pat
     assert (tmp_path / "starts").read_text().count("start") == 3
     errors = [line for line in stderr.splitlines() if line.startswith("[torchrig] error: broken")]
     assert errors[-1].startswith(
-        "[torchrig] error: broken cannot start: it exited 3 times in a row within 10 s of "
+        "[torchrig] error: broken cannot start: it exited 3 times in a row within 60 s of "
         "starting (last: code 3); stopping the container"
     ), stderr
     assert "stopping broken, steady" in stderr

@@ -26,6 +26,28 @@ def test_error_lines_are_the_containers_own_once_each_without_terminal_codes() -
     ]
 
 
+def test_a_crash_loop_shows_what_the_service_itself_said_last() -> None:
+    logs = (
+        "[torchrig] started jupyter\n"
+        "[torchrig] started sshd\n"
+        "Server listening on 0.0.0.0 port 2222.\n"
+        "old words\n"
+        "[torchrig] error: jupyter exited with code 1 after 0.7 s; restarting in 1 s\n"
+        "[torchrig] restarting jupyter (restart #1)\n"
+        "[torchrig] started jupyter\n"
+        "Traceback (most recent call last):\n"
+        "SystemExit: broken config\n"
+        "[torchrig] error: jupyter cannot start: it exited 2 times in a row\n"
+        "[torchrig] gave up: stopping jupyter, sshd\n"
+    )
+    assert up.error_lines(logs) == [
+        "[torchrig] error: jupyter exited with code 1 after 0.7 s; restarting in 1 s",
+        "[torchrig] error: jupyter cannot start: it exited 2 times in a row",
+        "Traceback (most recent call last):",
+        "SystemExit: broken config",
+    ]
+
+
 def test_without_error_lines_the_last_lines_are_shown() -> None:
     logs = "".join(f"line {n}\n" for n in range(50)) + "Traceback (most recent call last):\n\n"
     shown = up.error_lines(logs, limit=3)
@@ -103,7 +125,7 @@ def test_a_failed_start_prints_the_errors_and_stops_the_container(
     assert run_main(monkeypatch, compose) == 1
     err = capsys.readouterr().err
     assert err.count(SETTING_ERROR) == 1
-    assert "error: the workstation did not start (its container exited with 1):" in err
+    assert "error: the workstation did not start:" in err
     assert ("stop", "workstation") in compose.calls
 
 
