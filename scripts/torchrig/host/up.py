@@ -4,7 +4,8 @@
 
 `docker compose up -d --wait` waits for the healthcheck. Ready: prints the Jupyter URL with its
 token and the ssh command, for the ports compose published. Not ready: prints the container's own
-`[torchrig] error:` lines (or its last lines when it printed none) and exits non-zero. A container
+`[torchrig] error:` lines and what the failing service printed last (or the log's last lines)
+and exits non-zero. A container
 that exited, or that Docker is restarting in a loop, is also stopped: compose's `restart:
 unless-stopped` restarts anything that exits, which is right for a crash after hours of work and
 wrong for a bad setting, which would only fail again. A stopped container stays stopped until the
