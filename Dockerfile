@@ -163,14 +163,25 @@ RUN --mount=type=bind,target=/src \
     && rm -rf /tmp/torchrig-src \
     && chown -R 1000:100 /opt/venv/bin/torchrig /opt/venv/lib/python3*/site-packages/torchrig* \
     && chmod 2775 /opt/venv
+# Root's own copy of torchrig, for what root runs (the start's root steps, the healthcheck): the
+# venv is dev's, so root runs this copy with the system Python in isolated mode and without
+# site-packages (scripts/torchrig/container/root_main.py). Owned and writable by root alone.
+RUN --mount=type=bind,target=/src \
+    install -d -m 755 /usr/lib/torchrig \
+    && cp -r /src/scripts/torchrig /usr/lib/torchrig/torchrig \
+    && cp /usr/lib/torchrig/torchrig/container/root_main.py /usr/lib/torchrig/__main__.py \
+    && chown -R root:root /usr/lib/torchrig \
+    && chmod -R u=rwX,go=rX /usr/lib/torchrig \
+    && /usr/bin/python3 -I -S -m compileall -q /usr/lib/torchrig
 # The examples, so that a pod without the workspace mount (Kubernetes, deploy/k8s) runs the same
 # script at the same path. compose mounts ./workspace over /workspace, which shows your copy.
 COPY --chown=1000:1000 workspace/examples/ /workspace/examples/
 WORKDIR /workspace
 EXPOSE 8888 2222
+# Docker runs these as root: absolute paths only (the image's PATH starts with dev's venv).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["/opt/venv/bin/python", "-m", "torchrig.container.healthcheck"]
-ENTRYPOINT ["tini", "-g", "--", "/usr/local/bin/torchrig-entrypoint"]
+    CMD ["/usr/bin/python3", "-I", "-S", "/usr/lib/torchrig", "healthcheck"]
+ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/bin/torchrig-entrypoint"]
 
 # --- devel: adds nvcc + CUDA headers for torch's CUDA (from NVIDIA's apt repository) ---------
 FROM workstation AS devel

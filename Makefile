@@ -89,9 +89,8 @@ prepare: ## what `up` (and VS Code Dev Containers) does first: .env on the first
 	$(COMPOSE) config --format json | $(HOST_PY) torchrig.host.bind_mounts
 
 .PHONY: up
-up: prepare ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
-	$(BUILD_ARGS) $(COMPOSE) up -d
-	@echo "Jupyter: make jupyter-url | SSH: make ssh | logs: make logs"
+up: prepare ## start the workstation, wait until ready, print how to connect (first run writes .env); CPU=1 without GPUs
+	$(BUILD_ARGS) $(HOST_PY) torchrig.host.up -- $(COMPOSE)
 
 .PHONY: down
 down: ## stop and remove the container (volumes with host keys and caches are kept)
@@ -112,7 +111,7 @@ ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
 
 .PHONY: jupyter-url
 jupyter-url: ## print JupyterLab's URL with its token
-	$(EXEC) python -m torchrig.container.jupyter_url \
+	$(EXEC) python -I -m torchrig.container.jupyter_url \
 		--published "$$($(COMPOSE) port workstation 8888)"
 
 .PHONY: verify-gpus

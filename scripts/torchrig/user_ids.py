@@ -6,6 +6,11 @@ dev). Standard library only, with no other torchrig import: both sides import it
 
 from __future__ import annotations
 
+import re
+
+# ASCII digits only: str.isdigit() also accepts '²' (which int() then rejects) and full-width or
+# Arabic-Indic digits (which int() reads), none of which `id -u` ever prints.
+DIGITS = re.compile(r"[0-9]+")
 # The largest id the kernel accepts for a user or group (uid_t is 32 bits; -1 means "unchanged").
 MAX_ID = 2**31 - 1
 
@@ -18,7 +23,7 @@ def parse_id(name: str, value: str | None) -> int | None:
     text = (value or "").strip()
     if not text:
         return None
-    if not text.isdigit() or int(text) > MAX_ID:
+    if not DIGITS.fullmatch(text) or int(text) > MAX_ID:
         raise ValueError(
             f"{name}={value!r} is not a numeric id: set it to the output of "
             f"`id -{'u' if name == 'PUID' else 'g'}` on the host."

@@ -22,3 +22,11 @@ def test_anything_else_names_the_variable_and_the_command_to_fix_it(value: str) 
         parse_id("PUID", value)
     with pytest.raises(ValueError, match=r"`id -g` on the host"):
         parse_id("PGID", value)
+
+
+# str.isdigit() is true for these, and int() even reads the full-width and Arabic-Indic ones;
+# a Unicode digit is never what `id -u` printed.
+@pytest.mark.parametrize("value", ["\u00b2", "\uff11\uff12\uff13\uff14", "\u0663\u0663", "1\u00b2"])
+def test_only_ascii_digits_are_an_id(value: str) -> None:
+    with pytest.raises(ValueError, match=rf"^PUID={value!r} is not a numeric id: .*`id -u`"):
+        parse_id("PUID", value)

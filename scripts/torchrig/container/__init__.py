@@ -4,5 +4,6 @@ nothing slow; never `torchrig.host`, which is the Makefile's side on the user's 
 `entrypoint` (the whole start sequence), `settings` (the one reader of the environment's
 variables), `banner` (versions and checks), `accounts` (UID/GID remap, privilege drop), `ssh`,
 `jupyter`, `supervisor`, `state`, `log`; and for a running container `healthcheck` (Docker's
-HEALTHCHECK) and `jupyter_url` (`make jupyter-url`).
+HEALTHCHECK), `jupyter_url` (`make jupyter-url`) and `endpoints` (what `make up` prints).
+`root_main` is how root runs all this: a root-owned copy, `python3 -I -S`, never the venv.
 """

@@ -20,6 +20,8 @@ TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 # Where a mounted authorized_keys file is read from unless SSH_AUTHORIZED_KEYS_FILE says otherwise.
 AUTHORIZED_KEYS_FILE_DEFAULT = Path("/etc/torchrig/authorized_keys")
+# The system's own directories (Docker's default PATH): all root's commands resolve in these.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Settings:
     ssh_public_keys_text: str
     ssh_authorized_keys_file: Path
     home: Path | None  # HOME as started; None when unset (the entrypoint then uses dev's home)
+    path: str  # PATH as started (the venv first): dev's, never root's
 
 
 def parse_flag(name: str, value: str | None) -> bool:
@@ -108,4 +111,5 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
             or AUTHORIZED_KEYS_FILE_DEFAULT
         ),
         home=parse_absolute_path("HOME", environ.get("HOME")),
+        path=environ.get("PATH") or SYSTEM_PATH,
     )

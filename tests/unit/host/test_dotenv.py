@@ -48,3 +48,11 @@ def test_dotenv_writes_when_absent(tmp_path: Path) -> None:
 def test_dotenv_refuses_values_it_cannot_quote() -> None:
     with pytest.raises(ValueError):
         dotenv.quote("it's")
+
+
+def test_no_dotenv_when_compose_reads_other_env_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPOSE_ENV_FILES", str(tmp_path / "stack.env"))
+    assert dotenv.main(["--path", str(tmp_path / ".env")]) == 0
+    assert not (tmp_path / ".env").exists()
