@@ -9,7 +9,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from torchrig.container import buildcheck
+from torchrig.host import buildcheck
 
 from .conftest import COMPOSE_FILE
 from .stack import REPO_ROOT
