@@ -6,8 +6,8 @@ Each repeat takes the stack down, starts it, and polls the published ports every
 is ready when `/api` answers 200, sshd when it sends its `SSH-` banner. Then it reads the CPU
 time Jupyter's process has used (its start-up work, which load stretches on the wall clock but
 hardly changes) and times `import torch` in the running container. Uses the compose project
-`torchrig-bench` (or `$TORCHRIG_BENCH_PROJECT`), free ports on 127.0.0.1 and temporary bind-mount folders, so it does not touch a
-running workstation.
+`torchrig-bench` (or `$TORCHRIG_BENCH_PROJECT`), free ports on 127.0.0.1 and temporary bind-mount
+folders, so it does not touch a running workstation.
 Set MEMLOCK in the environment where the engine caps it. Needs a built image (`make build`).
 """
 

@@ -11,7 +11,7 @@ from torchrig.container.state import TOKEN_FILE
 
 JUPYTER_PORT = 8888
 ROOT_DIR = "/workspace"
-HOST_CHECK_EXTENSION = "torchrig.container.jupyter_hosts"
+HOST_CHECK_EXTENSION = "torchrig.jupyter_hosts"
 
 
 @dataclass(frozen=True)
