@@ -7,6 +7,7 @@ from torchrig.container.log import SetupError
 from torchrig.container.settings import (
     AUTHORIZED_KEYS_FILE_DEFAULT,
     parse_flag,
+    parse_hostnames,
     parse_id,
     parse_services,
     read_settings,
@@ -62,6 +63,20 @@ def test_empty_token_without_opt_out_means_generate() -> None:
 def test_opt_out_together_with_a_token_is_contradictory() -> None:
     with pytest.raises(SetupError, match="both set"):
         read_settings({"JUPYTER_TOKEN": "abc", "JUPYTER_ALLOW_NO_TOKEN": "1"})
+
+
+def test_jupyter_hostnames_are_split_lowered_and_deduplicated() -> None:
+    assert read_settings({}).jupyter_hostnames == ()
+    value = " gpubox, GPUBox.lan  gpubox 10.0.0.5,"
+    assert parse_hostnames("JUPYTER_HOSTNAMES", value) == ("gpubox", "gpubox.lan", "10.0.0.5")
+
+
+@pytest.mark.parametrize(
+    "value", ["http://gpubox", "gpubox:8888", "*.lan", "gpu_box", "-gpubox", "fe80::1"]
+)
+def test_a_jupyter_hostname_with_scheme_port_or_wildcard_is_refused(value: str) -> None:
+    with pytest.raises(SetupError, match=r"JUPYTER_HOSTNAMES names .* not a host name.*no entry"):
+        read_settings({"JUPYTER_HOSTNAMES": value})
 
 
 def test_the_keys_file_defaults_to_the_documented_mount_point() -> None:
