@@ -21,7 +21,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
+
+from torchrig.launch.remote import STARTED
 
 # BatchMode: fail instead of asking for a password or passphrase nobody will type. The keep-alive
 # notices a host that vanished (a killed container, a pulled cable) in about 15 s.
@@ -35,6 +37,7 @@ SSH_OPTIONS = (
 # `ssh` exits 255 for its own failures (connection refused, lost, key refused) and otherwise with
 # the remote command's status.
 SSH_FAILED = 255
+DEADLINE_EXIT = 124  # as timeout(1)
 LINE_END = re.compile(rb"[\r\n]+")  # tqdm redraws with \r: each redraw is a line of its own
 
 LineHandler = Callable[[str, str, str], None]  # (host, "out" | "err", text)
@@ -54,24 +57,33 @@ def read_lines(stream: IO[bytes], emit: Callable[[str], None]) -> None:
     while chunk := stream.read1(65536):  # type: ignore[attr-defined]
         *complete, pending = LINE_END.split(pending + chunk)
         for line in complete:
-            if line:
+            if line.strip():  # tqdm clears its line with spaces: nothing to show
                 emit(line.decode(errors="replace"))
-    if pending:
+    if pending.strip():
         emit(pending.decode(errors="replace"))
 
 
 @dataclass
 class Session:
-    """One `ssh` process: its output read on two threads, its stdin held open until closed."""
+    """One `ssh` process: its output read on two threads, its stdin held open until closed.
+
+    A quiet session (a host that is being tried again) holds its lines back until the remote
+    wrapper says it started: until then they are `ssh`'s own complaints about a host that is
+    still away, which the job reports once, not every few seconds.
+    """
 
     host: str
     process: subprocess.Popen[bytes]
+    on_line: LineHandler
+    quiet: bool = False
+    on_started: Callable[[str], None] | None = None
+    started: bool = False  # the remote wrapper said so
+    held: list[tuple[str, str]] = field(default_factory=list)
     readers: list[threading.Thread] = field(default_factory=list)
-    rejoining: bool = False
-    spoke: bool = False  # printed at least one line
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def start(cls, host: str, argv: list[str], on_line: LineHandler, **flags: bool) -> Session:
+    def start(cls, host: str, argv: list[str], on_line: LineHandler, **options: Any) -> Session:
         process = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -79,17 +91,30 @@ class Session:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-        session = cls(host, process, **flags)
+        session = cls(host, process, on_line, **options)
         for name, stream in (("out", process.stdout), ("err", process.stderr)):
 
             def emit(text: str, name: str = name) -> None:
-                session.spoke = True
-                on_line(host, name, text)
+                session.receive(name, text)
 
             reader = threading.Thread(target=read_lines, args=(stream, emit), daemon=True)
             reader.start()
             session.readers.append(reader)
         return session
+
+    def receive(self, stream: str, text: str) -> None:
+        with self.lock:
+            if text == STARTED:
+                self.started = True
+                if self.on_started is not None:
+                    self.on_started(self.host)
+                for held in self.held:
+                    self.on_line(self.host, *held)
+                self.held.clear()
+            elif self.quiet and not self.started:
+                self.held.append((stream, text))
+            else:
+                self.on_line(self.host, stream, text)
 
     def poll(self) -> int | None:
         return self.process.poll()
@@ -138,11 +163,16 @@ class Printer:
     """Each host's lines, prefixed with its name; whole lines only, never run together."""
 
     def __init__(
-        self, hosts: Iterable[str], out: IO[str] | None = None, err: IO[str] | None = None
+        self,
+        hosts: Iterable[str],
+        out: IO[str] | None = None,
+        err: IO[str] | None = None,
+        command: str = "torchrig launch",
     ) -> None:
         self.width = max((len(host) for host in hosts), default=0)
         self.out = out or sys.stdout
         self.err = err or sys.stderr
+        self.command = command
         self.lock = threading.Lock()
 
     def __call__(self, host: str, stream: str, text: str) -> None:
@@ -153,7 +183,7 @@ class Printer:
 
     def note(self, text: str) -> None:
         with self.lock:
-            self.err.write(f"torchrig launch: {text}\n")
+            self.err.write(f"{self.command}: {text}\n")
             self.err.flush()
 
 
@@ -230,6 +260,8 @@ class JobPolicy:
     drain_s: float = 60.0
     # How long hosts get to stop their workers when the job is taken down.
     grace_s: float = 45.0
+    # Take everything down after this long (a probe that must not hang); None: no limit.
+    deadline_s: float | None = None
 
 
 class Job:
@@ -243,29 +275,26 @@ class Job:
         self.policy = policy
         self.sessions: dict[str, Session] = {}
         self.lost: dict[str, float] = {}  # host -> when to try it again
+        self.away: dict[str, str] = {}  # host -> why the last try failed, as last reported
         self.finished: set[str] = set()
         self.drain_deadline: float | None = None
 
     def start(self, host: str, rejoining: bool = False) -> None:
-        on_line: LineHandler = self.printer
+        options: dict[str, Any] = {}
         if rejoining:
-            on_line = self.announcing_rejoin()
-        self.sessions[host] = Session.start(host, self.commands[host], on_line, rejoining=rejoining)
+            options = {"quiet": True, "on_started": self.announce_rejoin}
+        self.sessions[host] = Session.start(host, self.commands[host], self.printer, **options)
 
-    def announcing_rejoin(self) -> LineHandler:
-        """The printer, after a note at the first line: the host answers again."""
-        first = threading.Lock()
-
-        def on_line(host: str, stream: str, text: str) -> None:
-            if first.acquire(blocking=False):
-                self.printer.note(f"{host}: answering again, rejoining the job")
-            self.printer(host, stream, text)
-
-        return on_line
+    def announce_rejoin(self, host: str) -> None:
+        self.away.pop(host, None)
+        self.printer.note(f"{host}: answering again, rejoining the job")
 
     def run(self) -> int:
         """0 when every host finished (a lost host may be missing), else the first failure's
-        status: that host's command failed, or an essential host was lost; 130 on Ctrl-C."""
+        status: that host's command failed, or an essential host was lost; 130 on Ctrl-C, 124
+        past the deadline."""
+        limit = self.policy.deadline_s
+        deadline = None if limit is None else time.monotonic() + limit
         try:
             for host in self.commands:
                 self.start(host)
@@ -273,6 +302,10 @@ class Job:
                 code = self.step(time.monotonic())
                 if code is not None:
                     return code
+                if deadline is not None and time.monotonic() > deadline:
+                    self.printer.note(f"not done after {limit:g} s: stopping every host")
+                    take_down(self.sessions.values(), self.policy.grace_s)
+                    return DEADLINE_EXIT
                 time.sleep(0.1)
         except KeyboardInterrupt:
             self.printer.note("interrupted: stopping every host")
@@ -297,11 +330,10 @@ class Job:
             self.finished.add(host)
             return None
         lost = code == SSH_FAILED
-        if session.rejoining and self.policy.rejoin:
+        if session.quiet and self.policy.rejoin:
             # Still unreachable, or it came back too late for this round: the job is not at
             # stake (the hosts that stayed decide it), so try again while it runs.
-            if session.spoke:
-                self.printer.note(f"{host}: rejoining ended (exit {code}); trying again")
+            self.report_failed_rejoin(session, code)
             self.lost[host] = now + self.policy.retry_s
             return None
         if lost and self.policy.rejoin and host not in self.policy.essential:
@@ -315,9 +347,18 @@ class Job:
         self.printer.note(f"{host}: {what}: stopping every host")
         return code
 
+    def report_failed_rejoin(self, session: Session, code: int) -> None:
+        if session.started:
+            self.printer.note(f"{session.host}: rejoining ended (exit {code}); trying again")
+            return
+        reason = session.held[-1][1] if session.held else f"exit {code}"
+        if self.away.get(session.host) != reason:
+            self.away[session.host] = reason
+            self.printer.note(f"{session.host}: still away ({reason}); trying every few seconds")
+
     def progress(self, now: float) -> int | None:
         """Retry lost hosts while the job runs; finish once the job is done."""
-        original = [s for s in self.sessions.values() if not s.rejoining]
+        original = [s for s in self.sessions.values() if not s.quiet]
         job_done = not original and bool(self.finished)
         if not job_done:
             for host, when in list(self.lost.items()):

@@ -27,6 +27,8 @@ from pathlib import Path
 GRACE_S = 35.0
 STOPPED_EXIT = 128 + signal.SIGTERM
 PR_SET_CHILD_SUBREAPER = 36
+# The first line on stdout: the host answered and its command starts (the launcher hides it).
+STARTED = "torchrig.launch.remote: started"
 
 
 def become_subreaper() -> None:
@@ -113,6 +115,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m torchrig.launch.remote -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     become_subreaper()
+    # The launcher holds a retried host's lines back until this: before it, they are ssh's.
+    print(STARTED, flush=True)
     try:
         wrapper = Wrapper(argv)
     except OSError as exc:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from torchrig.launch import fanout
-from torchrig.launch.fanout import Job, JobPolicy, Printer
+from torchrig.launch.fanout import STARTED, Job, JobPolicy, Printer
 
 PYTHON = sys.executable
 # Runs until its stdin ends, as a host's launch does under remote.py.
@@ -44,7 +44,7 @@ def test_the_ssh_command_quotes_every_word_for_the_remote_shell() -> None:
 
 def test_lines_end_at_newlines_and_carriage_returns() -> None:
     lines: list[str] = []
-    fanout.read_lines(io.BytesIO(b"one\n 10%\r 20%\r\ntwo\xff\nlast"), lines.append)
+    fanout.read_lines(io.BytesIO(b"one\n 10%\r 20%\r   \r\ntwo\xff\nlast"), lines.append)
     assert lines == ["one", " 10%", " 20%", "two\ufffd", "last"]
 
 
@@ -70,12 +70,26 @@ def test_losing_the_rendezvous_host_ends_the_job() -> None:
 
 def test_a_lost_host_is_started_again_and_rejoins(tmp_path: Path) -> None:
     flag = tmp_path / "came-back"
-    comes_back = sh(f"if [ -e {flag} ]; then echo rejoined; else touch {flag}; exit 255; fi")
+    comes_back = sh(
+        f"if [ -e {flag} ]; then echo '{STARTED}'; echo rejoined; else touch {flag}; exit 255; fi"
+    )
     code, out, err, _ = run_job({"a": sh("sleep 2; echo done"), "b": comes_back})
     assert code == 0
     assert "b: rejoined" in out and "a: done" in out
+    assert STARTED not in out  # the wrapper's marker is not shown
     assert "b: connection lost; the job goes on without it" in err
     assert "b: answering again, rejoining the job" in err
+
+
+def test_a_host_that_is_still_away_is_reported_once() -> None:
+    away = sh("echo 'ssh: connect to host b port 2222: Connection refused' >&2; exit 255")
+    code, _, err, _ = run_job({"a": sh("sleep 2; echo done"), "b": away})
+    assert code == 0
+    still_away = [line for line in err.splitlines() if "still away" in line]
+    assert still_away == [
+        "torchrig launch: b: still away (ssh: connect to host b port 2222: Connection refused);"
+        " trying every few seconds"
+    ]
 
 
 def test_a_host_that_stays_away_does_not_hold_up_the_end() -> None:
@@ -88,8 +102,8 @@ def test_a_failed_rejoin_is_tried_again_not_fatal(tmp_path: Path) -> None:
     tries = tmp_path / "tries"
     # Lost first, then the rejoin fails twice (too late for the round), then it works.
     flaky = sh(
-        f"echo x >> {tries}; n=$(wc -l < {tries}); "
-        "if [ $n = 1 ]; then exit 255; elif [ $n -lt 4 ]; then echo late; exit 1; fi; echo ok"
+        f"echo x >> {tries}; n=$(wc -l < {tries}); if [ $n = 1 ]; then exit 255; fi; "
+        f"echo '{STARTED}'; if [ $n -lt 4 ]; then echo late; exit 1; fi; echo ok"
     )
     code, out, err, _ = run_job({"a": sh("sleep 2.5; echo done"), "b": flaky})
     assert code == 0
