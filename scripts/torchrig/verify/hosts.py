@@ -172,15 +172,15 @@ def rows(reports: Mapping[str, HostReport]) -> list[tuple[str, str]]:
     return list(found)
 
 
-def cell(host_report: HostReport, section: str, name: str, colour: bool) -> str:
-    if isinstance(host_report, str):
-        return "-"
-    for check in host_report["checks"]:
+def cell(host_report: HostReport, section: str, name: str, width: int, colour: bool) -> str:
+    """The host's verdict on one check, padded to `width` (colour codes take no width)."""
+    found = [] if isinstance(host_report, str) else host_report["checks"]
+    for check in found:
         if (check["section"], check["name"]) == (section, name):
             verdict = Verdict(check["verdict"])
-            text = verdict.value
+            text = verdict.value.ljust(width)
             return f"{report.COLOURS[verdict]}{text}{report.RESET}" if colour else text
-    return "-"
+    return "-".ljust(width)
 
 
 def render_text(
@@ -195,10 +195,7 @@ def render_text(
         if row_section != section:
             section = row_section
             lines.append(section)
-        cells = "".join(
-            cell(reports[host], row_section, name, colour).ljust(width + (9 if colour else 0))
-            for host in hosts
-        )
+        cells = "".join(cell(reports[host], row_section, name, width, colour) for host in hosts)
         lines.append(f"  {name:<{LABEL_WIDTH}}{cells}".rstrip())
     lines += details(reports)
     lines += cross_lines(reports, cross, colour)

@@ -109,3 +109,23 @@ def test_the_json_document() -> None:
     assert document["hosts"] == {"a": A, "b": {"error": "b: gone"}}
     assert document["cross_node"] == json.loads(json.dumps(check_to_dict(cross)))
     assert json.loads(hosts.render_json({"a": A}, None))["cross_node"] is None
+
+
+def test_colour_takes_no_width() -> None:
+    plain = hosts.render_text({"a": A, "bb": B}, None).splitlines()[3]
+    coloured = hosts.render_text({"a": A, "bb": B}, None, colour=True).splitlines()[3]
+    assert "\033[" in coloured
+    for code in ("\033[32m", "\033[33m", "\033[0m"):
+        coloured = coloured.replace(code, "")
+    assert coloured.rstrip() == plain
+
+
+def test_a_malformed_hostfile_is_bad_input(tmp_path, capsys) -> None:
+    from torchrig.cli import main
+
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("a slots=x\n")
+    assert main(["verify", "--hostfile", str(hostfile)]) == 3
+    assert capsys.readouterr().err.strip() == (
+        f"torchrig verify: error: {hostfile}:1: slots='x': expected a whole number >= 1"
+    )
