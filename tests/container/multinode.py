@@ -145,7 +145,7 @@ class Cluster:
         """The private key and ~/.ssh/config, as a person would set up their first machine."""
         node.put(
             {
-                f"{HOME}/.ssh/id_ed25519": (self.keys.private_openssh.encode(), 0o600),
+                f"{HOME}/.ssh/id_ed25519": (self.keys.private_text.encode(), 0o600),
                 f"{HOME}/.ssh/config": (SSH_CONFIG.encode(), 0o600),
             }
         )

@@ -16,7 +16,7 @@ USER = "dev"
 class KeyPair:
     private: paramiko.Ed25519Key
     public_line: str  # "ssh-ed25519 AAAA... comment", what SSH_PUBLIC_KEY takes
-    private_openssh: str  # the private key as OpenSSH's `ssh` reads it from ~/.ssh/id_ed25519
+    private_text: str  # the OpenSSH private key file's text, for the real `ssh -i`
 
 
 def new_key_pair() -> KeyPair:
@@ -32,9 +32,7 @@ def new_key_pair() -> KeyPair:
     )
     private = paramiko.Ed25519Key.from_private_key(io.StringIO(private_text))
     return KeyPair(
-        private=private,
-        public_line=public.decode() + " torchrig-test",
-        private_openssh=private_text,
+        private=private, public_line=public.decode() + " torchrig-test", private_text=private_text
     )
 
 
