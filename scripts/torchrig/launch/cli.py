@@ -85,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--standalone", action="store_true", help="accepted for torchrun habit; the default here"
     )
-    add_host_arguments(parser)
+    hostfile.add_host_arguments(parser)
     torchrun.add_pass_through_arguments(parser, dest="torchrun_flags")
     # Raw, so the flag names are not broken at their dashes.
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -97,21 +97,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("script", nargs="?", help="the training script (or module with -m)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="the script's arguments")
-
-
-def add_host_arguments(parser: argparse.ArgumentParser) -> None:
-    """--hostfile / --hosts / --remote-python: shared with `torchrig verify`."""
-    hosts = parser.add_mutually_exclusive_group()
-    hosts.add_argument(
-        "--hostfile", metavar="FILE",
-        help="run on every host of FILE over SSH ('host [slots=N]' per line; ports and users "
-        "from ~/.ssh/config)",
-    )  # fmt: skip
-    hosts.add_argument("--hosts", metavar="A,B", help="the same, hosts named on the command line")
-    parser.add_argument(
-        "--remote-python", metavar="PATH",
-        help="the Python on the hosts (default: this one's path, as in the same image)",
-    )  # fmt: skip
 
 
 def request_from_args(args: argparse.Namespace) -> plan.LaunchRequest:

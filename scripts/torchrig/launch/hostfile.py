@@ -13,6 +13,7 @@ which is where ports and users per host belong. `slots=N` is that host's process
 
 from __future__ import annotations
 
+import argparse
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,3 +108,18 @@ def hosts_from(hostfile: str | None, host_list: str | None) -> list[Host] | None
     if host_list is not None:
         return parse_host_list(host_list)
     return None
+
+
+def add_host_arguments(parser: argparse.ArgumentParser) -> None:
+    """--hostfile / --hosts / --remote-python: shared with `torchrig verify`."""
+    hosts = parser.add_mutually_exclusive_group()
+    hosts.add_argument(
+        "--hostfile", metavar="FILE",
+        help="run on every host of FILE over SSH ('host [slots=N]' per line; ports and users "
+        "from ~/.ssh/config)",
+    )  # fmt: skip
+    hosts.add_argument("--hosts", metavar="A,B", help="the same, hosts named on the command line")
+    parser.add_argument(
+        "--remote-python", metavar="PATH",
+        help="the Python on the hosts (default: this one's path, as in the same image)",
+    )  # fmt: skip

@@ -11,7 +11,7 @@ import argparse
 import math
 import sys
 
-from torchrig.launch.cli import add_host_arguments
+from torchrig.launch.hostfile import add_host_arguments
 from torchrig.verify.model import EXIT_BAD_INPUT
 
 DEFAULT_TIMEOUT_S = 60.0
