@@ -11,6 +11,7 @@ process on any node; bad input fails with one clear line before anything starts;
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from .multinode import (
     world_sizes,
 )
 from .ssh import KeyPair
-from .stack import wait_until
+from .stack import REPO_ROOT, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(1800)]
 
@@ -202,3 +203,29 @@ def test_verify_shows_every_host_and_a_cross_node_all_reduce(a: Node) -> None:
     assert cross["verdict"] == "PASS", json.dumps(cross, indent=1)
     assert cross["data"]["world"] == 2 and cross["data"]["backend"] == "gloo"
     assert all(entry["correct"] and entry["busbw_gbps"] > 0 for entry in cross["data"]["sweep"])
+
+
+# --- compose's multi-node mode -------------------------------------------------------------------
+
+
+def merged_service(compose_files: list[Path]) -> dict:
+    """The workstation service as `docker compose config` merges the files."""
+    files = [arg for path in compose_files for arg in ("-f", str(path))]
+    result = subprocess.run(
+        ["docker", "compose", "-p", "torchrig-multinode-config", *files, "config", "--format",
+         "json"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["services"]["workstation"]
+
+
+def test_compose_multinode_mode_puts_the_workstation_on_the_hosts_network(
+    cpu_compose_files: list[Path],
+) -> None:
+    single = merged_service(cpu_compose_files)
+    assert single.get("ports") and single.get("hostname"), single  # what the override must undo
+    multi = merged_service([*cpu_compose_files, REPO_ROOT / "deploy/compose/multinode.yml"])
+    assert multi.get("network_mode") == "host"
+    assert not multi.get("ports") and "hostname" not in multi, multi
+    assert {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"} <= set(multi["environment"])
