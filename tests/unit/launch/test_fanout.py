@@ -11,7 +11,6 @@ import os
 import signal
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -19,21 +18,22 @@ from torchrig.launch import fanout
 from torchrig.launch.fanout import STARTED, Job, JobPolicy, Printer
 
 PYTHON = sys.executable
-# Runs until its stdin ends, as a host's launch does under remote.py.
-UNTIL_STOPPED = [PYTHON, "-m", "torchrig.launch.remote", "--", "sleep", "60"]
+# Runs until its stdin ends, as a host's launch does under remote.py. Not stopped, it would
+# outlast the tests' deadline (HANG_GUARD), so a test that ends at all shows it was stopped.
+UNTIL_STOPPED = [PYTHON, "-m", "torchrig.launch.remote", "--", "sleep", "3600"]
+HANG_GUARD = pytest.mark.timeout(300)
 
 
 def sh(script: str) -> list[str]:
     return ["sh", "-c", script]
 
 
-def run_job(commands: dict[str, list[str]], **policy) -> tuple[int, str, str, float]:
+def run_job(commands: dict[str, list[str]], **policy) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     printer = Printer(commands, out, err)
     settings = {"essential": {next(iter(commands))}, "retry_s": 0.1, "grace_s": 20.0, **policy}
-    begin = time.monotonic()
     code = Job(commands, printer, JobPolicy(**settings)).run()
-    return code, out.getvalue(), err.getvalue(), time.monotonic() - begin
+    return code, out.getvalue(), err.getvalue()
 
 
 def test_the_ssh_command_quotes_every_word_for_the_remote_shell() -> None:
@@ -49,21 +49,22 @@ def test_lines_end_at_newlines_and_carriage_returns() -> None:
 
 
 def test_output_is_prefixed_per_host_and_aligned() -> None:
-    code, out, err, _ = run_job({"a": sh("echo hi; echo oops >&2"), "node-2": sh("echo there")})
+    code, out, err = run_job({"a": sh("echo hi; echo oops >&2"), "node-2": sh("echo there")})
     assert code == 0
     assert sorted(out.splitlines()) == ["a     : hi", "node-2: there"]
     assert err.splitlines() == ["a     : oops"]
 
 
+@HANG_GUARD
 def test_a_failing_host_takes_the_others_down() -> None:
-    code, _, err, seconds = run_job({"a": UNTIL_STOPPED, "b": sh("sleep 0.5; exit 3")})
+    code, _, err = run_job({"a": UNTIL_STOPPED, "b": sh("sleep 0.5; exit 3")})
     assert code == 3
     assert "torchrig launch: b: exited 3: stopping every host" in err
-    assert seconds < 15  # a was stopped, not waited for
 
 
+@HANG_GUARD
 def test_losing_the_rendezvous_host_ends_the_job() -> None:
-    code, _, err, _ = run_job({"a": sh("sleep 0.3; exit 255"), "b": UNTIL_STOPPED})
+    code, _, err = run_job({"a": sh("sleep 0.3; exit 255"), "b": UNTIL_STOPPED})
     assert code == 255
     assert "a: connection lost: stopping every host" in err
 
@@ -73,7 +74,7 @@ def test_a_lost_host_is_started_again_and_rejoins(tmp_path: Path) -> None:
     comes_back = sh(
         f"if [ -e {flag} ]; then echo '{STARTED}'; echo rejoined; else touch {flag}; exit 255; fi"
     )
-    code, out, err, _ = run_job({"a": sh("sleep 2; echo done"), "b": comes_back})
+    code, out, err = run_job({"a": sh("sleep 2; echo done"), "b": comes_back})
     assert code == 0
     assert "b: rejoined" in out and "a: done" in out
     assert STARTED not in out  # the wrapper's marker is not shown
@@ -83,7 +84,7 @@ def test_a_lost_host_is_started_again_and_rejoins(tmp_path: Path) -> None:
 
 def test_a_host_that_is_still_away_is_reported_once() -> None:
     away = sh("echo 'ssh: connect to host b port 2222: Connection refused' >&2; exit 255")
-    code, _, err, _ = run_job({"a": sh("sleep 2; echo done"), "b": away})
+    code, _, err = run_job({"a": sh("sleep 2; echo done"), "b": away})
     assert code == 0
     still_away = [line for line in err.splitlines() if "still away" in line]
     assert still_away == [
@@ -92,10 +93,10 @@ def test_a_host_that_is_still_away_is_reported_once() -> None:
     ]
 
 
+@HANG_GUARD
 def test_a_host_that_stays_away_does_not_hold_up_the_end() -> None:
-    code, out, _, seconds = run_job({"a": sh("sleep 1; echo done"), "b": sh("exit 255")})
+    code, out, _ = run_job({"a": sh("sleep 1; echo done"), "b": sh("exit 255")})
     assert code == 0 and "a: done" in out
-    assert seconds < 10
 
 
 def test_a_failed_rejoin_is_tried_again_not_fatal(tmp_path: Path) -> None:
@@ -105,22 +106,22 @@ def test_a_failed_rejoin_is_tried_again_not_fatal(tmp_path: Path) -> None:
         f"echo x >> {tries}; n=$(wc -l < {tries}); if [ $n = 1 ]; then exit 255; fi; "
         f"echo '{STARTED}'; if [ $n -lt 4 ]; then echo late; exit 1; fi; echo ok"
     )
-    code, out, err, _ = run_job({"a": sh("sleep 2.5; echo done"), "b": flaky})
+    code, out, err = run_job({"a": sh("sleep 2.5; echo done"), "b": flaky})
     assert code == 0
     assert "b: rejoining ended (exit 1); trying again" in err
     assert "b: ok" in out
 
 
+@HANG_GUARD
 def test_ctrl_c_stops_every_host() -> None:
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
-        code, _, err, seconds = run_job({"a": UNTIL_STOPPED, "b": UNTIL_STOPPED})
+        code, _, err = run_job({"a": UNTIL_STOPPED, "b": UNTIL_STOPPED})
     finally:
         timer.cancel()
     assert code == 130
     assert "interrupted: stopping every host" in err
-    assert seconds < 15
 
 
 def test_capture_all_holds_a_listener_open_until_the_others_are_done() -> None:
@@ -142,7 +143,5 @@ def test_capture_all_stops_what_runs_past_the_deadline() -> None:
 @pytest.mark.parametrize("grace", [0.5])
 def test_take_down_kills_what_ignores_the_end_of_its_stdin(grace: float) -> None:
     stubborn = fanout.Session.start("a", sh("trap '' TERM; sleep 30"), lambda *line: None)
-    begin = time.monotonic()
     fanout.take_down([stubborn], grace)
-    assert stubborn.poll() is not None
-    assert time.monotonic() - begin < 10
+    assert stubborn.poll() == -signal.SIGKILL  # killed after the grace, not waited for
