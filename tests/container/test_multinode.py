@@ -126,6 +126,27 @@ def test_ctrl_c_on_the_launcher_leaves_no_process_on_any_node(
     assert not leftovers(nodes), leftovers(nodes)
 
 
+def test_one_host_failing_stops_every_host(cluster: Cluster, a: Node) -> None:
+    nodes = [cluster.nodes["a"], cluster.nodes["b"]]
+    # The same file on both (the preflight compares its hash): b's worker fails, a's would run on.
+    script = (
+        "import socket, sys, time\n"
+        "if socket.gethostname() == 'b':\n"
+        "    sys.exit('b fails on purpose')\n"
+        "print('a runs on', flush=True)\n"
+        "time.sleep(3600)\n"
+    )
+    for node in nodes:
+        node.put({"/workspace/fails_on_b.py": (script.encode(), 0o644)})
+    code, output = run_launch(a, "--hostfile", "two", *ONE_PROCESS, "--max-restarts", "0",
+                              "fails_on_b.py")  # fmt: skip
+    assert code not in (0, 124), output[-6000:]  # 124: a's worker was waited for, to the deadline
+    assert any("a runs on" in line for line in host_lines(output, "a")), output[-6000:]
+    assert any(note.startswith("torchrig launch: b: exited") and "stopping every host" in note
+               for note in notes(output)), output[-6000:]  # fmt: skip
+    assert not leftovers(nodes), leftovers(nodes)
+
+
 # --- bad input: one clear line, nothing started -------------------------------------------------
 
 
