@@ -4,8 +4,9 @@ The claims under test: a launch from one node runs the training example on every
 nodes x processes) with the same final weights as one node with the same world size; a node
 killed mid-run leaves the job running on the others (from the shared checkpoint), and the node
 brought back rejoins it (torch's rejoin bug fixed by launch); Ctrl-C on the launcher, or one
-host failing, leaves no process on any node; bad input fails with one clear line before anything starts;
-`torchrig verify --hostfile` shows every host's checks and a cross-node all-reduce.
+host failing, leaves no process on any node; bad input fails with one clear line before anything
+starts; `torchrig verify --hostfile` shows every host's checks and a cross-node all-reduce;
+compose's multi-node mode is host networking.
 """
 
 from __future__ import annotations
