@@ -86,6 +86,29 @@ def test_a_hostfile_launch_equals_one_node_with_the_same_world_size(
     assert equal, detail
 
 
+def test_by_hand_the_same_command_on_each_node_joins_one_job(
+    cluster: Cluster, a: Node, tmp_path: Path
+) -> None:
+    # No hostfile, no SSH: each node runs the command itself, b first (any order works).
+    by_hand = ("--nnodes", "2", "--rdzv-endpoint", "a:29400", "--rdzv-id", "by-hand",
+               *ONE_PROCESS, *training_args("by-hand"))  # fmt: skip
+    jobs = [
+        Background.start(node, tmp_path / f"{name}.log", *by_hand)
+        for name, node in (("b", cluster.nodes["b"]), ("a", a))
+    ]
+    try:
+        codes = [job.finish() for job in jobs]
+    finally:
+        for job in jobs:
+            job.stop()
+    output = "".join(job.output() for job in jobs)
+    assert codes == [0, 0], output[-8000:]
+    assert world_sizes(output) == [2], output[-8000:]
+    for added in ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1", "GLOO_SOCKET_IFNAME=", "--local-addr"):
+        assert added in output, added  # what launch adds to a by-hand multi-node torchrun
+    assert file_exists(a, "/checkpoints/by-hand/final.pt")
+
+
 def test_a_killed_node_leaves_the_job_running_and_rejoins_when_back(
     cluster: Cluster, a: Node, tmp_path: Path
 ) -> None:
