@@ -19,6 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+# Every process below a pid, read from /proc: the one reader, shared with launch's remote end.
+from torchrig.launch.remote import descendants
+
 POLL_S = 0.05
 
 
@@ -129,24 +132,3 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def descendants(root_pid: int) -> list[int]:
-    """Every process below `root_pid`, read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # it ended while we looked
-        # The command name in (...) may hold spaces; the parent pid is the 2nd field after it.
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root_pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found

@@ -67,7 +67,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "data": set(),
     "models": set(),
     "checkpoint": set(),
-    "verify": {"facts", "distributed", "cli"},
+    "verify": {"facts", "distributed", "cli", "launch"},  # --hostfile: launch's SSH fan-out
     "launch": {"facts", "distributed"},
     "status": {"facts", "checkpoint"},
     "jupyter_hosts": set(),

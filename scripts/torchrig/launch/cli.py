@@ -1,9 +1,11 @@
 """The `torchrig launch` command: parse, plan, print the torchrun command line, become it.
 
     torchrig launch [--nproc-per-node N] [--max-restarts N] [--threads N] [--collective-timeout S]
-                    [--dry-run] [torchrun flags...] script.py [script args...]
+                    [--hostfile FILE | --hosts a,b] [--dry-run] [torchrun flags...]
+                    script.py [script args...]
 
 Flags given explicitly win over the defaults; every other torchrun flag passes through unchanged.
+With --hostfile or --hosts the same launch runs on every host over SSH (multihost.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import textwrap
 from collections.abc import Callable
 
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
-from torchrig.launch import plan, torchrun
+from torchrig.launch import hostfile, multihost, plan, preflight, torchrun
 from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, MAX_CPU_PROCESSES, LaunchError
 
 USAGE = "torchrig launch [options] [torchrun flags...] script.py [script args...]"
@@ -83,6 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--standalone", action="store_true", help="accepted for torchrun habit; the default here"
     )
+    hostfile.add_host_arguments(parser)
     torchrun.add_pass_through_arguments(parser, dest="torchrun_flags")
     # Raw, so the flag names are not broken at their dashes.
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -113,10 +116,18 @@ def request_from_args(args: argparse.Namespace) -> plan.LaunchRequest:
 def run(args: argparse.Namespace) -> int:
     try:
         request = request_from_args(args)
+        hosts = hostfile.hosts_from(args.hostfile, args.hosts)
+        if hosts is not None:
+            if args.standalone:
+                raise LaunchError("--standalone is one machine: drop it, or drop --hostfile")
+            return multihost.run_on_hosts(
+                request, hosts, args.remote_python, os.getcwd(), args.dry_run
+            )
         plan.check_script(request)
         environ = dict(os.environ)
         gpus = plan.count_visible_gpus(environ)
-        launch_plan = plan.build_plan(request, environ, gpus, os.cpu_count() or 1)
+        route = preflight.check_rendezvous(request.torchrun_flags)
+        launch_plan = plan.build_plan(request, environ, gpus, os.cpu_count() or 1, route)
     except LaunchError as exc:
         print(f"torchrig launch: {exc}", file=sys.stderr)
         return 2

@@ -18,12 +18,20 @@ from torchrig.facts import nvml
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
 from torchrig.launch import environment, torchrun
+from torchrig.launch.network import Route
 from torchrig.launch.torchrun import Flag
 
 DEFAULT_MAX_RESTARTS = 3
 # On a CPU more processes than this rarely help a single training job: they split the cores.
 MAX_CPU_PROCESSES = 4
 NPROC_WORDS = ("auto", "gpu", "cpu")
+# torch 2.13-2.15: with the agents sharing the rendezvous store, a node that rejoins after the job
+# shrank waits for a MASTER_ADDR the surviving rank 0 never writes again, and both die after 60 s.
+# With a store per round (this variable), rejoining works. Set on every multi-node c10d launch.
+SHARED_STORE_BUG_FIX = ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+# Both libraries pick an interface by their own rules unless told; in a container or on a machine
+# with several networks that is often one the other nodes cannot reach.
+SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
 class LaunchError(ValueError):
@@ -107,18 +115,24 @@ def check_script(request: LaunchRequest) -> None:
 
 
 def build_plan(
-    request: LaunchRequest, environ: Mapping[str, str], gpu_count: int, cpu_count: int
+    request: LaunchRequest,
+    environ: Mapping[str, str],
+    gpu_count: int,
+    cpu_count: int,
+    route: Route | None = None,
 ) -> LaunchPlan:
     """The torchrun command line and the environment it needs (pure: no side effects).
 
     A default is left off the command line when a scheduler set it in the environment (torchrun
-    reads `PET_*` itself); explicit choices always go on it.
+    reads `PET_*` itself); explicit choices always go on it. `route` is this machine's way to the
+    rendezvous endpoint of a multi-node launch (preflight.check_rendezvous), if known.
     """
     nproc_env = nproc_from_environment(environ)
     nproc = choose_nproc(request.nproc_per_node or nproc_env, gpu_count, cpu_count)
     argv = [sys.executable, "-m", "torch.distributed.run"]
     flags = request.torchrun_flags
-    if not (torchrun.is_multi_node(flags) or environment.multi_node_by_environment(environ)):
+    multi_node = torchrun.is_multi_node(flags) or environment.multi_node_by_environment(environ)
+    if not multi_node:
         argv.append("--standalone")
     if request.nproc_per_node is not None or nproc_env is None:
         argv += ["--nproc-per-node", str(nproc)]
@@ -126,8 +140,54 @@ def build_plan(
         argv += ["--max-restarts", str(request.max_restarts)]
     elif environment.set_by_environment("--max-restarts", environ) is None:
         argv += ["--max-restarts", str(DEFAULT_MAX_RESTARTS)]
+    argv += rendezvous_defaults(flags, environ, route)
     argv += [*torchrun.as_argv(flags), request.script, *request.script_args]
-    return LaunchPlan(argv=argv, env_updates=worker_environment(request, environ, nproc, cpu_count))
+    env = worker_environment(request, environ, nproc, cpu_count)
+    if multi_node:
+        env.update(multi_node_environment(flags, environ, route))
+    return LaunchPlan(argv=argv, env_updates=env)
+
+
+def rendezvous_defaults(
+    flags: list[Flag], environ: Mapping[str, str], route: Route | None
+) -> list[str]:
+    """c10d for an endpoint given without a backend (torchrun's default, static, is not
+    elastic), and the address that routes to the endpoint as this node's --local-addr."""
+    if torchrun.flag_given(flags, "--rdzv-endpoint") is None:
+        return []
+    argv = []
+    if rendezvous_backend(flags, environ) is None and not torchrun.static_rendezvous(flags):
+        argv += ["--rdzv-backend", "c10d"]
+    if torchrun.flag_given(flags, "--local-addr") is None and route and not route.loopback:
+        argv += ["--local-addr", route.address]
+    return argv
+
+
+def rendezvous_backend(flags: list[Flag], environ: Mapping[str, str]) -> str | None:
+    return torchrun.flag_given(flags, "--rdzv-backend") or environment.set_by_environment(
+        "--rdzv-backend", environ
+    )
+
+
+def multi_node_environment(
+    flags: list[Flag], environ: Mapping[str, str], route: Route | None
+) -> dict[str, str]:
+    """The rejoin fix for c10d, and gloo/NCCL on the interface that reaches the endpoint."""
+    env: dict[str, str] = {}
+    backend = rendezvous_backend(flags, environ)
+    c10d = backend == "c10d" or (
+        backend is None
+        and torchrun.flag_given(flags, "--rdzv-endpoint") is not None
+        and not torchrun.static_rendezvous(flags)
+    )
+    name, value = SHARED_STORE_BUG_FIX
+    if c10d and name not in environ:
+        env[name] = value
+    if route is not None and route.interface and not route.loopback:
+        for variable in SOCKET_INTERFACE_VARIABLES:
+            if variable not in environ:
+                env[variable] = route.interface
+    return env
 
 
 def worker_environment(

@@ -63,6 +63,11 @@ def is_multi_node(flags: list[Flag]) -> bool:
     return nnodes is not None and nnodes not in ("1", "1:1")
 
 
+def static_rendezvous(flags: list[Flag]) -> bool:
+    """--node-rank / --master-addr: torchrun's static rendezvous (fixed ranks, not elastic)."""
+    return any(flag_given(flags, name) is not None for name in ("--node-rank", "--master-addr"))
+
+
 def runs_something_else(flags: list[Flag]) -> bool:
     """-m / --no-python: the "script" is a module name or a program on PATH, not a file here."""
     return any(flag_given(flags, name) is not None for name in ("--module", "--no-python"))

@@ -1,8 +1,10 @@
 """One rank of the all-reduce probe: `python -m torchrig.verify.allreduce_worker ...`.
 
-Started by `collectives.py`, one process per GPU (NCCL) or per CPU rank (gloo). It joins the
-group through the parent's TCPStore, checks that the reduced values are exact, times each size,
-and rank 0 prints one JSON line with the sweep.
+Started by `collectives.py`, one process per GPU (NCCL) or per CPU rank (gloo), it joins the
+group through the parent's TCPStore (--rank, --world, --port). Started by torchrun instead
+(`torchrig verify --hostfile`: one torchrun per host), it joins torchrun's group. Either way it
+checks that the reduced values are exact, times each size, and rank 0 prints one JSON line with
+the sweep.
 """
 
 from __future__ import annotations
@@ -14,19 +16,23 @@ import sys
 import time
 from typing import Any
 
-from torchrig.distributed import shutdown_distributed
+from torchrig.distributed import init_distributed, shutdown_distributed
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="allreduce_worker")
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--world", type=int, required=True)
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--rank", type=int, help="without: under torchrun, from its variables")
+    parser.add_argument("--world", type=int)
+    parser.add_argument("--port", type=int)
     parser.add_argument("--backend", choices=("nccl", "gloo"), required=True)
     parser.add_argument("--device", type=int, default=-1, help="CUDA device index (NCCL)")
     parser.add_argument("--sizes", required=True, help="comma-separated message sizes in bytes")
     parser.add_argument("--timeout", type=float, required=True)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    given = [name for name in ("rank", "world", "port") if getattr(args, name) is not None]
+    if given and len(given) < 3:
+        parser.error("--rank, --world and --port go together (or none of them, under torchrun)")
+    return args
 
 
 def iterations_for(size: int) -> int:
@@ -39,6 +45,28 @@ def main(argv: list[str]) -> int:
     import torch
     import torch.distributed as dist
 
+    rank, world, device = join_group(torch, dist, args)
+    try:
+        sweep = [
+            measure(torch, dist, device, size, rank, world)
+            for size in (int(part) for part in args.sizes.split(","))
+        ]
+    except BaseException:
+        dist.destroy_process_group()
+        raise
+    # Together: a rank leaving first could abort a peer's gloo threads, a false FAIL.
+    shutdown_distributed()
+    if rank == 0:
+        print(json.dumps({"world": world, "backend": args.backend, "sweep": sweep}), flush=True)
+    return 0
+
+
+def join_group(torch: Any, dist: Any, args: argparse.Namespace) -> tuple[int, int, Any]:
+    """(rank, world size, device) in the parent's group, or in torchrun's without --rank."""
+    if args.rank is None:
+        info = init_distributed("cuda" if args.backend == "nccl" else "cpu", args.backend)
+        device = torch.device("cuda", info.local_rank) if args.backend == "nccl" else None
+        return info.rank, info.world_size, device or torch.device("cpu")
     timeout = datetime.timedelta(seconds=args.timeout)
     device = torch.device("cpu")
     if args.backend == "nccl":
@@ -48,19 +76,7 @@ def main(argv: list[str]) -> int:
     dist.init_process_group(
         args.backend, store=store, rank=args.rank, world_size=args.world, timeout=timeout
     )
-    try:
-        sweep = [
-            measure(torch, dist, device, size, args.rank, args.world)
-            for size in (int(part) for part in args.sizes.split(","))
-        ]
-    except BaseException:
-        dist.destroy_process_group()
-        raise
-    # Together: a rank leaving first could abort a peer's gloo threads, a false FAIL.
-    shutdown_distributed()
-    if args.rank == 0:
-        print(json.dumps({"world": args.world, "backend": args.backend, "sweep": sweep}))
-    return 0
+    return args.rank, args.world, device
 
 
 def synchronize(torch: Any, device: Any) -> None:

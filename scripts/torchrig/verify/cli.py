@@ -1,7 +1,8 @@
 """`torchrig verify`: is this machine right for a training run? One command, one verdict each.
 
-Exit codes: 0 nothing failed, 1 something failed, 2 no GPU visible at all (GPU mode only),
-3 bad input. Imports only the standard library at module level.
+With --hostfile (or --hosts), every host's checks side by side and an all-reduce across them
+(hosts.py). Exit codes: 0 nothing failed, 1 something failed, 2 no GPU visible at all (GPU mode
+only), 3 bad input. Imports only the standard library at module level.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import math
 import sys
 
+from torchrig.launch.hostfile import add_host_arguments
 from torchrig.verify.model import EXIT_BAD_INPUT
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -40,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds before a hung all-reduce or compile test counts as failed "
         f"(default {DEFAULT_TIMEOUT_S:g})",
     )
+    add_host_arguments(parser)
 
 
 def parse_gpu_list(text: str) -> list[int]:
@@ -67,6 +70,7 @@ def parse_timeout(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    from torchrig.launch.hostfile import hosts_from
     from torchrig.verify import report as rendering
     from torchrig.verify.runner import Options, UsageError, verify
 
@@ -77,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
             gpus=None if args.gpus is None else parse_gpu_list(args.gpus),
             timeout=parse_timeout(args.timeout),
         )
+        hosts = hosts_from(args.hostfile, args.hosts)
+        if hosts is not None:
+            from torchrig.verify import hosts as across_hosts
+
+            return across_hosts.run(args, hosts, options.timeout)
         result = verify(options)
     except (ValueError, UsageError) as exc:
         print(f"torchrig verify: error: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
+from torchrig.launch.remote import descendants
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
@@ -133,27 +134,6 @@ def is_zombie(pid: int) -> bool:
 
 def tail(log_file: Path, chars: int = 6000) -> str:
     return log_file.read_text(errors="replace")[-chars:]
-
-
-def descendants(root_pid: int) -> list[int]:
-    """Every process below `root_pid`, read from /proc (no psutil needed)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # the process ended while we looked
-        # The command name in (...) may contain spaces; the parent pid is the 2nd field after it.
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root_pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def process_env(pid: int) -> dict[str, str]:

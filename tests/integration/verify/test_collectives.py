@@ -4,6 +4,8 @@ their children) turned into FAILs and killed."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -118,3 +120,18 @@ def test_ctrl_c_while_waiting_kills_the_helpers(
         spawn.wait_all(helpers, timeout=60)
     monkeypatch.undo()
     assert_all_gone(tmp_path)
+
+
+def test_the_worker_joins_torchruns_group_without_a_parent() -> None:
+    """As `torchrig verify --hostfile` runs it: one torchrun per host, no --rank/--port."""
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        "-m", "torchrig.verify.allreduce_worker", "--backend", "gloo", "--sizes", "4096",
+        "--timeout", "120",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    answer = spawn.last_json_object(result.stdout, required_key="sweep")
+    assert answer is not None and answer["world"] == 2, result.stdout
+    assert answer["sweep"][0]["correct"]

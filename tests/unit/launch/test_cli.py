@@ -64,3 +64,22 @@ def test_run_execs_torchrun_with_the_environment(tmp_path: Path, monkeypatch, ca
 def test_request_keeps_script_arguments_verbatim() -> None:
     request = cli.request_from_args(parse("t.py", "-x", "--", "y"))
     assert request == LaunchRequest(script="t.py", script_args=["-x", "--", "y"])
+
+
+def test_a_multi_node_launch_by_hand_gets_c10d_and_the_rejoin_fix(tmp_path: Path, capsys) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    endpoint = "127.0.0.1:29400"  # this machine: no connection check needed
+    assert main(["launch", "--dry-run", "--nnodes", "1:2", "--rdzv-endpoint", endpoint,
+                 str(script)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 " in out
+    assert "--rdzv-backend c10d " in out and "--standalone" not in out
+
+
+def test_an_endpoint_that_does_not_resolve_stops_the_launch(tmp_path: Path, capsys) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    assert main(["launch", "--nnodes", "2", "--rdzv-endpoint", "nowhere.invalid:29400",
+                 str(script)]) == 2  # fmt: skip
+    assert "'nowhere.invalid' does not resolve on this machine" in capsys.readouterr().err

@@ -10,6 +10,7 @@ from torchrig.cli import build_parser
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.facts.nvml import NvmlSnapshot, read_inventory
 from torchrig.launch.cli import request_from_args
+from torchrig.launch.network import Route
 from torchrig.launch.plan import LaunchError, build_plan, choose_nproc, count_visible_gpus
 
 from ..facts.fake_nvml import FakeNvml, board
@@ -127,3 +128,68 @@ def test_gpus_are_counted_by_nvml_through_cuda_visible_devices() -> None:
 def test_torch_counts_only_when_nvml_cannot() -> None:
     assert count_visible_gpus({}, no_nvml, torch_count=lambda: 3) == 3
     assert count_visible_gpus({}, eight_gpus, torch_count=lambda: 3) == 8
+
+
+# --- more than one node ---------------------------------------------------------------------
+
+STORE_FIX = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+ETH0 = Route("10.0.0.5", "eth0")
+
+
+def multi_node_plan(*flags: str, environ: dict[str, str] | None = None, route=None):
+    request = request_from_args(parse(*flags, "t.py"))
+    return build_plan(request, environ or {}, gpu_count=0, cpu_count=4, route=route)
+
+
+def test_an_endpoint_alone_gets_c10d_and_the_rejoin_fix() -> None:
+    plan = multi_node_plan("--nnodes", "1:3", "--rdzv-endpoint", "head:29400")
+    assert torchrun_part(plan.argv) == [
+        "--nproc-per-node", "4", "--max-restarts", "3", "--rdzv-backend", "c10d",
+        "--nnodes", "1:3", "--rdzv-endpoint", "head:29400", "t.py",
+    ]  # fmt: skip
+    assert plan.env_updates[STORE_FIX] == "1"
+
+
+def test_the_route_to_the_endpoint_picks_the_address_and_the_interfaces() -> None:
+    plan = multi_node_plan("--nnodes", "2", "--rdzv-endpoint", "head", route=ETH0)
+    assert torchrun_part(plan.argv)[4:] == [
+        "--rdzv-backend", "c10d", "--local-addr", "10.0.0.5",
+        "--nnodes", "2", "--rdzv-endpoint", "head", "t.py",
+    ]  # fmt: skip
+    assert plan.env_updates["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert plan.env_updates["NCCL_SOCKET_IFNAME"] == "eth0"
+
+
+def test_the_users_network_choices_win() -> None:
+    environ = {"GLOO_SOCKET_IFNAME": "ib0", STORE_FIX: "0"}
+    plan = multi_node_plan(
+        "--rdzv-endpoint", "head", "--local-addr", "head-2.lan", "--rdzv-backend", "c10d",
+        environ=environ, route=ETH0,
+    )  # fmt: skip
+    assert plan.argv.count("--local-addr") == 1 and "head-2.lan" in plan.argv
+    assert plan.argv.count("--rdzv-backend") == 1
+    assert "GLOO_SOCKET_IFNAME" not in plan.env_updates
+    assert plan.env_updates["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert STORE_FIX not in plan.env_updates  # the user's 0 stays (to reproduce the bug)
+
+
+def test_a_loopback_route_adds_nothing() -> None:
+    plan = multi_node_plan("--rdzv-endpoint", "localhost:29400", route=Route("127.0.0.1", "lo"))
+    assert "--local-addr" not in plan.argv
+    assert "GLOO_SOCKET_IFNAME" not in plan.env_updates
+
+
+def test_the_static_rendezvous_is_left_as_it_is() -> None:
+    plan = multi_node_plan(
+        "--nnodes", "2", "--node-rank", "1", "--master-addr", "head", "--rdzv-endpoint", "head"
+    )
+    assert "--rdzv-backend" not in plan.argv
+    assert STORE_FIX not in plan.env_updates
+
+
+def test_a_schedulers_c10d_gets_the_rejoin_fix() -> None:
+    environ = {"PET_NNODES": "1:4", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "job-0:29400"}
+    plan = multi_node_plan(environ=environ)
+    assert plan.env_updates[STORE_FIX] == "1"
+    assert "--rdzv-backend" not in plan.argv  # torchrun reads PET_RDZV_BACKEND itself
+    assert STORE_FIX not in multi_node_plan().env_updates  # one machine: nothing to fix

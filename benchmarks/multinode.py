@@ -1,0 +1,193 @@
+"""Multi-node figures on emulated nodes: containers of the image on one Docker network.
+
+    python benchmarks/multinode.py rendezvous --nodes 2 [--repeats 3]
+    python benchmarks/multinode.py allreduce
+    python benchmarks/multinode.py recovery
+
+The nodes are the ones the container tests make (tests/container/multinode.py): sshd, one key,
+a shared /checkpoints volume; node a launches. Needs a built image (TORCHRIG_TEST_IMAGE, default
+torchrig/workstation:latest) and the test venv (docker, paramiko). The nodes share this machine's
+kernel, so its clock times every event, read as lines arrive from `docker exec`.
+
+rendezvous: `torchrig launch --hostfile` of a script whose ranks print the time at their first
+  line (before importing torch): the preflight (start to the first host's torchrun command line),
+  then torchrun's start, rendezvous and worker start (to the last rank's first line).
+allreduce: `torchrig verify --hostfile --cpu --json`: gloo bus bandwidth across two containers
+  (one rank each) against within one container (two ranks).
+recovery: the training example on two nodes with slow steps; the second node's container is
+  killed after the first checkpoint: time to the job's next start on one node, then, after the
+  container is started again, time from its start to the job's start on two nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from tests.container.multinode import (  # noqa: E402
+    Cluster,
+    Node,
+    file_exists,
+    launch_argv,
+    training_args,
+)
+from tests.container.ssh import new_key_pair  # noqa: E402
+
+RANK_SCRIPT = (
+    "import os, time\nprint(f\"RANK_START {os.environ['RANK']} {time.time():.3f}\", flush=True)\n"
+)
+RANK_LINE = re.compile(r"RANK_START (\d+) ([\d.]+)")
+WORLD_LINE = re.compile(r"tiny on (\d+) x cpu")
+
+
+class Timed:
+    """A launch whose output lines are stamped with this machine's clock as they arrive."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self.start = time.time()
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.reader = threading.Thread(target=self.read, daemon=True)
+        self.reader.start()
+
+    def read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            self.lines.append((time.time(), raw.decode(errors="replace").rstrip()))
+
+    def first(self, pattern: str, after: float = 0.0, timeout_s: float = 900) -> float:
+        """When the first line matching `pattern` after `after` arrived (waits for it)."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            for stamp, line in list(self.lines):
+                if stamp >= after and re.search(pattern, line):
+                    return stamp
+            if self.process.poll() is not None and not self.reader.is_alive():
+                break
+            time.sleep(0.05)
+        tail = "\n".join(line for _, line in self.lines[-40:])
+        raise SystemExit(f"no line matching {pattern!r}:\n{tail}")
+
+    def finish(self) -> int:
+        code = self.process.wait()
+        self.reader.join()
+        return code
+
+
+def make_cluster(names: list[str]) -> Cluster:
+    image = os.environ.get("TORCHRIG_TEST_IMAGE", "torchrig/workstation:latest")
+    cluster = Cluster(image, new_key_pair())
+    for name in names:
+        cluster.add(name)
+    cluster.make_launcher(cluster.nodes["a"])
+    cluster.write_hostfile("hosts", "\n".join(names) + "\n")
+    return cluster
+
+
+def rendezvous(nodes: int, repeats: int) -> dict:
+    names = ["a", "b", "c", "d"][:nodes]
+    cluster = make_cluster(names)
+    a = cluster.nodes["a"]
+    for node in cluster.nodes.values():
+        node.put({"/workspace/rank.py": (RANK_SCRIPT.encode(), 0o644)})
+    runs = []
+    try:
+        for _ in range(repeats):
+            run = Timed(launch_argv(a, "--hostfile", "hosts", "--nproc-per-node", "1", "rank.py"))
+            assert run.finish() == 0, "\n".join(line for _, line in run.lines[-40:])
+            plans = [stamp for stamp, line in run.lines if "torch.distributed.run" in line]
+            ranks = [float(m.group(2)) for _, line in run.lines if (m := RANK_LINE.search(line))]
+            assert len(ranks) == nodes, run.lines
+            runs.append(
+                {
+                    "preflight_s": min(plans) - run.start,
+                    "torchrun_to_ranks_s": max(ranks) - min(plans),
+                    "total_s": max(ranks) - run.start,
+                }
+            )
+    finally:
+        cluster.remove()
+    medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    return {"nodes": nodes, "runs": runs, "median": medians}
+
+
+def allreduce() -> dict:
+    cluster = make_cluster(["a", "b"])
+    try:
+        code, output = cluster.nodes["a"].exec(
+            "torchrig verify --hostfile hosts --cpu --json 2>/dev/null"
+        )
+    finally:
+        cluster.remove()
+    report = json.loads(output)
+
+    def sweep_of(checks: list[dict]) -> list[dict]:
+        return next(check["data"]["sweep"] for check in checks if check["name"] == "all-reduce")
+
+    return {
+        "exit_code": code,
+        "across_two_containers": report["cross_node"]["data"]["sweep"],
+        "within_a": sweep_of(report["hosts"]["a"]["checks"]),
+        "within_b": sweep_of(report["hosts"]["b"]["checks"]),
+    }
+
+
+def recovery() -> dict:
+    cluster = make_cluster(["a", "b"])
+    a: Node = cluster.nodes["a"]
+    args = training_args("bench", "--steps", "80", "--step-delay", "1")
+    try:
+        run = Timed(launch_argv(a, "--hostfile", "hosts", "--nproc-per-node", "1", *args))
+        run.first(r"tiny on 2 x cpu")
+        while not file_exists(a, "/checkpoints/bench/latest"):
+            time.sleep(0.2)
+        killed = time.time()
+        cluster.kill("b")
+        shrunk = run.first(r"tiny on 1 x cpu", after=killed)
+        restarted = time.time()
+        cluster.restart("b")
+        sshd_up = time.time()
+        grown = run.first(r"tiny on 2 x cpu", after=restarted)
+        code = run.finish()
+    finally:
+        cluster.remove()
+    return {
+        "exit_code": code,
+        "death_to_running_on_1_s": shrunk - killed,
+        "container_start_to_sshd_s": sshd_up - restarted,
+        "container_start_to_running_on_2_s": grown - restarted,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    first = sub.add_parser("rendezvous")
+    first.add_argument("--nodes", type=int, default=2, choices=(2, 3, 4))
+    first.add_argument("--repeats", type=int, default=3)
+    sub.add_parser("allreduce")
+    sub.add_parser("recovery")
+    args = parser.parse_args()
+    if args.what == "rendezvous":
+        result = rendezvous(args.nodes, args.repeats)
+    elif args.what == "allreduce":
+        result = allreduce()
+    else:
+        result = recovery()
+    result["load_average"] = os.getloadavg()
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Which machines a multi-host launch runs on: a hostfile, or `--hosts a,b`.
+
+The hostfile has DeepSpeed's (and MPI's) format, one host per line:
+
+    # comments, whole-line or after a host
+    gpu-box-1 slots=4
+    gpu-box-2 slots=4
+    gpu-box-3          # no slots: torchrig launch's default there (one process per GPU)
+
+A host is a name `ssh` understands: a DNS name, an address, or a `Host` alias of ~/.ssh/config,
+which is where ports and users per host belong. `slots=N` is that host's process count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchrig.launch.plan import LaunchError
+
+# What ssh takes as a destination without surprises: no options (a leading '-'), no spaces, no
+# user@ (users belong in ~/.ssh/config, where every tool agrees on them).
+HOST_NAME = re.compile(r"^[A-Za-z0-9_.:\[\]%][A-Za-z0-9_.:\[\]%-]*$")
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    slots: int | None = None  # processes on this host; None: launch's default there
+
+
+def check_name(name: str, where: str) -> str:
+    if "@" in name:
+        raise LaunchError(
+            f"{where}: {name!r}: put the user in ~/.ssh/config (Host {name.split('@')[-1]} / "
+            f"User {name.split('@')[0]}), not in the host name"
+        )
+    if not HOST_NAME.match(name):
+        raise LaunchError(f"{where}: {name!r} is not a host name (letters, digits, '.', '-')")
+    return name
+
+
+def parse_slots(text: str, where: str) -> int:
+    key, _, value = text.partition("=")
+    if key != "slots":
+        raise LaunchError(f"{where}: unknown setting {text!r}: a line is 'host [slots=N]'")
+    if not value.isdigit() or int(value) < 1:
+        raise LaunchError(f"{where}: slots={value!r}: expected a whole number >= 1")
+    return int(value)
+
+
+def parse_line(line: str, where: str) -> Host | None:
+    words = line.split("#", 1)[0].split()
+    if not words:
+        return None
+    if len(words) > 2:
+        raise LaunchError(f"{where}: {line.strip()!r}: a line is 'host [slots=N]'")
+    slots = parse_slots(words[1], where) if len(words) == 2 else None
+    return Host(check_name(words[0], where), slots)
+
+
+def without_duplicates(hosts: list[Host], source: str) -> list[Host]:
+    if not hosts:
+        raise LaunchError(f"{source}: no hosts in it (one 'host [slots=N]' per line)")
+    seen: set[str] = set()
+    for host in hosts:
+        if host.name in seen:
+            raise LaunchError(f"{source}: {host.name} is listed twice")
+        seen.add(host.name)
+    return hosts
+
+
+def parse_hostfile(text: str, source: str) -> list[Host]:
+    hosts = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        host = parse_line(line, f"{source}:{number}")
+        if host is not None:
+            hosts.append(host)
+    return without_duplicates(hosts, source)
+
+
+def read_hostfile(path: str) -> list[Host]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise LaunchError(f"--hostfile {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LaunchError(f"--hostfile {path}: cannot read it ({exc})") from None
+    return parse_hostfile(text, path)
+
+
+def parse_host_list(text: str) -> list[Host]:
+    """`--hosts a,b,c`: names only (slots need a hostfile)."""
+    names = [name.strip() for name in text.split(",")]
+    if any(not name for name in names):
+        raise LaunchError(f"--hosts {text!r}: expected names separated by commas, e.g. a,b")
+    return without_duplicates([Host(check_name(name, "--hosts")) for name in names], "--hosts")
+
+
+def hosts_from(hostfile: str | None, host_list: str | None) -> list[Host] | None:
+    """The hosts the user named, or None for a launch on this machine only."""
+    if hostfile is not None and host_list is not None:
+        raise LaunchError("give --hostfile or --hosts, not both")
+    if hostfile is not None:
+        return read_hostfile(hostfile)
+    if host_list is not None:
+        return parse_host_list(host_list)
+    return None
+
+
+def add_host_arguments(parser: argparse.ArgumentParser) -> None:
+    """--hostfile / --hosts / --remote-python: shared with `torchrig verify`."""
+    hosts = parser.add_mutually_exclusive_group()
+    hosts.add_argument(
+        "--hostfile", metavar="FILE",
+        help="run on every host of FILE over SSH ('host [slots=N]' per line; ports and users "
+        "from ~/.ssh/config)",
+    )  # fmt: skip
+    hosts.add_argument("--hosts", metavar="A,B", help="the same, hosts named on the command line")
+    parser.add_argument(
+        "--remote-python", metavar="PATH",
+        help="the Python on the hosts (default: this one's path, as in the same image)",
+    )  # fmt: skip

@@ -1,0 +1,153 @@
+"""The network facts a multi-node launch depends on, read with the standard library.
+
+- which local address and interface carry traffic to the rendezvous endpoint: torchrun advertises
+  `--local-addr` (else the machine's FQDN, which often resolves to 127.0.1.1 or not at all on the
+  other nodes), and gloo/NCCL pick an interface by their own rules (in a container often the wrong
+  one). The address that routes to the endpoint is, by construction, one the endpoint can reach.
+- whether the endpoint answers a TCP connection, and how it fails: a refused connection is a host
+  that is up with nothing listening yet; a timeout is a firewall that drops packets, which
+  torchrun would only report as a rendezvous timeout a minute later.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import ipaddress
+import socket
+import struct
+from dataclasses import dataclass
+
+# torchrun's own default port for the c10d rendezvous.
+DEFAULT_RDZV_PORT = 29400
+SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """The local side of the path to the endpoint."""
+
+    address: str
+    interface: str | None  # None when no interface holds the address (unusual)
+
+    @property
+    def loopback(self) -> bool:
+        return ipaddress.ip_address(self.address).is_loopback
+
+
+class Reach:
+    """How a TCP connection to the endpoint went."""
+
+    OPEN = "open"
+    REFUSED = "refused"  # the host answered: nothing listens on the port (yet)
+    UNREACHABLE = "unreachable"  # timeout, no route: a firewall or the wrong address
+    UNRESOLVED = "unresolved"  # the name does not resolve here
+
+
+def parse_endpoint(text: str, default_port: int = DEFAULT_RDZV_PORT) -> Endpoint:
+    """'host:port', 'host', '[v6]:port' -> Endpoint; ValueError with the rule otherwise."""
+    text = text.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    else:
+        host, port_text = text, ""
+    if not host:
+        raise ValueError(f"{text!r}: expected HOST:PORT")
+    if not port_text:
+        return Endpoint(host, default_port)
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"{text!r}: the port must be a number from 1 to 65535")
+    return Endpoint(host, int(port_text))
+
+
+def resolve(host: str) -> str | None:
+    """The first IPv4 (else IPv6) address of `host`, or None when it does not resolve."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return None
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)
+    return str(infos[0][4][0]) if infos else None
+
+
+def source_address(address: str) -> str | None:
+    """The local address the kernel would send from to reach `address` (no packet is sent)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((address, 9))
+        except OSError:
+            return None
+        return str(probe.getsockname()[0])
+
+
+def interface_addresses() -> dict[str, str]:
+    """IPv4 address -> interface name, for every interface that has one (Linux ioctl)."""
+    found: dict[str, str] = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for _, name in socket.if_nameindex():
+            request = struct.pack("256s", name.encode()[:15])
+            try:
+                reply = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, request)
+            except OSError:
+                continue  # down, or no IPv4 address
+            found[socket.inet_ntoa(reply[20:24])] = name
+    return found
+
+
+def route_to(host: str) -> Route | None:
+    """The local address and interface that reach `host`; None when it does not resolve."""
+    address = resolve(host)
+    if address is None:
+        return None
+    local = source_address(address)
+    if local is None:
+        return None
+    return Route(local, interface_addresses().get(local))
+
+
+def reach(endpoint: Endpoint, timeout_s: float = 5.0) -> tuple[str, str]:
+    """(Reach.*, detail): one TCP connection attempt to the endpoint."""
+    address = resolve(endpoint.host)
+    if address is None:
+        return Reach.UNRESOLVED, f"{endpoint.host} does not resolve"
+    try:
+        with socket.create_connection((address, endpoint.port), timeout=timeout_s):
+            return Reach.OPEN, address
+    except ConnectionRefusedError:
+        return Reach.REFUSED, f"{address}: connection refused"
+    except TimeoutError:
+        return Reach.UNREACHABLE, f"{address}: no answer within {timeout_s:g} s"
+    except OSError as exc:
+        if exc.errno in (errno.ECONNREFUSED,):
+            return Reach.REFUSED, f"{address}: connection refused"
+        return Reach.UNREACHABLE, f"{address}: {exc.strerror or exc}"
+
+
+def listen(port: int) -> socket.socket:
+    """A listening socket on every interface at `port`, as torchrun's store would bind it.
+
+    OSError (EADDRINUSE) when something already holds the port.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("", port))
+        sock.listen(64)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -1,0 +1,132 @@
+"""The remote end of a multi-host launch: run one command, and take it down with the connection.
+
+    python -m torchrig.launch.remote -- COMMAND [ARGS...]
+
+`torchrig launch --hostfile` runs this on every host over SSH. OpenSSH forwards no signal to a
+remote command that has no TTY, and a TTY would mangle the output; what does reach the remote side
+is the end of its stdin, when the launcher closes its end or the connection drops. So this wrapper
+keeps COMMAND's stdin apart and watches its own: at EOF (or on SIGTERM/SIGINT/SIGHUP) it sends
+SIGTERM to COMMAND (torchrun stops its workers), waits a grace period, then SIGKILLs every process
+still below it. It is a child subreaper, so workers that lost their parent are still below it.
+Its exit status is COMMAND's, or 143 when it was stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+# torchrun gives its workers 30 s after SIGTERM before it kills them; a training script may save
+# a checkpoint in that time. After this, anything left is killed outright.
+GRACE_S = 35.0
+STOPPED_EXIT = 128 + signal.SIGTERM
+PR_SET_CHILD_SUBREAPER = 36
+# The first line on stdout: the host answered and its command starts (the launcher hides it).
+STARTED = "torchrig.launch.remote: started"
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants are re-parented here instead of to PID 1 (Linux; else nothing)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def parent_pids() -> dict[int, int]:
+    """pid -> parent pid of every process, from /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # ended while we looked
+        # The command name in (...) may hold spaces; the parent pid is the 2nd field after it.
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return parents
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid, parent in parent_pids().items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def wait_for_end_of_stdin() -> None:
+    """Block until stdin ends. The raw descriptor, not sys.stdin: a daemon thread blocked in a
+    buffered read makes the interpreter abort at exit ("could not acquire lock")."""
+    with contextlib.suppress(OSError):
+        while os.read(0, 65536):
+            pass  # the launcher sends nothing; only the end counts
+
+
+def kill_all_below(root: int) -> None:
+    for pid in descendants(root):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+class Wrapper:
+    def __init__(self, argv: list[str]) -> None:
+        self.stop = threading.Event()
+        self.child = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+
+    def watch_stdin(self) -> None:
+        wait_for_end_of_stdin()
+        self.stop.set()
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.stop.set()
+
+    def wait(self) -> int:
+        while self.child.poll() is None:
+            if self.stop.wait(0.2):
+                return self.take_down()
+        kill_all_below(os.getpid())  # whatever the command left behind
+        return self.child.returncode
+
+    def take_down(self) -> int:
+        with contextlib.suppress(ProcessLookupError):
+            self.child.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.child.wait(GRACE_S)
+        kill_all_below(os.getpid())
+        self.child.wait()
+        return STOPPED_EXIT
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv:
+        print("usage: python -m torchrig.launch.remote -- COMMAND [ARGS...]", file=sys.stderr)
+        return 2
+    become_subreaper()
+    # The launcher holds a retried host's lines back until this: before it, they are ssh's.
+    print(STARTED, flush=True)
+    try:
+        wrapper = Wrapper(argv)
+    except OSError as exc:
+        print(f"torchrig: cannot start {argv[0]}: {exc.strerror}", file=sys.stderr)
+        return 127
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, wrapper.on_signal)
+    threading.Thread(target=wrapper.watch_stdin, daemon=True).start()
+    return wrapper.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

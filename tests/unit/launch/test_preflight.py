@@ -1,0 +1,140 @@
+"""The checks before a multi-node start: one line per problem, naming the host and the fix."""
+
+from __future__ import annotations
+
+import pytest
+from torchrig.launch import network, preflight
+from torchrig.launch.network import Endpoint, Reach, Route
+from torchrig.launch.plan import LaunchError
+
+ENDPOINT = Endpoint("a", 29400)
+SAME = {
+    "torch": "2.13.0", "nccl": "nvidia-nccl-cu13 2.29.7", "python": "3.11.2", "torchrig": "0.1.0",
+    "script_sha256": "ab" * 32, "reach": [Reach.OPEN, "10.0.0.1"],
+}  # fmt: skip
+
+
+def hosts(**changes: dict) -> dict[str, dict]:
+    facts = {name: dict(SAME) for name in ("a", "b", "c")}
+    for name, change in changes.items():
+        facts[name].update(change)
+    return facts
+
+
+# --- by hand, on one node -------------------------------------------------------------------
+
+
+def test_no_endpoint_nothing_to_check() -> None:
+    assert preflight.check_rendezvous([("--nnodes", "2")]) is None
+
+
+def test_a_local_endpoint_gives_its_route() -> None:
+    route = preflight.check_rendezvous([("--rdzv-endpoint", "127.0.0.1:1")])
+    assert route is not None and route.loopback
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [("no-such-host.invalid:29400", "'no-such-host.invalid' does not resolve on this machine"),
+     ("head:port", "--rdzv-endpoint 'head:port': the port must be a number")],
+)  # fmt: skip
+def test_endpoints_that_cannot_work_are_refused(endpoint: str, message: str) -> None:
+    with pytest.raises(LaunchError, match=message):
+        preflight.check_rendezvous([("--rdzv-endpoint", endpoint)])
+
+
+def test_an_endpoint_that_drops_connections_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(network, "route_to", lambda host: Route("10.0.0.5", "eth0"))
+    monkeypatch.setattr(network, "resolve", lambda host: "10.0.0.1")
+    monkeypatch.setattr(
+        network, "reach", lambda endpoint, timeout: (Reach.UNREACHABLE, "no answer within 5 s")
+    )
+    with pytest.raises(LaunchError) as raised:
+        preflight.check_rendezvous([("--rdzv-endpoint", "head:29400")])
+    assert str(raised.value).startswith(
+        "cannot reach the rendezvous endpoint head:29400 (no answer within 5 s): a firewall "
+        "dropping TCP port 29400? open it"
+    )
+
+
+def test_an_endpoint_that_refuses_is_waited_for_by_torchrun(monkeypatch) -> None:
+    monkeypatch.setattr(network, "route_to", lambda host: Route("10.0.0.5", "eth0"))
+    monkeypatch.setattr(network, "resolve", lambda host: "10.0.0.1")
+    monkeypatch.setattr(network, "reach", lambda endpoint, timeout: (Reach.REFUSED, "refused"))
+    assert preflight.check_rendezvous([("--rdzv-endpoint", "head")]) == Route("10.0.0.5", "eth0")
+
+
+# --- across hosts ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stderr", "advice"),
+    [("ssh: Could not resolve hostname b: Name or service not known",
+      "b: its name does not resolve"),
+     ("ssh: connect to host b port 2222: Connection refused", "b: nothing answers on its SSH port"),
+     ("ssh: connect to host 10.1.1.1 port 22: Connection timed out", "b: unreachable (no answer)"),
+     ("ssh: connect to host b port 22: No route to host", "b: unreachable"),
+     ("dev@b: Permission denied (publickey).", "b: the SSH key was refused: add your public key"),
+     ("Host key verification failed.", "b: its host key is unknown or changed"),
+     ("kex_exchange_identification: read: Connection reset by peer",
+      "b: ssh failed (kex_exchange_identification: read: Connection reset by peer): try `ssh b"),
+     ("", "b: ssh failed (no message)")],
+)  # fmt: skip
+def test_ssh_failures_become_advice(stderr: str, advice: str) -> None:
+    assert preflight.ssh_failure("b", stderr).startswith(advice)
+
+
+def test_hosts_that_agree_have_no_problems() -> None:
+    assert preflight.problems_of(hosts(), {"a": 0.0, "b": -0.4, "c": 1.0}, "t.py", ENDPOINT) == []
+
+
+def test_a_host_with_another_torch_is_named() -> None:
+    problems = preflight.problems_of(hosts(b={"torch": "2.12.0"}), {}, "t.py", ENDPOINT)
+    assert problems == [
+        "torch differs between hosts: 2.13.0 on a, c; 2.12.0 on b: run the same image (or torch "
+        "build) on every host"
+    ]
+
+
+def test_nccl_python_and_torchrig_must_agree_too() -> None:
+    facts = hosts(a={"nccl": None}, b={"python": "3.12.1"}, c={"torchrig": "0.2.0"})
+    problems = preflight.problems_of(facts, {}, None, ENDPOINT)
+    assert [problem.split(" differs")[0] for problem in problems] == ["nccl", "python", "torchrig"]
+    assert "none on a" in problems[0]
+
+
+def test_a_script_that_differs_or_is_missing() -> None:
+    facts = hosts(b={"script_sha256": "cd" * 32}, c={"script_error": "cannot read t.py in /w"})
+    problems = preflight.problems_of(facts, {}, "t.py", ENDPOINT)
+    assert problems == [
+        "c: cannot read t.py in /w",
+        "t.py differs between hosts: sha256 abababababab on a; sha256 cdcdcdcdcdcd on b: put the "
+        "same code on every host (a shared folder, or the same git commit)",
+    ]
+    # -m module: nothing to compare.
+    assert preflight.problems_of(facts, {}, None, ENDPOINT) == []
+
+
+def test_clocks_far_apart() -> None:
+    problems = preflight.problems_of(hosts(), {"a": 0.1, "b": 42.0, "c": -7.5}, None, ENDPOINT)
+    assert problems[0].startswith("b: its clock is 42 s ahead of this machine's: the rendezvous")
+    assert problems[1].startswith("c: its clock is 8 s behind this machine's")
+    assert len(problems) == 2
+
+
+def test_the_rendezvous_port_and_the_way_to_it() -> None:
+    facts = hosts(
+        a={"listen_error": "Address already in use"},
+        b={"reach": [Reach.UNREACHABLE, "10.0.0.1: no answer within 5 s"]},
+        c={"reach": [Reach.UNRESOLVED, "a does not resolve"]},
+    )
+    problems = preflight.problems_of(facts, {}, None, ENDPOINT)
+    assert problems == [
+        "a: the rendezvous port 29400 is taken (Address already in use): another job? stop it, "
+        "or give --rdzv-endpoint HOST:PORT with a free port",
+        "b: cannot reach the rendezvous endpoint a:29400 (10.0.0.1: no answer within 5 s): a "
+        "firewall dropping TCP port 29400? open it (and the ports gloo/NCCL use) between the "
+        "nodes, or give --rdzv-endpoint an address every node reaches",
+        "c: the rendezvous host 'a' does not resolve there: give --rdzv-endpoint ADDRESS:PORT "
+        "with an address every host reaches",
+    ]
