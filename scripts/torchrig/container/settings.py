@@ -6,6 +6,7 @@ line instead of breaking something later.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,6 +17,13 @@ KNOWN_SERVICES = ("jupyter", "sshd")
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 MAX_ID = 2**31 - 1
+# STOP_GRACE: seconds a stop gives every process in the container to finish (a training job: to
+# save its checkpoint) before what is left is killed. docker-compose.yml's stop_grace_period is
+# this plus a margin, with this same default (a unit test holds the two together).
+STOP_GRACE_DEFAULT_S = 60.0
+# torchrun's own wait for its workers after it passes a stop signal on (its default is 30 s): set
+# for the container's sessions to STOP_GRACE, unless the user set it.
+TORCHRUN_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 
 
 @dataclass(frozen=True)
@@ -28,6 +36,7 @@ class Settings:
     jupyter_token: str | None
     jupyter_allow_no_token: bool
     ssh_public_keys_text: str
+    stop_grace_s: float = STOP_GRACE_DEFAULT_S
 
 
 def parse_flag(name: str, value: str | None) -> bool:
@@ -70,6 +79,28 @@ def parse_services(value: str | None) -> tuple[str, ...]:
     return tuple(names)
 
 
+def parse_seconds(name: str, value: str | None, default: float) -> float:
+    """A duration in seconds (0 or more, fractions allowed); unset or empty: `default`."""
+    text = (value or "").strip()
+    if not text:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise SetupError(f"{name}={value!r} is not a number of seconds: set e.g. {name}=120.")
+    return seconds
+
+
+def stop_environment(settings: Settings, environ: Mapping[str, str]) -> dict[str, str]:
+    """Variables for every process of the container, so that a torchrun started in it waits for
+    its workers' stop-time checkpoint as long as the container does."""
+    if environ.get(TORCHRUN_SHUTDOWN_TIMEOUT, "").strip():
+        return {}
+    return {TORCHRUN_SHUTDOWN_TIMEOUT: str(math.ceil(settings.stop_grace_s))}
+
+
 def read_settings(environ: Mapping[str, str]) -> Settings:
     token = environ.get("JUPYTER_TOKEN")
     allow_no_token = parse_flag("JUPYTER_ALLOW_NO_TOKEN", environ.get("JUPYTER_ALLOW_NO_TOKEN"))
@@ -87,4 +118,5 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         jupyter_token=token or None,
         jupyter_allow_no_token=allow_no_token,
         ssh_public_keys_text=environ.get("SSH_PUBLIC_KEY", ""),
+        stop_grace_s=parse_seconds("STOP_GRACE", environ.get("STOP_GRACE"), STOP_GRACE_DEFAULT_S),
     )
