@@ -52,7 +52,8 @@ def read_processes(
     root: int, exclude: frozenset[int] = frozenset(), proc: Path = PROC
 ) -> list[Process]:
     """Every living process below `root` (its descendants, not itself), less `exclude` (whose
-    own descendants are still in)."""
+    own descendants are still in). Below PID 1 is every other process of its PID namespace:
+    in a container, `docker exec` starts processes whose parent is outside (ppid 0)."""
     found = {}
     for entry in proc.iterdir():
         if entry.name.isdigit():
@@ -63,6 +64,8 @@ def read_processes(
 
 
 def descends_from(process: Process, root: int, table: dict[int, Process]) -> bool:
+    if root == 1:
+        return process.pid != 1
     seen = set()
     parent = process.ppid
     while parent not in seen:

@@ -39,6 +39,7 @@ from torchrig.container.processes import Process, read_processes
 POLL_S = 0.1
 CARRIER_LINGER_S = 1.0
 FINAL_GRACE_S = 3.0
+REPORT_EVERY_S = 10.0  # while waiting, a line saying for what
 # Python's multiprocessing starts its children (spawn, forkserver, resource tracker) with this in
 # their command line; fork leaves the parent's command line as it was.
 MULTIPROCESSING_MARK = "multiprocessing"
@@ -126,6 +127,7 @@ class Stopper:
     def run(self) -> None:
         begin = self.clock()
         deadline = begin + self.grace_s
+        report_at = begin + REPORT_EVERY_S
         while True:
             table = self.table()
             for process in due_for_sigterm(table, self.signalled | self.lingering(table), set()):
@@ -141,6 +143,9 @@ class Stopper:
                 )
                 self.kill_all(self.table())
                 return
+            if self.clock() >= report_at:
+                log.info(f"waiting for {describe(waiting)}")
+                report_at += REPORT_EVERY_S
             self.sleep(POLL_S)
         self.hang_up_on_the_rest(begin)
 

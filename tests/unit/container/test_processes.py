@@ -11,7 +11,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from torchrig.container.processes import PROC, read_process, read_processes
+from torchrig.container.processes import (
+    PROC,
+    Process,
+    descends_from,
+    read_process,
+    read_processes,
+)
 
 SLEEPER = "import time; time.sleep(60)"
 
@@ -110,3 +116,13 @@ def test_an_excluded_process_s_children_are_still_descendants(
     table = read_processes(os.getpid(), exclude=frozenset({middle.pid}))
     assert [p.pid for p in table] == [grandchildren[0].pid]
     os.kill(grandchildren[0].pid, signal.SIGKILL)
+
+
+def test_below_pid_1_is_every_other_process_docker_exec_ones_included() -> None:
+    exec_shell = Process(pid=50, ppid=0, pgid=50, started=1, cmdline=("bash",), ignores_term=True)
+    init = Process(pid=1, ppid=0, pgid=1, started=0, cmdline=("tini",), ignores_term=False)
+    table = {1: init, 50: exec_shell}
+    assert descends_from(exec_shell, 1, table)
+    assert not descends_from(init, 1, table)
+    # Anywhere else, only the real descendants.
+    assert not descends_from(exec_shell, 7, table)
