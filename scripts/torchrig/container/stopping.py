@@ -101,12 +101,11 @@ def below(process: Process, ancestor: int, by_pid: dict[int, Process]) -> bool:
     return pid == ancestor
 
 
-def due_for_sigterm(table: list[Process], skip: set[Key], held: set[int]) -> list[Process]:
-    """The processes to send SIGTERM now: not skipped, not carrying (`held`), not helpers."""
+def due_for_sigterm(table: list[Process], skip: set[Key]) -> list[Process]:
+    """The processes to send SIGTERM now: all but the skipped ones (already sent it, or still
+    carrying) and helpers."""
     by_pid = {p.pid: p for p in table}
-    return [
-        p for p in table if p.key not in skip and p.pid not in held and not is_helper(p, by_pid)
-    ]
+    return [p for p in table if p.key not in skip and not is_helper(p, by_pid)]
 
 
 @dataclass
@@ -130,7 +129,7 @@ class Stopper:
         report_at = begin + REPORT_EVERY_S
         while True:
             table = self.table()
-            for process in due_for_sigterm(table, self.signalled | self.lingering(table), set()):
+            for process in due_for_sigterm(table, self.signalled | self.carrying(table)):
                 self.send(process, signal.SIGTERM, signal.SIGCONT)
                 self.signalled.add(process.key)
             waiting = [p for p in table if working(p)]
@@ -149,7 +148,7 @@ class Stopper:
             self.sleep(POLL_S)
         self.hang_up_on_the_rest(begin)
 
-    def lingering(self, table: list[Process]) -> set[Key]:
+    def carrying(self, table: list[Process]) -> set[Key]:
         """The carriers, and those that carried until less than CARRIER_LINGER_S ago."""
         now = self.clock()
         held = carriers(table)

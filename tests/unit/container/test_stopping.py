@@ -114,9 +114,9 @@ def test_a_helper_s_output_holds_no_one_back() -> None:
 def test_sigterm_goes_to_all_but_helpers_carriers_and_those_skipped() -> None:
     worker = proc(21, 20, pgid=20, cmdline=TRAINER.cmdline)
     table = [SSHD, BASH, TORCHRUN, TRAINER, worker]
-    held = carriers(table)
-    assert [p.pid for p in due_for_sigterm(table, set(), held)] == [11, 12, 20]
-    assert [p.pid for p in due_for_sigterm(table, {TORCHRUN.key}, held)] == [11, 20]
+    carrying = {p.key for p in table if p.pid in carriers(table)}
+    assert [p.pid for p in due_for_sigterm(table, carrying)] == [11, 12, 20]
+    assert [p.pid for p in due_for_sigterm(table, carrying | {TORCHRUN.key})] == [11, 20]
 
 
 # --- for real, below a stand-in PID 1 -----------------------------------------------------------
