@@ -10,6 +10,10 @@
 #                  minor-version compatibility). The banner checks this at start.
 #   BASE_IMAGE     any Debian-family image instead of the flavour's nvidia/cuda base.
 #   UV_VERSION     the uv that installs the lock.
+#   PYTORCH_VERSION  torch's version in the lock, passed by `make build`, which reads it there;
+#                  the build checks it against the torch it installed. Set in the image's
+#                  environment: enroot's PyTorch hook (pyxis on Slurm) acts on images that set
+#                  it. A plain `docker compose build` leaves it empty (the hook needs it set only).
 # Secret: `extra_ca` (a PEM file, e.g. a TLS-intercepting proxy's CA), trusted during the build
 # and kept in the image's trust store.
 # Targets: `runtime` (default, last stage) and `devel` (adds nvcc and CUDA headers matching
@@ -88,11 +92,19 @@ RUN --mount=type=cache,target=/root/.cache/uv \
          "/tmp/locks/${CUDA_FLAVOUR}.txt" \
     && chmod -R g+w /opt/venv \
     && find /opt/venv -type d -exec chmod g+s {} +
+ARG PYTORCH_VERSION
+RUN installed="$(/opt/venv/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))')" \
+    && if [ -n "${PYTORCH_VERSION}" ] && [ "${PYTORCH_VERSION}" != "${installed}" ]; then \
+         echo "error: PYTORCH_VERSION=${PYTORCH_VERSION}, but the lock installed torch" \
+              "${installed}: leave it to \`make build\`, which reads it from the lock." >&2; \
+         exit 1; \
+       fi
 
 # --- workstation: the runtime image's content --------------------------------------------------
 FROM os AS workstation
 ARG CUDA_FLAVOUR
 ARG BASE_IMAGE
+ARG PYTORCH_VERSION
 ARG DEBIAN_FRONTEND=noninteractive
 LABEL org.opencontainers.image.title="torchrig workstation" \
       org.opencontainers.image.description="PyTorch multi-GPU workstation: JupyterLab, sshd, torchrig helpers" \
@@ -135,7 +147,8 @@ ENV VIRTUAL_ENV=/opt/venv \
     TORCHINDUCTOR_CACHE_DIR=/home/dev/.cache/torchinductor \
     TRITON_CACHE_DIR=/home/dev/.cache/triton \
     HF_HOME=/home/dev/.cache/huggingface \
-    TORCHRIG_CUDA_FLAVOUR=${CUDA_FLAVOUR}
+    TORCHRIG_CUDA_FLAVOUR=${CUDA_FLAVOUR} \
+    PYTORCH_VERSION=${PYTORCH_VERSION}
 COPY entrypoint/entrypoint.sh /usr/local/bin/torchrig-entrypoint
 COPY entrypoint/sshd_config /etc/torchrig/sshd_config
 COPY entrypoint/profile.sh /etc/profile.d/torchrig.sh
@@ -150,11 +163,25 @@ RUN --mount=type=bind,target=/src \
     && rm -rf /tmp/torchrig-src \
     && chown -R 1000:100 /opt/venv/bin/torchrig /opt/venv/lib/python3*/site-packages/torchrig* \
     && chmod 2775 /opt/venv
+# Root's own copy of torchrig, for what root runs (the start's root steps, the healthcheck): the
+# venv is dev's, so root runs this copy with the system Python in isolated mode and without
+# site-packages (scripts/torchrig/container/root_main.py). Owned and writable by root alone.
+RUN --mount=type=bind,target=/src \
+    install -d -m 755 /usr/lib/torchrig \
+    && cp -r /src/scripts/torchrig /usr/lib/torchrig/torchrig \
+    && cp /usr/lib/torchrig/torchrig/container/root_main.py /usr/lib/torchrig/__main__.py \
+    && chown -R root:root /usr/lib/torchrig \
+    && chmod -R u=rwX,go=rX /usr/lib/torchrig \
+    && /usr/bin/python3 -I -S -m compileall -q /usr/lib/torchrig
+# The examples, so that a pod without the workspace mount (Kubernetes, deploy/k8s) runs the same
+# script at the same path. compose mounts ./workspace over /workspace, which shows your copy.
+COPY --chown=1000:1000 workspace/examples/ /workspace/examples/
 WORKDIR /workspace
 EXPOSE 8888 2222
+# Docker runs these as root: absolute paths only (the image's PATH starts with dev's venv).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["/opt/venv/bin/python", "-m", "torchrig.container.healthcheck"]
-ENTRYPOINT ["tini", "-g", "--", "/usr/local/bin/torchrig-entrypoint"]
+    CMD ["/usr/bin/python3", "-I", "-S", "/usr/lib/torchrig", "healthcheck"]
+ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/bin/torchrig-entrypoint"]
 
 # --- devel: adds nvcc + CUDA headers for torch's CUDA (from NVIDIA's apt repository) ---------
 FROM workstation AS devel

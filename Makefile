@@ -33,36 +33,64 @@ test: $(VENV)/.installed ## run every test this machine can (container tests nee
 
 .PHONY: test-unit
 test-unit: $(VENV)/.installed ## run the fast unit tests only
-	$(PYTHON) -m pytest -m 'not container and not gpu' $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m 'not container and not gpu and not slurm' $(PYTEST_ARGS)
 
 .PHONY: lint
-lint: $(VENV)/.installed ## ruff and shellcheck
+lint: $(VENV)/.installed ## ruff, shellcheck and actionlint
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	shellcheck entrypoint/*.sh .ci/run
+	shellcheck entrypoint/*.sh .ci/run deploy/slurm/*.sbatch
+	$(VENV)/bin/actionlint .github/workflows/*.yml
+
+# The Dev Containers reference CLI for the container tests, at the version tools/package.json pins.
+DEVCONTAINER_CLI := tools/node_modules/.bin/devcontainer
+$(DEVCONTAINER_CLI): tools/package.json tools/package-lock.json
+	npm ci --prefix tools --no-audit --no-fund
+	touch $@
+
+.PHONY: devcontainer-cli
+devcontainer-cli: $(DEVCONTAINER_CLI) ## install the pinned Dev Containers CLI (needs npm; the container tests do it)
+
+# The GPU report runs natively, no Docker: with the venv's Python where there is one, else the
+# python3 on PATH (on a CUDA machine: `pip install --no-deps -e .` into the Python that has torch).
+REPORT_PYTHON ?= $(if $(wildcard $(PYTHON)),$(PYTHON),python3)
+
+.PHONY: gpu-report
+gpu-report: ## prove a CUDA machine, one JSON + markdown report (ARGS=--cpu, ARGS="--out DIR"; docs/gpu-report.md)
+	PYTHONPATH=scripts$${PYTHONPATH:+:$$PYTHONPATH} $(REPORT_PYTHON) -m benchmarks.gpu_report $(ARGS)
 
 # --- the container ------------------------------------------------------------------------------
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
-# ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs.
+# ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs;
+# PUBLISHED=1 runs the published image TORCHRIG_IMAGE names instead of building one.
 CPU ?=
-COMPOSE := docker compose -f docker-compose.yml $(if $(filter 1,$(CPU)),-f docker-compose.cpu.yml)
+PUBLISHED ?=
+COMPOSE := docker compose -f docker-compose.yml $(if $(filter 1,$(CPU)),-f docker-compose.cpu.yml) \
+	$(if $(filter 1,$(PUBLISHED)),-f docker-compose.published.yml)
 # Host-side helpers: plain python3 and the standard library, no venv needed.
 HOST_PY := PYTHONPATH=scripts python3 -m
 # `exec` gets a TTY only when there is one (make in CI has none).
 EXEC := $(COMPOSE) exec $$([ -t 0 ] || echo -T) -u dev workstation
 UV ?= $(firstword $(wildcard $(VENV)/bin/uv) uv)
 
+# Checks the build's inputs, then passes torch's version from the lock as PYTORCH_VERSION (the
+# image sets it for enroot's PyTorch hook; see torchrig/host/buildcheck.py). `up` builds a
+# missing image, so it passes it too.
+BUILD_ARGS := version="$$($(HOST_PY) torchrig.host.buildcheck --print-torch-version)"; \
+	export PYTORCH_VERSION="$$version";
+
 .PHONY: build
 build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUILD_TARGET=devel)
-	$(HOST_PY) torchrig.container.buildcheck
-	DOCKER_BUILDKIT=1 $(COMPOSE) build
+	$(BUILD_ARGS) DOCKER_BUILDKIT=1 $(COMPOSE) build
+
+.PHONY: prepare
+prepare: ## what `up` (and VS Code Dev Containers) does first: .env on the first run, the bind-mounted folders
+	$(HOST_PY) torchrig.host.dotenv
+	$(COMPOSE) config --format json | $(HOST_PY) torchrig.host.bind_mounts
 
 .PHONY: up
-up: ## start the workstation (first run writes .env with your UID/GID and SSH key); CPU=1 without GPUs
-	$(HOST_PY) torchrig.container.dotenv
-	$(COMPOSE) config --format json | $(HOST_PY) torchrig.container.host_dirs
-	$(COMPOSE) up -d
-	@echo "Jupyter: make jupyter-url | SSH: make ssh | logs: make logs"
+up: prepare ## start the workstation, wait until ready, print how to connect (first run writes .env); CPU=1 without GPUs
+	$(BUILD_ARGS) $(HOST_PY) torchrig.host.up -- $(COMPOSE)
 
 .PHONY: down
 down: ## stop and remove the container (volumes with host keys and caches are kept)
@@ -83,7 +111,7 @@ ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
 
 .PHONY: jupyter-url
 jupyter-url: ## print JupyterLab's URL with its token
-	$(EXEC) python -m torchrig.container.jupyter_url \
+	$(EXEC) python -I -m torchrig.container.jupyter_url \
 		--published "$$($(COMPOSE) port workstation 8888)"
 
 .PHONY: verify-gpus
@@ -92,5 +120,5 @@ verify-gpus: ## run `torchrig verify` in the container (ARGS=--quick)
 
 .PHONY: lock
 lock: ## re-resolve locks/<CUDA_FLAVOUR>.txt from pyproject.toml (needs uv; UPGRADE=1 to bump)
-	$(HOST_PY) torchrig.container.lockfile --uv "$(UV)" \
+	$(HOST_PY) torchrig.host.lockfile --uv "$(UV)" \
 		$(if $(CUDA_FLAVOUR),--flavour $(CUDA_FLAVOUR)) $(if $(filter 1,$(UPGRADE)),--upgrade)

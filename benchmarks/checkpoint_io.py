@@ -1,6 +1,6 @@
 """Checkpoint save/load time against raw sequential I/O of the same bytes on the same disk.
 
-    python benchmarks/checkpoint_io.py [--dir DIR] [--mb 100] [--repeats 5] [--json]
+    python benchmarks/checkpoint_io.py [--dir DIR] [--mb 100] [--repeats 5] [--device cpu] [--json]
 
 Save = `CheckpointManager.save` of a `TrainingState` (the model, an SGD optimizer without
 momentum, so no optimizer tensors) in the single-file layout: torch.save into a temp file, flush,
@@ -14,6 +14,10 @@ the page cache (posix_fadvise DONTNEED, no root needed), for raw and checkpoint 
 Load = `CheckpointManager.load_latest` (zip structure check + torch.load, weights_only, then the
 weights copied into the model); for a file saved with checksums=True it also verifies every
 record's CRC32 (one more pass).
+
+--device cuda puts the model on the GPU, as a training run has it: a save then includes the copy
+to host memory and a load the copy back, while the raw figures stay the disk's own (the same
+bytes from and into host memory).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from torchrig.checkpoint import CheckpointManager, TrainingState
 CHUNK = 8 << 20
 
 
-def make_state(megabytes: int) -> TrainingState:
+def make_state(megabytes: int, device: str = "cpu") -> TrainingState:
     """An MLP of fp32 1024x1024 layers (4 MiB each) summing to ~`megabytes`, with an optimizer
     that holds no tensors of its own: the file is the model's bytes plus a little framing."""
     layer_bytes = 1024 * 1024 * 4 + 1024 * 4
@@ -46,6 +50,7 @@ def make_state(megabytes: int) -> TrainingState:
         model = torch.nn.Sequential(*(torch.nn.Linear(1024, 1024) for _ in range(layers)))
         for parameter in model.parameters():
             parameter.normal_()
+    model.to(device)
     return TrainingState(model, torch.optim.SGD(model.parameters(), lr=0.1))
 
 
@@ -110,14 +115,20 @@ def timed(
     return times
 
 
-def run(directory: Path, megabytes: int, repeats: int) -> dict[str, object]:
-    state = make_state(megabytes)
-    tensors = [t.detach() for t in state.model.state_dict().values()]
+def run(directory: Path, megabytes: int, repeats: int, device: str = "cpu") -> dict[str, object]:
+    state = make_state(megabytes, device)
+    # The raw figures write and read host memory: the disk's speed, whatever holds the model.
+    tensors = [t.detach().cpu() for t in state.model.state_dict().values()]
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
     raw_path = directory / "raw.bin"
     manager = CheckpointManager(directory / "ckpt", keep=1, layout="file")
     checked = CheckpointManager(directory / "ckpt-crc", keep=1, layout="file", checksums=True)
     step = iter(range(1_000_000))
+
+    def load(checkpoints: CheckpointManager) -> None:
+        checkpoints.load_latest(state)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()  # the copy into GPU memory is part of the load
 
     results: dict[str, list[float]] = {}
     # Interleave raw and checkpoint runs so that disk and neighbour noise hits both alike.
@@ -142,10 +153,10 @@ def run(directory: Path, megabytes: int, repeats: int) -> dict[str, object]:
             timed(lambda: raw_read_into_new_memory(raw_path), 1, lambda: drop_from_cache(raw_path))
         )
         results.setdefault("CheckpointManager.load_latest", []).extend(
-            timed(lambda: manager.load_latest(state), 1, lambda: drop_from_cache(ckpt_path))
+            timed(lambda: load(manager), 1, lambda: drop_from_cache(ckpt_path))
         )
         results.setdefault("load_latest (checksums=True file)", []).extend(
-            timed(lambda: checked.load_latest(state), 1, lambda: drop_from_cache(crc_path))
+            timed(lambda: load(checked), 1, lambda: drop_from_cache(crc_path))
         )
     medians = {name: statistics.median(times) for name, times in results.items()}
     mins = {name: min(times) for name, times in results.items()}
@@ -153,6 +164,7 @@ def run(directory: Path, megabytes: int, repeats: int) -> dict[str, object]:
         "tensor_bytes": nbytes,
         "file_bytes": ckpt_path.stat().st_size,
         "repeats": repeats,
+        "device": device,
         "cold_reads": cold,
         "median_s": medians,
         "min_s": mins,
@@ -175,7 +187,8 @@ def markdown(report: dict[str, object]) -> str:
     mins: dict[str, float] = report["min_s"]  # type: ignore[assignment]
     lines = [
         f"{nbytes / 1e6:.1f} MB of tensors ({int(report['file_bytes']) / 1e6:.1f} MB file), "  # type: ignore[arg-type]
-        f"{report['repeats']} repeats, cold reads: {report['cold_reads']}, {report['machine']}",
+        f"{report['repeats']} repeats, model on {report['device']}, cold reads: "
+        f"{report['cold_reads']}, {report['machine']}",
         "",
         "| operation | median s | min s | MB/s (median) |",
         "| --- | ---: | ---: | ---: |",
@@ -201,14 +214,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=Path("."), help="disk to test (default: .)")
     parser.add_argument("--mb", type=int, default=100, help="model size in MB (default: 100)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--device", default="cpu", choices=["cpu", "cuda"], help="where the model lives"
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     args = parser.parse_args(argv)
     if not args.dir.is_dir():
         print(f"checkpoint_io: {args.dir}: no such directory", file=sys.stderr)
         return 1
+    if args.mb < 1:
+        print(f"checkpoint_io: --mb {args.mb}: give a size of at least 1 MB", file=sys.stderr)
+        return 1
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("checkpoint_io: --device cuda: CUDA is not available here", file=sys.stderr)
+        return 1
     work = Path(tempfile.mkdtemp(prefix=".ckpt-bench-", dir=args.dir))
     try:
-        report = run(work, args.mb, max(1, args.repeats))
+        report = run(work, args.mb, max(1, args.repeats), args.device)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(report, indent=2) if args.json else markdown(report))

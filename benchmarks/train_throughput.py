@@ -1,7 +1,8 @@
 """Training throughput: what the example's defaults buy, and what DDP costs.
 
-    python benchmarks/train_throughput.py cpu   [--repeats 3] [--json]
-    python benchmarks/train_throughput.py gpu   [--model resnet18] [--batch-size 128] [--json]
+    python benchmarks/train_throughput.py cpu     [--repeats 3] [--json]
+    python benchmarks/train_throughput.py gpu     [--model resnet18] [--batch-size 128] [--json]
+    python benchmarks/train_throughput.py compile [--model resnet18] [--batch-size 128] [--json]
 
 cpu: the training example itself under torchrun with gloo, 1 process against 2 (one thread each,
   the tiny CNN on synthetic data); samples/s of all processes together, read from the example's
@@ -16,7 +17,14 @@ gpu (one GPU): images/s of one training step loop on device-resident synthetic b
   - plain / ddp-1: the defaults without and with DistributedDataParallel in a one-process group
     (NCCL); target overhead <= 5 %;
   - example: the training example end to end with its defaults (its own DataLoader of synthetic
-    images), 1 process under torchrun, for the number a user sees.
+    images), 1 process under torchrun, for the number a user sees (--no-example leaves it out).
+  `--device cpu` runs the same loops on the CPU (gloo for DDP), which proves the code path on a
+  machine without a GPU; its figures say nothing about a GPU.
+
+compile: torch.compile's cost as a user meets it: the seconds of the first training step of the
+  "defaults" loop (Dynamo, AOTAutograd, Inductor, plus the step itself) against a later step, and
+  the compile caches' hit and miss counters. Run it twice with the same TORCHINDUCTOR_CACHE_DIR:
+  the second run should hit the cache and start faster (benchmarks/gpu_report does that).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -88,7 +97,7 @@ def bench_cpu(repeats: int) -> dict:
 # One GPU: step loops on device-resident batches.
 
 
-def gpu_images_per_s(
+def train_step(
     model_name: str,
     batch_size: int,
     image_size: int,
@@ -96,21 +105,15 @@ def gpu_images_per_s(
     fast: bool,
     compile_model: bool,
     ddp: bool,
-    steps: int,
-    warmup: int,
     device_type: str = "cuda",
-) -> float:
+) -> Callable[[], None]:
+    """One training step on a device-resident batch, as a function to call (unsynchronised)."""
     import torch
     import torch.nn.functional as F
     from torchrig.models import build_model
 
     device = torch.device(device_type, 0) if device_type == "cuda" else torch.device("cpu")
     on_gpu = device.type == "cuda"
-
-    def sync() -> None:
-        if on_gpu:
-            torch.cuda.synchronize()
-
     torch.backends.cudnn.benchmark = fast
     torch.backends.cuda.matmul.allow_tf32 = fast
     torch.backends.cudnn.allow_tf32 = fast
@@ -141,68 +144,170 @@ def gpu_images_per_s(
         scaler.update()
         optimizer.zero_grad(set_to_none=True)
 
+    return one_step
+
+
+def synchronize(device_type: str) -> None:
+    if device_type == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def images_per_s(
+    one_step: Callable[[], None], batch_size: int, steps: int, warmup: int, device_type: str
+) -> float:
     for _ in range(warmup):  # compilation, cudnn autotuning, allocator warm-up
         one_step()
-    sync()
+    synchronize(device_type)
     start = time.perf_counter()
     for _ in range(steps):
         one_step()
-    sync()
+    synchronize(device_type)
     return steps * batch_size / (time.perf_counter() - start)
 
 
-def bench_gpu(model_name: str, batch_size: int, image_size: int, steps: int) -> dict:
+def bench_gpu(
+    model_name: str,
+    batch_size: int,
+    image_size: int,
+    steps: int,
+    *,
+    warmup: int = 20,
+    device_type: str = "cuda",
+    example: bool = True,
+) -> dict:
     import torch
     import torch.distributed as dist
 
-    if not torch.cuda.is_available():
-        raise SystemExit("gpu: CUDA is not available here")
-    common = {"steps": steps, "warmup": 20}
-    shape = (model_name, batch_size, image_size)
-    naive = gpu_images_per_s(*shape, fast=False, compile_model=False, ddp=False, **common)
-    defaults = gpu_images_per_s(*shape, fast=True, compile_model=True, ddp=False, **common)
+    if device_type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("gpu: CUDA is not available here (--device cpu runs the loops on the CPU)")
+
+    def measure(*, fast: bool, compile_model: bool, ddp: bool) -> float:
+        one_step = train_step(
+            model_name, batch_size, image_size,
+            fast=fast, compile_model=compile_model, ddp=ddp, device_type=device_type,
+        )  # fmt: skip
+        return images_per_s(one_step, batch_size, steps, warmup, device_type)
+
+    naive = measure(fast=False, compile_model=False, ddp=False)
+    defaults = measure(fast=True, compile_model=True, ddp=False)
     # DDP overhead: the same eager fast loop with and without a one-process DDP wrapper.
-    plain = gpu_images_per_s(*shape, fast=True, compile_model=False, ddp=False, **common)
-    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1)
+    plain = measure(fast=True, compile_model=False, ddp=False)
+    backend = "nccl" if device_type == "cuda" else "gloo"
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     try:
-        ddp_one = gpu_images_per_s(*shape, fast=True, compile_model=False, ddp=True, **common)
+        ddp_one = measure(fast=True, compile_model=False, ddp=True)
     finally:
         dist.destroy_process_group()
-    example_args = ["--model", model_name, "--batch-size", str(batch_size), "--image-size",
-                    str(image_size), "--steps", "300", "--log-every", "50"]  # fmt: skip
-    example = example_samples_per_s(1, example_args, threads=max(1, (os.cpu_count() or 2) // 2))
-    return {
-        "benchmark": f"gpu: {model_name}, batch {batch_size}, {image_size}px, one GPU",
-        "gpu": torch.cuda.get_device_name(0),
+    on_gpu = device_type == "cuda"
+    result = {
+        "benchmark": f"{device_type}: {model_name}, batch {batch_size}, {image_size}px, one device",
+        "device": torch.cuda.get_device_name(0) if on_gpu else platform.processor() or "cpu",
         "torch": torch.__version__,
+        "steps": steps,
+        "warmup": warmup,
+        "ddp_backend": backend,
         "images_per_s_naive_fp32_eager": round(naive, 1),
         "images_per_s_defaults": round(defaults, 1),
         "speedup_defaults_vs_naive": round(defaults / naive, 3),
         "images_per_s_plain": round(plain, 1),
         "images_per_s_ddp_1proc": round(ddp_one, 1),
         "ddp_overhead_percent": round(100 * (1 - ddp_one / plain), 2),
-        "samples_per_s_example_end_to_end": round(example, 1),
-        "example_command": "torchrun --standalone --nproc-per-node 1 train_ddp.py "
-        + " ".join(example_args),
+    }
+    if example:
+        example_args = ["--model", model_name, "--batch-size", str(batch_size), "--image-size",
+                        str(image_size), "--steps", "300", "--log-every", "50",
+                        "--device", device_type]  # fmt: skip
+        threads = max(1, (os.cpu_count() or 2) // 2)
+        result["samples_per_s_example_end_to_end"] = round(
+            example_samples_per_s(1, example_args, threads=threads), 1
+        )
+        result["example_command"] = "torchrun --standalone --nproc-per-node 1 train_ddp.py " + (
+            " ".join(example_args)
+        )
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# torch.compile: the first step's cost, and what the compile caches did.
+
+CACHE_COUNTERS = {
+    "inductor": ("fxgraph_cache_hit", "fxgraph_cache_miss"),
+    "aot_autograd": ("autograd_cache_hit", "autograd_cache_miss"),
+}
+
+
+def compile_cache_counters() -> dict[str, int]:
+    """Inductor's FX graph cache and AOTAutograd's cache, hits and misses so far."""
+    from torch._dynamo.utils import counters
+
+    return {
+        name: int(counters[group][name])
+        for group, names in CACHE_COUNTERS.items()
+        for name in names
+    }
+
+
+def bench_compile(
+    model_name: str, batch_size: int, image_size: int, steps: int, device_type: str
+) -> dict:
+    import torch
+
+    if device_type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("compile: CUDA is not available here (--device cpu compiles for the CPU)")
+    shape = (model_name, batch_size, image_size)
+    one_step = train_step(*shape, fast=True, compile_model=True, ddp=False, device_type=device_type)
+    synchronize(device_type)
+    start = time.perf_counter()
+    one_step()  # traced, compiled (or loaded from the cache), then run
+    synchronize(device_type)
+    first = time.perf_counter() - start
+    later = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        one_step()
+        synchronize(device_type)
+        later.append(time.perf_counter() - start)
+    return {
+        "benchmark": f"compile: {model_name}, batch {batch_size}, {image_size}px, {device_type}",
+        "torch": torch.__version__,
+        "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+        "first_step_s": round(first, 3),
+        "later_step_s": round(statistics.median(later), 4),
+        "cache": compile_cache_counters(),
     }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["cpu", "gpu"])
+    parser.add_argument("what", choices=["cpu", "gpu", "compile"])
     parser.add_argument("--repeats", type=int, default=3, help="cpu: runs per process count")
-    parser.add_argument("--model", default="resnet18", help="gpu: model")
-    parser.add_argument("--batch-size", type=int, default=128, help="gpu: batch per step")
-    parser.add_argument("--image-size", type=int, default=224, help="gpu: image side")
-    parser.add_argument("--steps", type=int, default=100, help="gpu: timed steps per variant")
+    parser.add_argument("--model", default="resnet18", help="gpu/compile: model")
+    parser.add_argument("--batch-size", type=int, default=128, help="gpu/compile: batch per step")
+    parser.add_argument("--image-size", type=int, default=224, help="gpu/compile: image side")
+    parser.add_argument("--steps", type=int, default=100, help="gpu/compile: timed steps")
+    parser.add_argument("--warmup", type=int, default=20, help="gpu: untimed steps per variant")
+    parser.add_argument(
+        "--device", choices=["cuda", "cpu"], default="cuda", help="gpu/compile: where to run"
+    )
+    parser.add_argument(
+        "--example", action=argparse.BooleanOptionalAction, default=True,
+        help="gpu: also time the training example end to end",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
-    if min(args.repeats, args.batch_size, args.image_size, args.steps) < 1:
-        parser.error("--repeats, --batch-size, --image-size and --steps must be >= 1")
+    if min(args.repeats, args.batch_size, args.image_size, args.steps) < 1 or args.warmup < 0:
+        parser.error("--repeats, --batch-size, --image-size, --steps must be >= 1; --warmup >= 0")
+    shape = (args.model, args.batch_size, args.image_size, args.steps)
     if args.what == "cpu":
         result = bench_cpu(args.repeats)
+    elif args.what == "gpu":
+        result = bench_gpu(
+            *shape, warmup=args.warmup, device_type=args.device, example=args.example
+        )
     else:
-        result = bench_gpu(args.model, args.batch_size, args.image_size, args.steps)
+        result = bench_compile(*shape, args.device)
     result["python"] = platform.python_version()
     if args.json:
         print(json.dumps(result))

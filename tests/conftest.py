@@ -1,7 +1,8 @@
 """Shared test configuration: which suites this machine can run.
 
 Container tests need a Docker engine; GPU tests need CUDA. Without one they are skipped, unless
-REQUIRE_DOCKER=1 (CI) turns a missing engine into a failure.
+REQUIRE_DOCKER=1 (CI) turns a missing engine into a failure. Slurm tests need Slurm's and munge's
+programs and root; without them they are skipped, unless REQUIRE_SLURM=1 (CI).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from .slurm.cluster import missing_programs as missing_slurm_programs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,6 +42,16 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def slurm_unavailable() -> str | None:
+    """Why this machine cannot run the Slurm test cluster, or None."""
+    missing = missing_slurm_programs()
+    if missing:
+        return f"{', '.join(missing)} not on PATH (apt-get install slurm-wlm munge)"
+    if os.geteuid() != 0:
+        return "the Slurm test cluster runs slurmd, which needs root"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     wants_container = any(item.get_closest_marker("container") for item in items)
     if wants_container and not docker_engine_answers():
@@ -56,3 +69,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("gpu"):
                 item.add_marker(skip)
+    if any(item.get_closest_marker("slurm") for item in items):
+        reason = slurm_unavailable()
+        if reason and os.environ.get("REQUIRE_SLURM") == "1":
+            raise pytest.UsageError(
+                f"REQUIRE_SLURM=1 but {reason}; unset REQUIRE_SLURM to skip the Slurm tests."
+            )
+        if reason:
+            skip = pytest.mark.skip(reason=f"{reason} (set REQUIRE_SLURM=1 to fail)")
+            for item in items:
+                if item.get_closest_marker("slurm"):
+                    item.add_marker(skip)

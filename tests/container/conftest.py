@@ -17,11 +17,13 @@ Environment knobs:
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import docker
 import pytest
 
 from .ssh import KeyPair, new_key_pair
@@ -29,6 +31,9 @@ from .stack import REPO_ROOT, Stack, new_stack
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 CPU_OVERRIDE = REPO_ROOT / "docker-compose.cpu.yml"
+PUBLISHED = REPO_ROOT / "docker-compose.published.yml"
+# A registry on the loopback with nothing listening: a pull fails on this machine, at once.
+PUBLISHED_REGISTRY = "localhost:1/torchrig"
 BUILD_TIMEOUT_S = 3600
 # A uid/gid that is neither the image's 1000 nor ours, so ownership tests can tell them apart.
 TEST_PUID = "4242"
@@ -95,6 +100,16 @@ def image(cpu_compose_files: list[Path], tmp_path_factory: pytest.TempPathFactor
         return given
     log_path = tmp_path_factory.mktemp("build") / "build.log"
     return _build_image(cpu_compose_files, log_path)
+
+
+@pytest.fixture
+def published_name(image: str) -> Iterator[str]:
+    """The image under test, also tagged as if it had been pulled from a registry."""
+    name = f"{PUBLISHED_REGISTRY}:{secrets.token_hex(4)}-cu130"
+    client = docker.from_env()
+    client.images.get(image).tag(name)
+    yield name
+    client.images.remove(name)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ USER = "dev"
 class KeyPair:
     private: paramiko.Ed25519Key
     public_line: str  # "ssh-ed25519 AAAA... comment", what SSH_PUBLIC_KEY takes
+    private_text: str  # the OpenSSH private key file's text, for the real `ssh -i`
 
 
 def new_key_pair() -> KeyPair:
@@ -30,7 +31,9 @@ def new_key_pair() -> KeyPair:
         serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
     )
     private = paramiko.Ed25519Key.from_private_key(io.StringIO(private_text))
-    return KeyPair(private=private, public_line=public.decode() + " torchrig-test")
+    return KeyPair(
+        private=private, public_line=public.decode() + " torchrig-test", private_text=private_text
+    )
 
 
 def connect(

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import TEST_PGID, TEST_PUID
+from .ssh import KeyPair
 from .stack import Stack, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(300, func_only=True)]
@@ -62,15 +63,48 @@ def test_malformed_ssh_public_key_is_reported(stack_factory: Callable[..., Stack
     assert TRACEBACK not in stack.logs()
 
 
-# uid 1 is `daemon` and gid 100 is `users` in every Debian-based image.
-@pytest.mark.parametrize(("variable", "taken"), [("PUID", "1"), ("PGID", "100")])
-def test_id_of_an_existing_image_user_or_group_fails_clearly(
-    stack_factory: Callable[..., Stack], variable: str, taken: str
+@pytest.mark.parametrize(("variable", "message"), [
+    ("PUID", "PUID=0 would make dev root"),
+    ("PGID", "PGID=0 would put dev in the group root"),
+])  # fmt: skip
+def test_root_ids_fail_clearly(
+    stack_factory: Callable[..., Stack], variable: str, message: str
 ) -> None:
-    result = stack_factory(**{variable: taken}).run("true")
+    result = stack_factory(**{variable: "0"}).run("true")
     output = output_of(result)
     assert result.returncode != 0, output
-    assert lines_naming(output, "error", f"{variable}={taken}"), output
+    assert lines_naming(output, "error", message), output
+    assert TRACEBACK not in output
+
+
+# '²' passes str.isdigit() and then crashed int(); full-width digits were read as 1000.
+@pytest.mark.parametrize("value", ["\u00b2", "\uff11\uff10\uff10\uff10"])
+def test_an_id_in_other_digits_fails_with_one_clear_line(
+    stack_factory: Callable[..., Stack], value: str
+) -> None:
+    result = stack_factory(PUID=value).run("true")
+    output = output_of(result)
+    assert result.returncode != 0, output
+    assert len(lines_naming(output, "error", "PUID=")) == 1, output
+    assert TRACEBACK not in output
+
+
+PRIVATE_KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
+
+
+@pytest.mark.parametrize("where", ["before the key", "a private key's line"])
+def test_a_bad_key_line_fails_with_one_line_that_does_not_echo_it(
+    stack_factory: Callable[..., Stack], ssh_keys: KeyPair, where: str
+) -> None:
+    # sshd would skip a line with junk before the key type: the login would just fail.
+    line = f"laptop: {ssh_keys.public_line}" if where == "before the key" else PRIVATE_KEY_BODY
+    result = stack_factory(SSH_PUBLIC_KEY=line).run("true")
+    output = output_of(result)
+    assert result.returncode != 0, output
+    assert len(lines_naming(output, "error", "SSH_PUBLIC_KEY")) == 1, output
+    for token in line.split():
+        if not token.startswith("ssh-"):
+            assert token[:12] not in output, output
     assert TRACEBACK not in output
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import docker
 import pytest
+from torchrig.host import buildcheck
 
 from .conftest import COMPOSE_FILE
 from .stack import REPO_ROOT
@@ -54,6 +55,15 @@ def test_image_is_built_with_the_venv_first_and_tini_as_init(image: str) -> None
     entrypoint = config.get("Entrypoint") or []
     assert any(Path(part).name == "tini" for part in entrypoint), entrypoint
     assert "-g" in entrypoint, entrypoint
+
+
+def test_image_sets_pytorch_version_from_its_lock(image: str) -> None:
+    # enroot's PyTorch hook (pyxis on Slurm) fills in MASTER_ADDR, RANK, ... only in images whose
+    # environment has PYTORCH_VERSION; `make build` reads it from the lock the image installs.
+    config = docker.from_env().images.get(image).attrs["Config"]
+    env = dict(item.split("=", 1) for item in config["Env"])
+    lock = REPO_ROOT / "locks" / f"{env['TORCHRIG_CUDA_FLAVOUR']}.txt"
+    assert env.get("PYTORCH_VERSION") == buildcheck.locked_version(lock.read_text(), "torch")
 
 
 def test_default_compose_reserves_gpus() -> None:

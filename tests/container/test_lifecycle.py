@@ -8,6 +8,7 @@ import signal
 import time
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -152,3 +153,38 @@ def test_killed_services_are_restarted(stack_factory: Callable[..., Stack]) -> N
     stack.wait_healthy()
     # The supervisor did it, not a container restart.
     assert stack.container().attrs["RestartCount"] == 0
+
+
+def stopped_with_an_error(stack: Stack) -> bool:
+    """The container's main process exited with an error: it is down, or Docker's restart policy
+    restarted it (which resets the ExitCode that inspect shows, but counts the restart)."""
+    container = stack.container()
+    container.reload()
+    state = container.attrs["State"]
+    exited = state["Status"] == "exited" and state["ExitCode"] != 0
+    return exited or container.attrs["RestartCount"] > 0
+
+
+def test_a_service_that_cannot_start_stops_the_container_with_its_error(
+    stack_factory: Callable[..., Stack], tmp_path: Path
+) -> None:
+    # Jupyter pointed at a config that exits at once: it dies within a second, every time.
+    override = tmp_path / "compose.broken-jupyter.yml"
+    override.write_text(
+        "services:\n  workstation:\n    environment:\n"
+        "      JUPYTER_CONFIG_DIR: /workspace/.broken-jupyter\n"
+    )
+    stack = stack_factory(extra_files=(override,))
+    config_dir = stack.workspace / ".broken-jupyter"
+    config_dir.mkdir()
+    (config_dir / "jupyter_server_config.py").write_text("raise SystemExit('broken on purpose')\n")
+    stack.up()
+    wait_until(
+        "the container to stop with jupyter's error",
+        lambda: stopped_with_an_error(stack),
+        timeout_s=240,
+        on_timeout=stack.logs,
+    )
+    errors = [line for line in stack.logs().splitlines() if "error: jupyter cannot start" in line]
+    assert errors, stack.logs()
+    assert "exited 3 times in a row within 60 s of starting" in errors[0]

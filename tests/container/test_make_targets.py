@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import time
+from collections.abc import Callable
 
 import pytest
 
-from .stack import REPO_ROOT, Stack
+from .ssh import KeyPair
+from .stack import ANSI_CONTROL, REPO_ROOT, Stack
 
-pytestmark = [pytest.mark.container, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.container, pytest.mark.timeout(420)]
 
 
 def make(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
@@ -46,3 +50,59 @@ def test_make_verify_gpus_without_a_gpu_exits_2_with_the_hint(running_stack: Sta
     assert result.returncode != 0
     assert "Error 2" in result.stderr  # make reports the command's own exit status
     assert "NVIDIA Container Toolkit" in result.stdout + result.stderr
+
+
+def make_up(stack: Stack) -> subprocess.CompletedProcess[str]:
+    """`make up CPU=1` as a person types it, aimed at the stack's project, ports and folders.
+    COMPOSE_ENV_FILES: compose reads the stack's variables, never a developer's .env."""
+    stack.write_env_file()
+    env = {
+        **stack.environment(),
+        "COMPOSE_PROJECT_NAME": stack.name,
+        "COMPOSE_ENV_FILES": str(stack.root / "stack.env"),
+    }
+    result = subprocess.run(
+        ["make", "-s", "up", "CPU=1"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=360,
+        check=False,
+    )
+    stack.log.append(f"make up (exit {result.returncode}):\n{result.stdout}{result.stderr}")
+    return result
+
+
+def test_make_up_waits_until_ready_and_says_how_to_connect(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory()
+    result = make_up(stack)
+    output = ANSI_CONTROL.sub("", result.stdout + result.stderr)
+    assert result.returncode == 0, output
+    assert stack.health() == "healthy"  # ready when it returns, not merely started
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    jupyter = f"http://127.0.0.1:{stack.jupyter_port}/lab?token={stack.token}"
+    assert any(line.endswith(jupyter) for line in lines), output
+    assert any(line.endswith(f"ssh -p {stack.ssh_port} dev@127.0.0.1") for line in lines), output
+
+
+def test_make_up_with_a_bad_setting_fails_with_the_container_s_error(
+    stack_factory: Callable[..., Stack], ssh_keys: KeyPair
+) -> None:
+    stack = stack_factory(SSH_PUBLIC_KEY=f"laptop: {ssh_keys.public_line}")
+    result = make_up(stack)
+    output = ANSI_CONTROL.sub("", result.stdout + result.stderr)
+    assert result.returncode != 0, output
+    assert re.search(r"^ *\[torchrig\] error: SSH_PUBLIC_KEY \(line 1\): ", output, re.M), output
+    assert "/lab?token=" not in output
+    # Stopped for good, not restarting in a loop behind the user's back.
+    container = stack.container()
+    time.sleep(5)
+    container.reload()
+    assert container.attrs["State"]["Status"] == "exited", container.attrs["State"]
+    restarts = container.attrs["RestartCount"]
+    time.sleep(5)
+    container.reload()
+    assert container.attrs["RestartCount"] == restarts

@@ -1,9 +1,9 @@
-"""The container's start-up and the host-side helpers around it.
+"""The container's start-up, run inside the image at every start (standard library only, and
+nothing slow; never `torchrig.host`, which is the Makefile's side on the user's machine).
 
-In the container (runs at every start, so standard library only and nothing slow):
-`entrypoint` (the whole start sequence), `banner` (versions and checks), `accounts` (UID/GID
-remap, privilege drop), `ssh`, `jupyter`, `supervisor`, `healthcheck`, `jupyter_url`.
-On the host, run by the Makefile with plain `python3` (also standard library only): `dotenv`
-(writes `.env` on the first `make up`), `host_dirs` (creates bind-mount sources before Docker
-does it as root), `buildcheck` (checks build inputs), `lockfile` (`make lock`).
+`entrypoint` (the whole start sequence), `settings` (the one reader of the environment's
+variables), `banner` (versions and checks), `accounts` (UID/GID remap, privilege drop), `ssh`,
+`jupyter`, `supervisor`, `state`, `log`; and for a running container `healthcheck` (Docker's
+HEALTHCHECK), `jupyter_url` (`make jupyter-url`) and `endpoints` (what `make up` prints).
+`root_main` is how root runs all this: a root-owned copy, `python3 -I -S`, never the venv.
 """

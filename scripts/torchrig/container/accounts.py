@@ -3,6 +3,10 @@
 /etc/passwd and /etc/group are edited directly instead of with usermod/groupmod: usermod -u
 also chowns the whole home directory recursively, volumes included (the HF and torch.compile
 caches can be huge). Ownership is fixed where this module knows it matters, and nowhere else.
+
+Ids another account or group of the image already has are shared, as linuxserver.io's
+PUID/PGID and docker-stacks' NB_UID/NB_GID allow: the host user's files carry their ids whatever
+the image calls them (group 100 is `users`, 20 is macOS's `staff`). Only root's ids are refused.
 """
 
 from __future__ import annotations
@@ -47,35 +51,46 @@ def find(entries: list[Entry], name: str) -> Entry:
     raise SetupError(f"the image has no {name!r} entry in its user/group tables: rebuild it.")
 
 
-def check_id_free(entries: list[Entry], wanted: int, owner: str, kind: str, variable: str) -> None:
-    for entry in entries:
-        if entry.id == wanted and entry.name != owner:
-            raise SetupError(
-                f"{variable}={wanted} is already the {kind} {entry.name!r} in the image, so "
-                f"{owner!r} cannot take it. Use another {variable} (e.g. run the container as a "
-                f"host user whose id is not {wanted}), or leave {variable} unset for 1000."
-            )
+def refuse_root_ids(uid: int | None, gid: int | None) -> None:
+    """Every other id is fine, shared or not; root's are not dev's to take."""
+    if uid == 0:
+        raise SetupError(
+            "PUID=0 would make dev root: dev must not be root (GRANT_SUDO=1 gives it sudo). "
+            "Set PUID to your host user's id (`id -u`), or leave it unset for 1000."
+        )
+    if gid == 0:
+        raise SetupError(
+            "PGID=0 would put dev in the group root: set PGID to your host user's group "
+            "(`id -g`), or leave it unset for 1000."
+        )
 
 
 def remap_passwd(text: str, user: str, uid: int | None, gid: int | None) -> str:
+    """dev's line with the new ids. A uid another account has is shared (like `usermod -o`):
+    the host user's files carry it whatever the image calls it. dev's line then goes before
+    the other account's, so uid -> name lookups (ls -l, whoami, the prompt) say dev."""
     entries = parse_table(text)
     own = find(entries, user)
-    if uid is not None:
-        check_id_free(entries, uid, user, "user", "PUID")
     fields = list(own.fields)
     if uid is not None:
         fields[2] = str(uid)
     if gid is not None:
         fields[3] = str(gid)
-    return render_table(Entry(tuple(fields)) if e is own else e for e in entries)
+    mine = Entry(tuple(fields))
+    others = [entry for entry in entries if entry is not own]
+    first_sharer = next((i for i, entry in enumerate(others) if entry.id == mine.id), None)
+    if first_sharer is not None and first_sharer < entries.index(own):
+        return render_table([*others[:first_sharer], mine, *others[first_sharer:]])
+    return render_table(mine if entry is own else entry for entry in entries)
 
 
 def remap_group(text: str, group: str, gid: int | None) -> str:
+    """dev's own group takes a free gid. A gid another group already has is left to that group,
+    which simply becomes dev's primary group (in passwd): one name per gid, no duplicates."""
     entries = parse_table(text)
     own = find(entries, group)
-    if gid is None:
+    if gid is None or any(entry.id == gid for entry in entries):
         return text
-    check_id_free(entries, gid, group, "group", "PGID")
     fields = list(own.fields)
     fields[2] = str(gid)
     return render_table(Entry(tuple(fields)) if e is own else e for e in entries)
@@ -91,19 +106,16 @@ class Remap:
 def plan_remap(
     passwd_text: str, group_text: str, uid: int | None, gid: int | None, user: str = USER
 ) -> Remap:
-    """New table texts for the wanted ids; raises SetupError when an id is taken."""
+    """New table texts for the wanted ids; raises SetupError for root's ids."""
+    refuse_root_ids(uid, gid)
     current = find(parse_table(passwd_text), user)
-    current_gid = int(current.fields[3])
     uid = None if uid == current.id else uid
-    gid = None if gid == current_gid else gid
+    gid = None if gid == int(current.fields[3]) else gid
     if uid is None and gid is None:
         return Remap(passwd_text, group_text, changed=False)
-    primary = next((g.name for g in parse_table(group_text) if g.id == current_gid), None)
-    if primary is None:
-        raise SetupError(f"the image's {user!r} has no primary group: rebuild it.")
     return Remap(
         passwd=remap_passwd(passwd_text, user, uid, gid),
-        group=remap_group(group_text, primary, gid),
+        group=remap_group(group_text, user, gid),
         changed=True,
     )
 
@@ -127,32 +139,38 @@ def apply_remap(uid: int | None, gid: int | None, etc: Path = Path("/etc")) -> b
 
 
 def chown_tree(root: Path, uid: int, gid: int) -> None:
-    """chown a small tree (home, state dir), never descending into mount points (volumes)."""
+    """chown a small tree (home, state dir) as root, never through a symlink and never into a
+    mount point (volumes). os.fwalk holds each directory open and changes entries by name inside
+    it, so a directory swapped for a symlink mid-walk is neither followed nor changed through."""
     os.chown(root, uid, gid, follow_symlinks=False)
-    for directory, dirnames, filenames in os.walk(root):
+    for _, dirnames, filenames, dirfd in os.fwalk(root, follow_symlinks=False):
+        here = os.fstat(dirfd).st_dev
+        for name in [*dirnames, *filenames]:
+            os.chown(name, uid, gid, dir_fd=dirfd, follow_symlinks=False)
         for name in list(dirnames):
-            path = Path(directory, name)
-            os.chown(path, uid, gid, follow_symlinks=False)
-            if os.path.ismount(path):
+            if os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_dev != here:
                 dirnames.remove(name)  # a volume: its top is ours, its content is not ours to walk
-        for name in filenames:
-            os.chown(Path(directory, name), uid, gid, follow_symlinks=False)
 
 
 def claim_if_fresh_mount(path: Path, uid: int, gid: int) -> bool:
-    """Docker creates a missing bind-mount source as an empty root-owned dir: hand it to dev."""
+    """Docker creates a missing bind-mount source as an empty root-owned dir: hand it to dev.
+
+    Opened without following a symlink (dev owns /home/dev and could plant one at ~/.cache
+    pointing at an empty dir of root's) and changed through that descriptor, so the directory
+    that was checked is the one that changes."""
     try:
-        stat = path.stat()
-        empty = not any(path.iterdir())
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
         return False
-    if stat.st_uid == 0 and empty and (stat.st_uid, stat.st_gid) != (uid, gid):
-        try:
-            os.chown(path, uid, gid)
-        except OSError:
-            return False  # a read-only mount: the writability check reports it
-        return True
-    return False
+    try:
+        if os.fstat(fd).st_uid != 0 or os.listdir(fd):
+            return False
+        os.fchown(fd, uid, gid)
+    except OSError:
+        return False  # a read-only mount: the writability check reports it
+    finally:
+        os.close(fd)
+    return True
 
 
 @dataclass(frozen=True)

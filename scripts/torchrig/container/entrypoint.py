@@ -1,10 +1,13 @@
 """The container's start sequence (`entrypoint/entrypoint.sh` execs this under tini).
 
-1. Read and check the settings; print the banner (versions, GPUs, checks with fixes).
+1. Read and check the settings.
 2. As root: remap dev to PUID/PGID, fix ownership where needed, sudo when GRANT_SUDO=1, read
    the SSH keys; then drop to dev for good. Started with `--user`: those steps are skipped.
-3. As dev: check the mounts, make SSH host keys once, install the keys, export the environment
-   for SSH sessions.
+   Root runs this module from its own root-owned copy with `python3 -I -S` (no site-packages,
+   nothing dev can write; see root_main.py).
+3. As dev: the venv's packages become readable (for the banner), print the banner (versions,
+   GPUs, checks with fixes), check the mounts, make SSH host keys once, install the keys, export
+   the environment for SSH sessions.
 4. Run the given command, or supervise the services in SERVICES.
 """
 
@@ -16,11 +19,14 @@ from pathlib import Path
 
 from torchrig.container import accounts, banner, jupyter, log, ssh
 from torchrig.container.log import SetupError
-from torchrig.container.settings import Settings, read_settings, stop_environment
+from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings, stop_environment
 from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, state_dir
 from torchrig.container.supervisor import ServiceSpec, Supervisor
 
 HOME = Path("/home/dev")
+# What root's steps resolve commands in: the container's PATH starts with dev's venv.
+ROOT_PATH = SYSTEM_PATH
+VENV = Path("/opt/venv")
 SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
 # Mount point -> the compose variable that chooses its host side (for error messages).
 WRITABLE_MOUNTS = {"/workspace": "WORKSPACE_DIR", "/checkpoints": "CHECKPOINT_DIR"}
@@ -39,18 +45,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def start(command: list[str]) -> int:
     settings = read_settings(os.environ)
-    show_banner(settings)
-    keys_file = Path(os.environ.get("SSH_AUTHORIZED_KEYS_FILE", ssh.AUTHORIZED_KEYS_FILE_DEFAULT))
+    keys_file = settings.ssh_authorized_keys_file
     if os.geteuid() == 0:
+        os.environ["PATH"] = ROOT_PATH
         who = prepare_as_root(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)  # file may be root-only
         accounts.drop_privileges(who)
         home = Path(who.home)
-        os.environ.update(HOME=who.home, USER=accounts.USER, LOGNAME=accounts.USER, SHELL=who.shell)
+        os.environ.update(
+            PATH=settings.path,
+            HOME=who.home,
+            USER=accounts.USER,
+            LOGNAME=accounts.USER,
+            SHELL=who.shell,
+        )
     else:
         note_unprivileged(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)
-        home = Path(os.environ.get("HOME", str(HOME)))
+        home = settings.home or HOME
+    use_venv_packages()
+    show_banner(settings)
     check_mounts(mount_points())
     state = state_dir()
     os.environ.update(stop_environment(settings, os.environ))
@@ -58,7 +72,7 @@ def start(command: list[str]) -> int:
     if command:
         (state / SERVICES_FILE).write_text("", encoding="utf-8")
         return run_command(command)
-    sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home)
+    sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home, keys_file)
     specs = service_specs(settings, sshd_ok, state)
     (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
     return Supervisor(
@@ -123,6 +137,17 @@ def note_unprivileged(settings: Settings) -> None:
 # --- dev steps ----------------------------------------------------------------------------------
 
 
+def use_venv_packages(venv: Path = VENV) -> None:
+    """Root's steps ran on the standard library and root's copy of torchrig alone; now that this
+    process is dev, the venv is dev's own to read: the banner takes torch's version and NVML
+    (pynvml) from it. Appended, so the standard library and torchrig's copy still come first,
+    and without its .pth files (no `site`): nothing from the venv runs here but what is imported."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site_packages = str(venv / "lib" / version / "site-packages")
+    if os.path.isdir(site_packages) and site_packages not in sys.path:
+        sys.path.append(site_packages)
+
+
 def mount_points(mountinfo: Path = Path("/proc/self/mountinfo")) -> set[str]:
     """The container's mount points (field 5 of mountinfo; octal escapes as the kernel writes)."""
     try:
@@ -163,12 +188,12 @@ def describe_owner(path: str) -> str:
     return owner + (", mounted read-only" if read_only else "")
 
 
-def prepare_sshd(keys: list[str], home: Path) -> bool:
+def prepare_sshd(keys: list[str], home: Path, keys_file: Path) -> bool:
     """True when sshd can run: it has keys, host keys, and authorized_keys is installed."""
     if not keys:
         log.info(
             "sshd not started: no SSH public key (set SSH_PUBLIC_KEY, or mount an authorized_keys "
-            f"file at {ssh.AUTHORIZED_KEYS_FILE_DEFAULT}); Jupyter is unaffected"
+            f"file at {keys_file}); Jupyter is unaffected"
         )
         return False
     try:
@@ -191,7 +216,7 @@ def export_environment(home: Path, state: Path) -> None:
         ssh.write_private(home / ".ssh" / "environment", ssh.ssh_environment_text(variables))
     except OSError as exc:
         log.warn(f"could not write {home}/.ssh/environment ({exc}): SSH sessions get a bare env")
-    (state / ENVIRONMENT_FILE).write_text(ssh.shell_exports_text(variables), encoding="utf-8")
+    ssh.write_private(state / ENVIRONMENT_FILE, ssh.shell_exports_text(variables))
 
 
 def service_specs(settings: Settings, sshd_ok: bool, state: Path) -> list[ServiceSpec]:
@@ -218,8 +243,10 @@ def jupyter_spec(settings: Settings, state: Path) -> ServiceSpec:
             "Jupyter runs WITHOUT a token (JUPYTER_ALLOW_NO_TOKEN=1): anyone who can reach the "
             "port can run code as dev; keep BIND_ADDR=127.0.0.1"
         )
-    url = jupyter.lab_url(f"127.0.0.1:{jupyter.JUPYTER_PORT}", token.value)
-    log.info(f"Jupyter (token: {token.origin}): {url}  (`make jupyter-url` prints the host URL)")
+    # Never the token itself: log backends keep what a container prints.
+    log.info(
+        f"Jupyter (token: {token.origin}, kept out of the logs): `make jupyter-url` prints its URL"
+    )
     return ServiceSpec("jupyter", argv, jupyter.jupyter_environment(dict(os.environ), token))
 
 

@@ -1,5 +1,6 @@
 """The container's settings, read from its environment and checked once, up front.
 
+This is the one module of the start-up that reads variables by name; the others get the values.
 Every value a user can get wrong is validated here, so a typo stops the start with one clear
 line instead of breaking something later.
 """
@@ -9,14 +10,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
+from torchrig import user_ids
 from torchrig.container.log import SetupError
 
 # Also the default of SERVICES (this is its one place): all of them.
 KNOWN_SERVICES = ("jupyter", "sshd")
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
-MAX_ID = 2**31 - 1
 # STOP_GRACE: seconds a stop gives every process in the container to finish (a training job: to
 # save its checkpoint) before what is left is killed. docker-compose.yml's stop_grace_period is
 # this plus a margin, with this same default (a unit test holds the two together).
@@ -24,6 +26,10 @@ STOP_GRACE_DEFAULT_S = 60.0
 # torchrun's own wait for its workers after it passes a stop signal on (its default is 30 s): set
 # for the container's sessions to STOP_GRACE, unless the user set it.
 TORCHRUN_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+# Where a mounted authorized_keys file is read from unless SSH_AUTHORIZED_KEYS_FILE says otherwise.
+AUTHORIZED_KEYS_FILE_DEFAULT = Path("/etc/torchrig/authorized_keys")
+# The system's own directories (Docker's default PATH): all root's commands resolve in these.
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,9 @@ class Settings:
     jupyter_token: str | None
     jupyter_allow_no_token: bool
     ssh_public_keys_text: str
+    ssh_authorized_keys_file: Path
+    home: Path | None  # HOME as started; None when unset (the entrypoint then uses dev's home)
+    path: str  # PATH as started (the venv first): dev's, never root's
     stop_grace_s: float = STOP_GRACE_DEFAULT_S
 
 
@@ -51,15 +60,24 @@ def parse_flag(name: str, value: str | None) -> bool:
 
 def parse_id(name: str, value: str | None) -> int | None:
     """A numeric UID/GID, or None when unset or empty (keep the image's 1000)."""
+    try:
+        return user_ids.parse_id(name, value)
+    except ValueError as exc:
+        raise SetupError(str(exc)) from None
+
+
+def parse_absolute_path(name: str, value: str | None) -> Path | None:
+    """A path inside the container, or None when unset or empty; a relative one is an error
+    (it would silently depend on the directory the entrypoint happens to start in)."""
     text = (value or "").strip()
     if not text:
         return None
-    if not text.isdigit() or int(text) > MAX_ID:
+    if not PurePosixPath(text).is_absolute():
         raise SetupError(
-            f"{name}={value!r} is not a numeric id: set it to the output of "
-            f"`id -{'u' if name == 'PUID' else 'g'}` on the host."
+            f"{name}={value!r} is not an absolute path: give the full path inside the "
+            "container (starting with /)."
         )
-    return int(text)
+    return Path(text)
 
 
 def parse_services(value: str | None) -> tuple[str, ...]:
@@ -103,6 +121,7 @@ def stop_environment(settings: Settings, environ: Mapping[str, str]) -> dict[str
 
 def read_settings(environ: Mapping[str, str]) -> Settings:
     token = environ.get("JUPYTER_TOKEN")
+    keys_file = environ.get("SSH_AUTHORIZED_KEYS_FILE")
     allow_no_token = parse_flag("JUPYTER_ALLOW_NO_TOKEN", environ.get("JUPYTER_ALLOW_NO_TOKEN"))
     if allow_no_token and token:
         raise SetupError(
@@ -118,5 +137,11 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         jupyter_token=token or None,
         jupyter_allow_no_token=allow_no_token,
         ssh_public_keys_text=environ.get("SSH_PUBLIC_KEY", ""),
+        ssh_authorized_keys_file=(
+            parse_absolute_path("SSH_AUTHORIZED_KEYS_FILE", keys_file)
+            or AUTHORIZED_KEYS_FILE_DEFAULT
+        ),
+        home=parse_absolute_path("HOME", environ.get("HOME")),
+        path=environ.get("PATH") or SYSTEM_PATH,
         stop_grace_s=parse_seconds("STOP_GRACE", environ.get("STOP_GRACE"), STOP_GRACE_DEFAULT_S),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import re
 import shlex
 import subprocess
 from collections.abc import Mapping
@@ -23,7 +24,6 @@ SSHD_CONFIG = "/etc/torchrig/sshd_config"
 SSH_PORT = 2222
 HOST_KEY_DIR = Path("/var/lib/torchrig/ssh")
 HOST_KEY_TYPES = ("ed25519", "ecdsa")
-AUTHORIZED_KEYS_FILE_DEFAULT = "/etc/torchrig/authorized_keys"
 
 KEY_TYPES = frozenset(
     {
@@ -36,6 +36,40 @@ KEY_TYPES = frozenset(
         "sk-ecdsa-sha2-nistp256@openssh.com",
     }
 )
+# authorized_keys options sshd knows (sshd(8), "AUTHORIZED_KEYS FILE FORMAT"; names ignore case).
+# A line may start with them; anything else before the key type makes sshd skip the line silently.
+OPTION_NAMES = frozenset(
+    {
+        "agent-forwarding",
+        "cert-authority",
+        "command",
+        "environment",
+        "expiry-time",
+        "from",
+        "no-agent-forwarding",
+        "no-port-forwarding",
+        "no-pty",
+        "no-touch-required",
+        "no-user-rc",
+        "no-x11-forwarding",
+        "permitlisten",
+        "permitopen",
+        "port-forwarding",
+        "principals",
+        "pty",
+        "restrict",
+        "tunnel",
+        "user-rc",
+        "verify-required",
+        "x11-forwarding",
+    }
+)
+# One option: a name, optionally ="value" where the value may hold blanks and \" escapes.
+OPTION = r'([A-Za-z0-9-]+)(?:="(?:[^"\\]|\\.)*")?'
+OPTIONS_THEN_REST = re.compile(rf"(?P<options>{OPTION}(?:,{OPTION})*)\s+(?P<rest>.*)")
+# Errors never quote the line: a pasted private key (or its middle) must not reach the logs.
+NOT_SHOWN = "(the line itself is not shown: it could be a private key)"
+
 # Never copied into SSH sessions: per-login values, or secrets a shell has no use for.
 NOT_EXPORTED = frozenset(
     {
@@ -56,6 +90,13 @@ NOT_EXPORTED = frozenset(
     }
 )
 
+# Credentials the user passed (HF_TOKEN, WANDB_API_KEY, ...) stay in the processes that were
+# given them (Jupyter, `docker exec`) and out of the files written for SSH sessions.
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|_KEY$", re.IGNORECASE)
+# What `export NAME=...` accepts in every POSIX shell (str.isidentifier() also takes non-ASCII
+# letters, and one such name stops a login shell's profile).
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 
 def split_key_text(text: str) -> list[str]:
     """Keys come one per line; a literal '\\n' (easy to put in .env) also separates keys."""
@@ -64,19 +105,23 @@ def split_key_text(text: str) -> list[str]:
 
 def validate_key_line(line: str, where: str) -> str:
     """Return the key line unchanged when it is a well-formed public key, else SetupError."""
-    tokens = line.split()
-    type_index = next((i for i, token in enumerate(tokens) if token in KEY_TYPES), None)
-    if type_index is None:
-        shown = line if len(line) <= 40 else line[:37] + "..."
-        if line.startswith("-----BEGIN") or "PRIVATE KEY" in line:
-            raise SetupError(f"{where} holds a PRIVATE key: give the public one (~/.ssh/*.pub).")
+    if line.startswith("-----BEGIN") or "PRIVATE KEY" in line:
+        raise SetupError(f"{where} holds a PRIVATE key: give the public one (~/.ssh/*.pub).")
+    tokens = key_tokens(line)
+    if tokens is None:
+        if any(token in KEY_TYPES for token in line.split()):
+            raise SetupError(
+                f"{where}: there is text before the key type that is not authorized_keys "
+                "options, so sshd would skip the line and the login would fail: start the line "
+                f'with the key type, or with options such as no-pty or from="..." {NOT_SHOWN}.'
+            )
         raise SetupError(
-            f"{where} is not an SSH public key ({shown!r}): expected '<type> <base64> [comment]' "
-            f"with type one of {', '.join(sorted(KEY_TYPES))}; copy a ~/.ssh/*.pub file whole."
+            f"{where} is not an SSH public key: expected '<type> <base64> [comment]' with type "
+            f"one of {', '.join(sorted(KEY_TYPES))}; copy a ~/.ssh/*.pub file whole {NOT_SHOWN}."
         )
-    if type_index + 1 >= len(tokens):
-        raise SetupError(f"{where}: the key of type {tokens[type_index]} has no key data.")
-    key_type, blob = tokens[type_index], tokens[type_index + 1]
+    if len(tokens) < 2:
+        raise SetupError(f"{where}: the key of type {tokens[0]} has no key data.")
+    key_type, blob = tokens[0], tokens[1]
     embedded = embedded_key_type(blob)
     if embedded is None:
         raise SetupError(
@@ -84,8 +129,25 @@ def validate_key_line(line: str, where: str) -> str:
             "paste the whole key on one line."
         )
     if embedded != key_type:
-        raise SetupError(f"{where}: the key says {key_type} but its data is a {embedded} key.")
+        named = f"a {embedded}" if embedded in KEY_TYPES else "another kind of"
+        raise SetupError(f"{where}: the key says {key_type} but its data is {named} key.")
     return line
+
+
+def key_tokens(line: str) -> list[str] | None:
+    """The line's words from the key type on: the type first, or valid options and then the
+    type (what sshd accepts). None for anything else."""
+    tokens = line.split()
+    if tokens and tokens[0] in KEY_TYPES:
+        return tokens
+    match = OPTIONS_THEN_REST.fullmatch(line)
+    if match is None:
+        return None
+    names = re.findall(rf"(?:^|,){OPTION}", match.group("options"))
+    rest = match.group("rest").split()
+    if any(name.lower() not in OPTION_NAMES for name in names) or not rest:
+        return None
+    return rest if rest[0] in KEY_TYPES else None
 
 
 def embedded_key_type(blob: str) -> str | None:
@@ -117,6 +179,11 @@ def parse_keys(text: str, source: str) -> list[str]:
 def collect_keys(env_text: str, keys_file: Path) -> list[str]:
     """Keys from SSH_PUBLIC_KEY and from a mounted authorized_keys file, de-duplicated."""
     keys = parse_keys(env_text, "SSH_PUBLIC_KEY")
+    if keys_file.is_dir():
+        raise SetupError(
+            f"the authorized_keys file {keys_file} is a directory (Docker makes one when the "
+            "host file mounted there does not exist): mount an existing file."
+        )
     if keys_file.is_file():
         try:
             file_text = keys_file.read_text(encoding="utf-8")
@@ -164,7 +231,10 @@ def exported_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return {
         name: value
         for name, value in sorted(environ.items())
-        if name not in NOT_EXPORTED and "\n" not in value and name.isidentifier()
+        if name not in NOT_EXPORTED
+        and SHELL_NAME.fullmatch(name)
+        and not SECRET_NAME.search(name)
+        and "\n" not in value
     }
 
 

@@ -3,6 +3,11 @@
 A stop reaches every process in the container, not only the services: see stopping.py. The
 services run in sessions of their own, so that tini's signal to this process's group reaches
 this process alone and the order of the stop stays this process's choice.
+
+A service that cannot start (it exits GIVE_UP_AFTER times in a row, each within QUICK_EXIT_S of
+its start) stops the supervisor with that error and exit status 1 instead of being retried
+forever; Docker's restart policy then decides, and `make up` reports the error and stops the
+container.
 """
 
 from __future__ import annotations
@@ -23,6 +28,14 @@ FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 # A service that ran this long before dying counts as healthy: its backoff starts over.
 STABLE_AFTER_S = 60.0
+# Crash loops: a service that exits GIVE_UP_AFTER times in a row before it ever ran stably
+# cannot start. Three tries take 3 s of back-off (1+2 s) plus the service's own start-up each time
+# (about 2 s for Jupyter, up to 20 s measured on a loaded 2-core machine), inside the
+# healthcheck's 60 s start period, so `make up` sees the container stop. A service that had run
+# stably (hours of work, then a crash) starts the count over and is restarted as before.
+QUICK_EXIT_S = STABLE_AFTER_S
+GIVE_UP_AFTER = 3
+EXIT_GAVE_UP = 1
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,7 @@ class Running:
     backoff_s: float = FIRST_BACKOFF_S
     restart_at: float | None = None
     restarts: int = 0
+    quick_exits: int = 0
 
 
 def next_backoff(current_s: float, ran_for_s: float) -> tuple[float, float]:
@@ -60,6 +74,8 @@ class Supervisor:
     # Whose descendants a stop reaches; None: this process's parent (in the container: tini,
     # PID 1, so every process).
     stop_root: int | None = None
+    give_up_after: int = GIVE_UP_AFTER
+    gave_up: str | None = None  # why a service cannot start, once it is given up on
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._request_stop)
@@ -69,9 +85,11 @@ class Supervisor:
             self._start(service)
         if not self.services:
             log.info("no services to run (SERVICES is empty): waiting for a stop signal")
-        while self.stop_signal is None:
+        while self.stop_signal is None and self.gave_up is None:
             self._tick()
             time.sleep(POLL_S)
+        if self.gave_up is not None:
+            return self._give_up()
         return self._stop_all()
 
     def _request_stop(self, signum: int, _frame: object) -> None:
@@ -109,6 +127,8 @@ class Supervisor:
     def _schedule_restart(
         self, service: Running, ran_for_s: float, code: int | None = None
     ) -> None:
+        if self._cannot_start(service, ran_for_s, code):
+            return
         delay, service.backoff_s = next_backoff(service.backoff_s, ran_for_s)
         service.restart_at = self.clock() + delay
         if code is not None:
@@ -117,11 +137,33 @@ class Supervisor:
                 f"restarting in {delay:.0f} s"
             )
 
+    # --- crash loops: a service that cannot start -------------------------------------------
+
+    def _cannot_start(self, service: Running, ran_for_s: float, code: int | None) -> bool:
+        """Count a quick exit; True (and `gave_up` set) once there were too many in a row."""
+        service.quick_exits = count_quick_exits(service.quick_exits, ran_for_s)
+        if service.quick_exits < self.give_up_after:
+            return False
+        last = describe_exit(code) if code is not None else "could not start"
+        self.gave_up = (
+            f"{service.spec.name} cannot start: it exited {service.quick_exits} times in a row "
+            f"within {QUICK_EXIT_S:.0f} s of starting (last: {last}); stopping the container "
+            "instead of retrying forever. Its own messages are above (`make logs`)."
+        )
+        return True
+
+    def _give_up(self) -> int:
+        log.error(self.gave_up or "a service cannot start")
+        self._stop_all()
+        return EXIT_GAVE_UP
+
     def _stop_all(self) -> int:
-        name = signal.Signals(self.stop_signal or signal.SIGTERM).name
+        reason = (
+            f"{signal.Signals(self.stop_signal).name} received" if self.stop_signal else "gave up"
+        )
         names = ", ".join(s.spec.name for s in self.services) or "no service"
         log.info(
-            f"{name} received: stopping {names} and every process started in the container "
+            f"{reason}: stopping {names} and every process started in the container "
             f"(up to {self.stop_grace_s:g} s to finish: STOP_GRACE)"
         )
         Stopper(
@@ -138,6 +180,11 @@ class Supervisor:
         for service in self.services:
             if service.process is not None:
                 service.process.poll()
+
+
+def count_quick_exits(previous: int, ran_for_s: float) -> int:
+    """Quick exits in a row, this one included; a run longer than QUICK_EXIT_S starts over."""
+    return previous + 1 if ran_for_s < QUICK_EXIT_S else 0
 
 
 def describe_exit(code: int) -> str:

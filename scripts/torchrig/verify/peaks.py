@@ -1,8 +1,14 @@
 """Spec-sheet peaks of common data-center and workstation GPUs, to set measured numbers against.
 
 Dense (no 2:4 sparsity) tensor-core TFLOP/s with fp32 accumulation, as the vendor's data sheet
-states them, and memory bandwidth in GB/s (10^9 bytes). A GPU not in the table gets absolute
-numbers only. Matching is on the device name NVML and torch report (they agree).
+states them, and memory bandwidth in GB/s (10^9 bytes). NVIDIA's Hopper and Blackwell data sheets
+print the figures "with sparsity": the dense ones here are half of those (H100 NVL: BF16 1,671
+with sparsity, so 835.5 dense). A GPU not in the table gets absolute numbers only.
+
+Matching is on the device name NVML and torch report (they agree). The Hopper boards name
+themselves: H100 SXM5 "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL",
+H200 SXM "NVIDIA H200", "NVIDIA H200 NVL". A GH200 superchip ("NVIDIA GH200 ...") is none of
+them: its H100/H200 runs at other memory bandwidths, so it is left out rather than mismatched.
 """
 
 from __future__ import annotations
@@ -23,9 +29,9 @@ class Peak:
 # so the more specific entries come first.
 PEAKS: tuple[tuple[tuple[str, ...], tuple[str, ...], Peak], ...] = (
     (("b200",), (), Peak("B200", 2250.0, 2250.0, 1100.0, 8000.0)),
-    (("h200", "nvl"), (), Peak("H200 NVL", 835.0, 835.0, 417.5, 4800.0)),
+    (("h200", "nvl"), (), Peak("H200 NVL", 835.5, 835.5, 417.5, 4800.0)),
     (("h200",), (), Peak("H200 SXM", 989.4, 989.4, 494.7, 4800.0)),
-    (("h100", "nvl"), (), Peak("H100 NVL", 835.0, 835.0, 417.5, 3900.0)),
+    (("h100", "nvl"), (), Peak("H100 NVL", 835.5, 835.5, 417.5, 3900.0)),
     (("h100", "pcie"), (), Peak("H100 PCIe", 756.5, 756.5, 378.0, 2000.0)),
     (("h100",), (), Peak("H100 SXM", 989.4, 989.4, 494.7, 3350.0)),
     (("a100", "80gb", "pcie"), (), Peak("A100 80GB PCIe", 312.0, 312.0, 156.0, 1935.0)),

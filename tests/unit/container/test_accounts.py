@@ -36,13 +36,40 @@ def test_uid_only_keeps_the_group() -> None:
     assert remap.group == GROUP
 
 
+def test_a_uid_another_account_has_is_shared_and_dev_comes_first() -> None:
+    # A host user's files carry their uid whatever the image calls it (33 is www-data).
+    remap = accounts.plan_remap(PASSWD, GROUP, 42, None)
+    lines = remap.passwd.splitlines()
+    assert lines == [
+        "root:x:0:0:root:/root:/bin/bash",
+        "dev:x:42:1000::/home/dev:/bin/bash",  # first: uid 42 -> name lookups now say dev
+        "_apt:x:42:65534::/nonexistent:/usr/sbin/nologin",
+    ]
+    assert remap.group == GROUP
+
+
+@pytest.mark.parametrize("gid", [100, 42])
+def test_a_gid_another_group_has_becomes_devs_primary_group(gid: int) -> None:
+    # openSUSE and many LDAP sites give users group 100 (`users`); macOS gives 20 (`staff`).
+    group = GROUP + "shadow:x:42:\n"
+    remap = accounts.plan_remap(PASSWD, group, None, gid)
+    assert f"dev:x:1000:{gid}::/home/dev:/bin/bash\n" in remap.passwd
+    assert remap.group == group  # no second group with that gid, `dev` left as it was
+
+
+def test_a_shared_primary_group_is_not_also_listed_as_supplementary(tmp_path: Path) -> None:
+    (tmp_path / "passwd").write_text(PASSWD)
+    (tmp_path / "group").write_text(GROUP)
+    assert accounts.apply_remap(33, 100, etc=tmp_path)
+    who = accounts.identity(etc=tmp_path)
+    assert (who.uid, who.gid, who.groups) == (33, 100, ())
+
+
 @pytest.mark.parametrize(("uid", "gid", "message"), [
-    (0, None, "PUID=0 is already the user 'root'"),
-    (42, None, "PUID=42 is already the user '_apt'"),
-    (None, 100, "PGID=100 is already the group 'users'"),
-    (None, 0, "PGID=0 is already the group 'root'"),
+    (0, None, r"^PUID=0 would make dev root: .*GRANT_SUDO=1.*`id -u`"),
+    (None, 0, r"^PGID=0 would put dev in the group root: .*`id -g`"),
 ])  # fmt: skip
-def test_colliding_ids_are_clear_errors(uid: int | None, gid: int | None, message: str) -> None:
+def test_root_ids_are_refused(uid: int | None, gid: int | None, message: str) -> None:
     with pytest.raises(SetupError, match=message):
         accounts.plan_remap(PASSWD, GROUP, uid, gid)
 
@@ -89,3 +116,31 @@ def test_chown_tree_as_root(tmp_path: Path) -> None:
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
     assert not accounts.claim_if_fresh_mount(tmp_path / "full", 4321, 4321)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_fresh_mount_claim_never_follows_a_symlink(tmp_path: Path) -> None:
+    # dev owns /home/dev: a symlink planted at ~/.cache must not hand root's dir to dev.
+    target = tmp_path / "roots-empty-dir"
+    target.mkdir()
+    os.chown(target, 0, 0)
+    link = tmp_path / "cache"
+    link.symlink_to(target)
+    assert not accounts.claim_if_fresh_mount(link, 4321, 4321)
+    assert target.stat().st_uid == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_chown_tree_changes_links_not_what_they_point_to(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("x")
+    home = tmp_path / "home"
+    (home / "sub").mkdir(parents=True)
+    (home / "sub" / "to-dir").symlink_to(outside)
+    (home / "to-file").symlink_to(outside / "secret")
+    accounts.chown_tree(home, 4321, 4322)
+    assert os.lstat(home / "sub" / "to-dir").st_uid == 4321
+    assert os.lstat(home / "to-file").st_uid == 4321
+    for path in (outside, outside / "secret"):
+        assert path.stat().st_uid == 0, path

@@ -4,9 +4,10 @@ import os
 from pathlib import Path
 
 import pytest
-from torchrig.container import entrypoint
+from torchrig.container import accounts, entrypoint
 from torchrig.container.log import SetupError
 from torchrig.container.settings import read_settings
+from torchrig.container.state import ENVIRONMENT_FILE, TOKEN_FILE
 
 
 def test_unwritable_workspace_is_a_clear_error(
@@ -55,9 +56,10 @@ def test_missing_mount_points_are_not_checked(
 def test_no_key_skips_sshd_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert entrypoint.prepare_sshd([], tmp_path) is False
+    assert entrypoint.prepare_sshd([], tmp_path, Path("/mnt/keys")) is False
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "sshd not started: no SSH public key" in err
+    assert "mount an authorized_keys file at /mnt/keys" in err
 
 
 def test_services_without_a_key_keep_jupyter(tmp_path: Path) -> None:
@@ -80,13 +82,29 @@ def test_jupyter_opt_out_passes_an_empty_token_and_warns(
     assert "warning: Jupyter runs WITHOUT a token" in capsys.readouterr().err
 
 
-def test_jupyter_url_is_logged_with_its_token(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("given", ["tok1234567890", None])
+def test_the_jupyter_token_stays_out_of_the_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str | None
 ) -> None:
-    settings = read_settings({"JUPYTER_TOKEN": "tok123", "SERVICES": "jupyter,sshd"})
-    specs = entrypoint.service_specs(settings, sshd_ok=True, state=tmp_path)
+    # Log backends (journald, a log shipper) keep what the container prints.
+    environ = {"SERVICES": "jupyter,sshd", **({"JUPYTER_TOKEN": given} if given else {})}
+    specs = entrypoint.service_specs(read_settings(environ), sshd_ok=True, state=tmp_path)
     assert [spec.name for spec in specs] == ["jupyter", "sshd"]
-    assert "http://127.0.0.1:8888/lab?token=tok123" in capsys.readouterr().err
+    token = (tmp_path / TOKEN_FILE).read_text().strip()
+    assert len(token) >= 12
+    err = capsys.readouterr().err
+    assert token[:6] not in err
+    assert "make jupyter-url" in err
+
+
+def test_the_exported_environment_is_private_to_dev(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORCHRIG_TEST_VARIABLE", "x")
+    entrypoint.export_environment(tmp_path / "home", tmp_path)
+    for path in (tmp_path / ENVIRONMENT_FILE, tmp_path / "home" / ".ssh" / "environment"):
+        assert "TORCHRIG_TEST_VARIABLE=" in path.read_text()
+        assert path.stat().st_mode & 0o777 == 0o600, path
 
 
 def test_bad_settings_exit_1_with_an_error_line(
@@ -123,3 +141,35 @@ def test_start_up_modules_import_only_the_standard_library() -> None:
         [sys.executable, "-c", program], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_root_steps_resolve_commands_in_system_directories_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The image's PATH starts with the venv, which dev can write: `nvidia-smi` or anything else
+    # root ran by name could be dev's. dev gets the container's PATH back after the drop.
+    container_path = "/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"
+    for name, value in {"PATH": container_path, "HOME": "/root", "USER": "root"}.items():
+        monkeypatch.setenv(name, value)
+    for name in ("LOGNAME", "SHELL"):
+        monkeypatch.setenv(name, "x")
+    seen: dict[str, str] = {}
+    dev = accounts.Identity(4242, 4343, (), str(tmp_path / "home"), "/bin/bash")
+
+    def prepare_as_root(settings: object) -> accounts.Identity:
+        seen["root"] = os.environ["PATH"]
+        return dev
+
+    def run_command(command: list[str]) -> int:
+        seen["dev"] = os.environ["PATH"]
+        return 0
+
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(entrypoint, "prepare_as_root", prepare_as_root)
+    monkeypatch.setattr(entrypoint.accounts, "drop_privileges", lambda who: None)
+    monkeypatch.setattr(entrypoint, "show_banner", lambda settings: None)
+    monkeypatch.setattr(entrypoint, "state_dir", lambda: tmp_path)
+    monkeypatch.setattr(entrypoint, "run_command", run_command)
+    assert entrypoint.start(["true"]) == 0
+    assert seen == {"root": entrypoint.ROOT_PATH, "dev": container_path}
+    assert "/opt/venv" not in entrypoint.ROOT_PATH

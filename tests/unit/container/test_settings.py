@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from torchrig.container.log import SetupError
 from torchrig.container.settings import (
+    AUTHORIZED_KEYS_FILE_DEFAULT,
     STOP_GRACE_DEFAULT_S,
     parse_flag,
     parse_id,
@@ -96,3 +97,27 @@ def test_compose_gives_docker_more_time_than_stop_grace_with_the_same_default() 
     assert int(match.group(1)) >= 5
     assert float(match.group(2)) == STOP_GRACE_DEFAULT_S
     assert re.search(r"^\s*- STOP_GRACE$", compose, re.M), "STOP_GRACE is not passed in"
+
+
+def test_the_keys_file_defaults_to_the_documented_mount_point() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    assert f"mount an authorized_keys file at `{AUTHORIZED_KEYS_FILE_DEFAULT}`" in readme
+    assert read_settings({}).ssh_authorized_keys_file == AUTHORIZED_KEYS_FILE_DEFAULT
+    empty = read_settings({"SSH_AUTHORIZED_KEYS_FILE": " "})
+    assert empty.ssh_authorized_keys_file == AUTHORIZED_KEYS_FILE_DEFAULT
+    given = read_settings({"SSH_AUTHORIZED_KEYS_FILE": "/run/secrets/keys"})
+    assert given.ssh_authorized_keys_file == Path("/run/secrets/keys")
+
+
+def test_a_relative_keys_file_is_an_error_that_says_to_give_the_full_path() -> None:
+    with pytest.raises(
+        SetupError, match=r"^SSH_AUTHORIZED_KEYS_FILE='keys' is not an absolute path: .*with /"
+    ):
+        read_settings({"SSH_AUTHORIZED_KEYS_FILE": "keys"})
+
+
+def test_home_is_read_once_here_and_absent_when_unset() -> None:
+    assert read_settings({}).home is None
+    assert read_settings({"HOME": "/home/other"}).home == Path("/home/other")
+    with pytest.raises(SetupError, match=r"^HOME='\.' is not an absolute path"):
+        read_settings({"HOME": "."})

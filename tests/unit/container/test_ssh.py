@@ -32,9 +32,40 @@ def test_several_keys_by_newline_or_literal_backslash_n() -> None:
     assert ssh.parse_keys(f"{one}\\n{two}", "x") == [one, two]
 
 
-def test_options_before_the_key_are_allowed() -> None:
-    line = 'from="10.0.0.0/8",no-pty ' + fake_key()
+@pytest.mark.parametrize("options", [
+    'from="10.0.0.0/8",no-pty',
+    'command="echo hi there",restrict',  # a quoted value may hold blanks
+    'environment="A=\\"quoted\\"",No-Agent-Forwarding',  # escaped quotes; names ignore case
+])  # fmt: skip
+def test_authorized_keys_options_before_the_key_are_allowed(options: str) -> None:
+    line = f"{options} {fake_key()}"
     assert ssh.parse_keys(line, "x") == [line]
+
+
+# sshd skips such a line without a word, so the login would just fail.
+@pytest.mark.parametrize("prefix", ["hello", "my laptop:", "no-pty junk", 'from="10.0.0.1" x'])
+def test_anything_else_before_the_key_type_is_refused(prefix: str) -> None:
+    with pytest.raises(SetupError, match=r"^SSH_PUBLIC_KEY \(line 1\): .*before the key type"):
+        ssh.parse_keys(f"{prefix} {fake_key()}", "SSH_PUBLIC_KEY")
+
+
+PRIVATE_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
+
+
+@pytest.mark.parametrize("line", [
+    PRIVATE_BODY,  # a line from the middle of a private key
+    f"junk {PRIVATE_BODY} {fake_key()}",
+    f"ssh-ed25519 {PRIVATE_BODY}",
+    f"ssh-ed25519 {fake_key('ssh-rsa').split()[1]}",
+])  # fmt: skip
+def test_errors_never_echo_the_line(line: str) -> None:
+    with pytest.raises(SetupError) as refused:
+        ssh.parse_keys(line, "SSH_PUBLIC_KEY")
+    message = str(refused.value)
+    assert "\n" not in message
+    for token in line.split():
+        if token not in ssh.KEY_TYPES:
+            assert token[:8] not in message, message
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -61,6 +92,11 @@ def test_keys_from_env_and_mounted_file_are_merged_without_duplicates(tmp_path: 
     keys_file.write_text(f"{two}\n{one}\n")
     assert ssh.collect_keys(one, keys_file) == [one, two]
     assert ssh.collect_keys("", tmp_path / "absent") == []
+
+
+def test_a_directory_where_the_keys_file_should_be_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(SetupError, match=rf"{tmp_path} is a directory.*mount an existing file"):
+        ssh.collect_keys(fake_key(), tmp_path)
 
 
 def test_authorized_keys_is_private(tmp_path: Path) -> None:
@@ -107,3 +143,32 @@ def test_shell_exports_survive_spaces_and_quotes() -> None:
 
 def test_ssh_environment_is_literal_name_value_lines() -> None:
     assert ssh.ssh_environment_text({"A": "x y", "B": "1"}) == "A=x y\nB=1\n"
+
+
+def test_exported_environment_leaves_out_secret_looking_names() -> None:
+    env = {
+        "HF_TOKEN": "hf_x",
+        "GITHUB_TOKEN_FILE_PATH": "x",
+        "AWS_SECRET_ACCESS_KEY": "x",
+        "client_secret": "x",
+        "WANDB_API_KEY": "x",
+        "DB_PASSWORD": "x",
+        "KEYBOARD_LAYOUT": "us",  # KEY, but not *_KEY
+        "NCCL_DEBUG": "INFO",
+    }
+    assert ssh.exported_environment(env) == {"KEYBOARD_LAYOUT": "us", "NCCL_DEBUG": "INFO"}
+
+
+def test_exported_environment_takes_only_names_a_posix_shell_accepts() -> None:
+    # Non-ASCII letters pass str.isidentifier(), but `export` in sh refuses them and the whole
+    # login shell's profile stops there.
+    env = {"\u00c9T\u00c9": "x", "\u0394": "x", "_OK1": "y", "1BAD": "z"}
+    exported = ssh.exported_environment(env)
+    assert exported == {"_OK1": "y"}
+    out = subprocess.run(
+        ["sh", "-c", ssh.shell_exports_text(exported) + 'echo "$_OK1"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout == "y\n"

@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 from torchrig.container import supervisor
 from torchrig.container.processes import read_processes
-from torchrig.container.supervisor import FIRST_BACKOFF_S, MAX_BACKOFF_S, STABLE_AFTER_S
+from torchrig.container.supervisor import (
+    FIRST_BACKOFF_S,
+    MAX_BACKOFF_S,
+    QUICK_EXIT_S,
+    STABLE_AFTER_S,
+)
 
 from . import subreaper
 
@@ -33,17 +38,19 @@ def start_supervisor(
     services: dict[str, list[str]],
     tmp_path: Path,
     jobs: tuple[str, ...] = (),
-    stop_grace_s: float = 30.0,
+    **options: object,
 ) -> subprocess.Popen[str]:
     """A real supervisor in its own process (signals need a main thread), below a stand-in for
     the container's PID 1 that passes SIGTERM on to it, as tini does. `jobs` are shell commands
-    started beside it in sessions of their own, as SSH logins' would be."""
+    started beside it in sessions of their own, as SSH logins' would be; `options` go to
+    Supervisor (stop_grace_s is 30 s unless given)."""
+    options = {"stop_grace_s": 30.0, **options}
     program = textwrap.dedent(
         f"""
         import sys
         from torchrig.container.supervisor import ServiceSpec, Supervisor
         specs = [ServiceSpec(name, argv) for name, argv in {services!r}.items()]
-        sys.exit(Supervisor(specs, stop_grace_s={stop_grace_s!r}).run())
+        sys.exit(Supervisor(specs, **{options!r}).run())
         """
     )
     return subreaper.start(
@@ -141,3 +148,39 @@ def test_a_service_that_cannot_start_is_reported(tmp_path: Path) -> None:
     _, stderr = proc.communicate(timeout=30)
     assert "ghost could not start" in stderr
     assert "SIGINT received" in stderr
+
+
+def test_quick_exits_are_counted_in_a_row_and_a_long_run_starts_over() -> None:
+    count = 0
+    for ran_for in (0.1, 2.0, QUICK_EXIT_S - 0.1):
+        count = supervisor.count_quick_exits(count, ran_for)
+    assert count == 3
+    assert supervisor.count_quick_exits(count, QUICK_EXIT_S + 1) == 0
+
+
+@pytest.mark.slow
+def test_a_service_that_cannot_start_stops_the_supervisor_with_its_error(tmp_path: Path) -> None:
+    # Docker's restart policy (or `make up`) decides what happens next; retrying forever in
+    # here would only fill the logs while the container looks alive.
+    broken = ["sh", "-c", "echo start >> starts; exit 3"]
+    steady = ["sh", "-c", "touch steady-up; exec sleep 60"]
+    proc = start_supervisor({"broken": broken, "steady": steady}, tmp_path, give_up_after=3)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == supervisor.EXIT_GAVE_UP != 0
+    assert (tmp_path / "starts").read_text().count("start") == 3
+    errors = [line for line in stderr.splitlines() if line.startswith("[torchrig] error: broken")]
+    assert errors[-1].startswith(
+        "[torchrig] error: broken cannot start: it exited 3 times in a row within 60 s of "
+        "starting (last: code 3); stopping the container"
+    ), stderr
+    assert "stopping broken, steady" in stderr
+    assert "SIGTERM received" not in stderr
+
+
+@pytest.mark.slow
+def test_a_missing_program_gives_up_the_same_way(tmp_path: Path) -> None:
+    proc = start_supervisor({"ghost": ["/nonexistent/binary"]}, tmp_path, give_up_after=2)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == supervisor.EXIT_GAVE_UP
+    assert "ghost cannot start: it exited 2 times in a row" in stderr
+    assert "(last: could not start" in stderr

@@ -2,7 +2,8 @@
 
 Compose cannot run `id -u`, so this does it once. An existing .env is never touched (it is
 yours to edit); variables set in the shell or on the make command line still win over it,
-because compose prefers the environment to .env.
+because compose prefers the environment to .env. With COMPOSE_ENV_FILES set, compose reads
+those files instead of .env, so none is written.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", type=Path, default=Path(".env"))
     args = parser.parse_args(argv)
+    if os.environ.get("COMPOSE_ENV_FILES"):
+        print(
+            "COMPOSE_ENV_FILES is set: compose reads those, not .env; none written", file=sys.stderr
+        )
+        return 0
     if args.path.exists():
         print(f"using the existing {args.path} (delete it to write a fresh one)", file=sys.stderr)
         return 0

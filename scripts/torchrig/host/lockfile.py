@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from torchrig.container import dockerfile_facts
+from torchrig.host import dockerfile_facts
 
 PYPI_TORCH_FLAVOUR = "cu130"  # the CUDA build of torch that PyPI itself serves
 TORCH_INDEX = "https://download.pytorch.org/whl"

@@ -1,17 +1,22 @@
 """`make build` checks its inputs first, so a typo fails with a sentence, not a BuildKit trace.
 
 EXTRA_CA_CERT must name a readable PEM certificate file; the chosen CUDA flavour must have a
-base stage and a lock.
+base stage and a lock. With --print-torch-version it then prints the torch version that lock
+pins: the build argument PYTORCH_VERSION, which the image sets in its environment (enroot's
+PyTorch hook, used by pyxis on Slurm, fills in torch's distributed variables only in images that
+set it). Read from the lock, the one place the installed version is written.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchrig.container import dockerfile_facts
+from torchrig.host import dockerfile_facts
 
 PEM_MARKER = "-----BEGIN CERTIFICATE-----"
 
@@ -50,6 +55,24 @@ def check_flavour(value: str | None, dockerfile_text: str, locks: Path) -> str |
     return None
 
 
+def locked_version(lock_text: str, package: str) -> str | None:
+    """The version a lock pins `package` to (`name==version` lines, as uv writes them); None if
+    it pins none, or several under different markers."""
+    pattern = re.compile(rf"^{re.escape(package)}==([^\s;\\]+)", re.MULTILINE)
+    versions = set(pattern.findall(lock_text))
+    return versions.pop() if len(versions) == 1 else None
+
+
+def torch_version(environ: Mapping[str, str], dockerfile_text: str, locks: Path) -> str:
+    """torch's version in the chosen flavour's lock (check_flavour has found the lock)."""
+    flavour = environ.get("CUDA_FLAVOUR") or dockerfile_facts.default_flavour(dockerfile_text)
+    lock = locks / f"{flavour}.txt"
+    version = locked_version(lock.read_text(encoding="utf-8"), "torch")
+    if version is None:
+        raise ValueError(f"{lock} pins no single torch version: re-create it with `make lock`.")
+    return version
+
+
 def problems(environ: Mapping[str, str], dockerfile_text: str, locks: Path) -> list[str]:
     found = [
         check_extra_ca(environ.get("EXTRA_CA_CERT")),
@@ -58,8 +81,21 @@ def problems(environ: Mapping[str, str], dockerfile_text: str, locks: Path) -> l
     return [problem for problem in found if problem]
 
 
-def main() -> int:
-    found = problems(os.environ, dockerfile_facts.read(), Path("locks"))
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--print-torch-version",
+        action="store_true",
+        help="then print the torch version the flavour's lock pins (the image's PYTORCH_VERSION)",
+    )
+    args = parser.parse_args(argv)
+    dockerfile_text, locks = dockerfile_facts.read(), Path("locks")
+    found = problems(os.environ, dockerfile_text, locks)
+    if not found and args.print_torch_version:
+        try:
+            print(torch_version(os.environ, dockerfile_text, locks))
+        except ValueError as exc:
+            found.append(str(exc))
     for problem in found:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if found else 0

@@ -1,0 +1,109 @@
+"""Time from `sbatch` to the training's first step on two emulated Slurm nodes, and from a requeue
+to the resumed training's first step.
+
+    python benchmarks/slurm_requeue.py [--repeats 3] [--json]
+
+Starts the Slurm tests' cluster (tests/slurm/cluster.py: munged, slurmctld and two slurmd on this
+machine; needs root, slurm-wlm and munge), submits deploy/slurm/train.sbatch with the tiny CPU
+model and one process per node, and polls the job's output every 50 ms. Once the first run has
+logged a step after a checkpoint, `scontrol requeue` stops it (SIGTERM to every process, as a
+preemption does) and queues it again. Phases: submit -> job RUNNING -> first step; requeue -> job
+RUNNING again (Slurm: the old run's end, the credential's expiry, the scheduler) -> first step
+of the resumed run (torch's start-up and the checkpoint load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.slurm.cluster import CRED_EXPIRE_S, SlurmCluster  # noqa: E402
+from tests.slurm.jobs import read_runs, submit_training  # noqa: E402
+
+POLL_S = 0.05
+TIMEOUT_S = 600
+
+
+def wait(condition: Callable[[], bool], what: str) -> float:
+    """Poll until `condition()`; the monotonic time it first held."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"error: no {what} within {TIMEOUT_S} s")
+        time.sleep(POLL_S)
+    return time.monotonic()
+
+
+def one_round(cluster: SlurmCluster, work: Path) -> dict[str, float]:
+    cluster.wait_until(cluster.nodes_idle, "both nodes idle")
+    started = time.monotonic()
+    job_id, output, _ = submit_training(
+        cluster, work, "--steps", "400", "--checkpoint-every", "2", "--step-delay", "0.1"
+    )
+
+    def running() -> bool:
+        return cluster.job(job_id).state == "RUNNING"
+
+    def stepped(run_index: int, at_least: int = 1) -> Callable[[], bool]:
+        def check() -> bool:
+            runs = read_runs(output, job_id)
+            return len(runs) > run_index and len(runs[run_index].steps_logged) >= at_least
+
+        return check
+
+    running_at = wait(running, "RUNNING job")
+    first_step_at = wait(stepped(0), "first step")
+    wait(stepped(0, at_least=3), "a checkpoint")
+    requeued = time.monotonic()
+    cluster.run("scontrol", "requeue", str(job_id))
+    wait(lambda: cluster.job(job_id).restarts == 1, "requeue")
+    rerunning_at = wait(running, "RUNNING job after the requeue")
+    resumed_at = wait(stepped(1), "first resumed step")
+    assert read_runs(output, job_id)[1].resumed_from, "the requeued run did not resume"
+    cluster.cancel_all()
+    return {
+        "submit_to_running_s": running_at - started,
+        "submit_to_first_step_s": first_step_at - started,
+        "requeue_to_running_s": rerunning_at - requeued,
+        "requeue_to_resumed_step_s": resumed_at - requeued,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="torchrig-slurm-bench-") as root:
+        Path(root).chmod(0o755)
+        cluster = SlurmCluster(Path(root) / "cluster")
+        cluster.start()
+        try:
+            for index in range(args.repeats):
+                work = Path(root) / f"round{index}"
+                work.mkdir()
+                rounds.append(one_round(cluster, work))
+        finally:
+            cluster.stop()
+    medians = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+    if args.json:
+        print(json.dumps({"rounds": rounds, "median": medians, "cred_expire_s": CRED_EXPIRE_S}))
+        return 0
+    for key, value in medians.items():
+        each = ", ".join(f"{r[key]:.1f}" for r in rounds)
+        print(f"{key:28s} median {value:6.1f} s   ({each})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

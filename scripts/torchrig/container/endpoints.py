@@ -1,0 +1,74 @@
+"""How to reach each service of the running container: what `make up` prints once it is ready.
+
+Run inside the container, as dev, by `torchrig.host.up`, with the host addresses compose published
+(`docker compose port`): `--jupyter 127.0.0.1:8888 --ssh 127.0.0.1:2222`. The token and the list
+of services that really run (sshd is skipped without a key) are only known in here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from torchrig.container.jupyter import JUPYTER_PORT, lab_url
+from torchrig.container.jupyter_url import browser_address
+from torchrig.container.settings import read_settings
+from torchrig.container.ssh import SSH_PORT
+from torchrig.container.state import SERVICES_FILE, TOKEN_FILE, readable_state_dir
+
+USER = "dev"
+
+
+def ssh_command(published: str) -> str:
+    host, _, port = browser_address(published).rpartition(":")
+    return f"ssh -p {port} {USER}@{host.strip('[]')}"
+
+
+def endpoint_lines(
+    configured: tuple[str, ...], running: list[str], token: str, jupyter: str, ssh: str
+) -> list[str]:
+    """One line per service: how to reach it, or why it does not run."""
+    lines = []
+    if "jupyter" in running:
+        lines.append(f"Jupyter: {lab_url(browser_address(jupyter), token)}")
+    elif "jupyter" not in configured:
+        lines.append("Jupyter: off (not in SERVICES)")
+    if "sshd" in running:
+        lines.append(f"SSH:     {ssh_command(ssh)}")
+    elif "sshd" in configured:
+        lines.append(
+            "SSH:     not started: no SSH public key (set SSH_PUBLIC_KEY in .env, then `make up`)"
+        )
+    else:
+        lines.append("SSH:     off (not in SERVICES)")
+    return lines
+
+
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jupyter", default=f"127.0.0.1:{JUPYTER_PORT}")
+    parser.add_argument("--ssh", default=f"127.0.0.1:{SSH_PORT}")
+    args = parser.parse_args(argv)
+    state = readable_state_dir()
+    lines = endpoint_lines(
+        read_settings(os.environ).services,
+        read_text(state / SERVICES_FILE).split(),
+        read_text(state / TOKEN_FILE),
+        args.jupyter,
+        args.ssh,
+    )
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

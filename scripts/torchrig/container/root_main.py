@@ -1,0 +1,37 @@
+"""How root runs torchrig in the container, and the only way it does:
+
+    /usr/bin/python3 -I -S /usr/lib/torchrig <entrypoint|healthcheck> [args...]
+
+The image copies the torchrig package to /usr/lib/torchrig/torchrig, root-owned, and this file
+to /usr/lib/torchrig/__main__.py. -I -S put neither the working directory (/workspace, the
+user's) nor PYTHON* variables, the user site or any site-packages on sys.path, so no .pth file
+runs: root imports the standard library and that copy, nothing dev can write. The venv
+(/opt/venv) is dev's, group-writable so `pip install` works, which is why root never runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+USAGE = "usage: python3 -I -S /usr/lib/torchrig entrypoint [command...] | healthcheck"
+
+
+def main(argv: list[str]) -> int:
+    command, args = (argv[0], argv[1:]) if argv else ("", [])
+    if command == "entrypoint":
+        from torchrig.container import entrypoint
+
+        return entrypoint.main(args)
+    if command == "healthcheck" and not args:
+        from torchrig.container import healthcheck
+        from torchrig.container.settings import SYSTEM_PATH
+
+        os.environ["PATH"] = SYSTEM_PATH  # Docker gives it the image's PATH, dev's venv first
+        return healthcheck.main()
+    print(USAGE, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

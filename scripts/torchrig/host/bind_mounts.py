@@ -1,0 +1,215 @@
+"""Prepare the bind-mount sources before `docker compose up` does.
+
+Docker creates a missing source directory as root, which leaves the user with root-owned
+checkpoints on their own disk, so this creates them first. When `make up` itself runs as root
+(a server, a CI machine), the container's `dev` cannot be root, so the root-owned files of the
+folders dev must write (workspace, checkpoints) are handed to dev's UID/GID, and it says so.
+That walk never follows a symlink (the folder's owner may swap one in while root walks), leaves
+hard-linked root files alone, and refuses system directories (WORKSPACE_DIR=/root would hand
+root's files to dev). Reads `docker compose config --format json` on stdin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from stat import S_ISREG
+from typing import Any
+
+from torchrig import user_ids
+
+
+def bind_sources(config: dict[str, Any]) -> list[Path]:
+    sources = []
+    for service in config.get("services", {}).values():
+        for volume in service.get("volumes", []):
+            if isinstance(volume, dict) and volume.get("type") == "bind":
+                sources.append(Path(volume["source"]))
+    return sources
+
+
+# The image's dev user before any PUID/PGID remap (the Dockerfile creates it with these ids).
+DEFAULT_DEV_IDS = (1000, 1000)
+# Mount points dev must be able to write everywhere in, and the variable that chooses each one's
+# host side; /data is often a read-only dataset.
+WRITABLE_TARGETS = {"/workspace": "WORKSPACE_DIR", "/checkpoints": "CHECKPOINT_DIR"}
+# Trees that hold the system's own files, and directories that hold everyone's: none of them is
+# a project folder, and handing their root-owned files to dev would give dev the machine.
+SYSTEM_TREES = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
+    "/run", "/sbin", "/sys", "/usr", "/var",
+)  # fmt: skip
+SHARED_DIRS = ("/", "/home", "/media", "/mnt", "/opt", "/srv", "/tmp")
+
+
+def writable_sources(config: dict[str, Any]) -> list[Path]:
+    return list(writable_mounts(config))
+
+
+def writable_mounts(config: dict[str, Any]) -> dict[Path, str]:
+    """Host folder -> the variable that chose it, for the mounts dev must write."""
+    mounts = {}
+    for service in config.get("services", {}).values():
+        for volume in service.get("volumes", []):
+            if (
+                isinstance(volume, dict)
+                and volume.get("type") == "bind"
+                and volume.get("target") in WRITABLE_TARGETS
+            ):
+                mounts[Path(volume["source"])] = WRITABLE_TARGETS[volume["target"]]
+    return mounts
+
+
+def system_directory(path: Path) -> str | None:
+    """The system directory `path` is, or lies in, once its symlinks are resolved; else None."""
+    real = os.path.realpath(path)
+    for tree in SYSTEM_TREES:
+        if real == tree or real.startswith(tree + "/"):
+            return tree
+    return real if real in SHARED_DIRS else None
+
+
+def dev_ids(config: dict[str, Any]) -> tuple[int, int]:
+    """The UID/GID dev will have: PUID/PGID from the service's environment, else the image's."""
+    env: dict[str, Any] = {}
+    for service in config.get("services", {}).values():
+        env.update(service.get("environment") or {})
+    try:
+        uid = user_ids.parse_id("PUID", as_text(env.get("PUID")))
+        gid = user_ids.parse_id("PGID", as_text(env.get("PGID")))
+    except ValueError as exc:
+        raise SystemExit(f"error: PUID/PGID must be numbers ({exc})") from None
+    default_uid, default_gid = DEFAULT_DEV_IDS
+    return (default_uid if uid is None else uid), (default_gid if gid is None else gid)
+
+
+def as_text(value: Any) -> str | None:
+    """Compose gives environment values as strings, or null for a bare name that is unset."""
+    return None if value is None else str(value)
+
+
+@dataclass
+class Handed:
+    changed: int = 0
+    # Root-owned files with more than one hard link: possibly root's own file elsewhere.
+    left_alone: list[Path] = field(default_factory=list)
+
+
+def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> Handed:
+    """Chown every root-owned entry below `sources` to uid:gid, never through a symlink.
+
+    Each source is opened one path component at a time with O_NOFOLLOW, then walked with
+    os.fwalk, which holds each directory open: entries are changed by name inside it, so a
+    directory swapped for a symlink mid-walk is neither followed nor changed through."""
+    handed = Handed()
+    for source in sources:
+        top = open_directory_no_follow(os.path.realpath(source))
+        try:
+            if os.fstat(top).st_uid == 0:
+                os.chown(top, uid, gid)
+                handed.changed += 1
+            for where, dirnames, filenames, dirfd in os.fwalk(
+                ".", dir_fd=top, follow_symlinks=False
+            ):
+                for name in [*dirnames, *filenames]:
+                    hand_entry(Path(source, where, name), name, dirfd, uid, gid, handed)
+        finally:
+            os.close(top)
+    return handed
+
+
+def hand_entry(path: Path, name: str, dirfd: int, uid: int, gid: int, handed: Handed) -> None:
+    """One entry of a walked directory (`name` inside `dirfd`; `path` is for messages)."""
+    entry = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    if entry.st_uid != 0:
+        return
+    if S_ISREG(entry.st_mode) and entry.st_nlink > 1:
+        handed.left_alone.append(Path(os.path.normpath(path)))
+        return
+    os.chown(name, uid, gid, dir_fd=dirfd, follow_symlinks=False)
+    handed.changed += 1
+
+
+def open_directory_no_follow(real_path: str) -> int:
+    """An fd for a directory given by its resolved path, opened without following any symlink
+    (one that appeared since the path was resolved makes this fail, not follow it)."""
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in Path(real_path).parts[1:]:
+            child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def create_missing(sources: list[Path]) -> list[Path]:
+    created = []
+    for source in sources:
+        if not source.exists():
+            source.mkdir(parents=True)
+            created.append(source)
+    return created
+
+
+def hand_writable_mounts_to_dev(config: dict[str, Any]) -> int:
+    """`make up` as root: dev (never root) must be able to write its mounts."""
+    uid, gid = dev_ids(config)
+    mounts = writable_mounts(config)
+    for source, variable in mounts.items():
+        if system := system_directory(source):
+            where = "is" if os.path.realpath(source) == system else "lies in"
+            print(
+                f"error: {variable}={source} {where} the system directory {system}: `make up` "
+                f"as root would hand root's files there to the container's dev ({uid}:{gid}). "
+                f"Set {variable} to a project folder.",
+                file=sys.stderr,
+            )
+            return 1
+    if uid == 0:
+        return 0
+    try:
+        handed = hand_root_owned_to(list(mounts), uid, gid)
+    except OSError as exc:
+        print(
+            f"error: handing the mounts to dev stopped ({exc}): did a folder change while it "
+            "was walked? Run `make up` again.",
+            file=sys.stderr,
+        )
+        return 1
+    names = ", ".join(str(source) for source in mounts)
+    if handed.changed:
+        print(
+            f"running as root: handed {handed.changed} root-owned entries in {names} to the "
+            f"container's dev ({uid}:{gid}) so it can write there",
+            file=sys.stderr,
+        )
+    for path in handed.left_alone:
+        print(
+            f"warning: left {path} to root: it is hard-linked elsewhere (possibly root's own "
+            "file); chown it yourself if it is yours",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def main() -> int:
+    try:
+        config = json.load(sys.stdin)
+    except json.JSONDecodeError as exc:
+        print(f"error: `docker compose config` gave no JSON ({exc})", file=sys.stderr)
+        return 1
+    for path in create_missing(bind_sources(config)):
+        print(f"created {path}", file=sys.stderr)
+    if os.geteuid() == 0:
+        return hand_writable_mounts_to_dev(config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

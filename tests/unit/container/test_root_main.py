@@ -1,0 +1,49 @@
+"""Root's way into torchrig: the system Python, isolated, on a copy of the package."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from torchrig.container import root_main
+
+PACKAGE = Path(root_main.__file__).resolve().parents[1]
+
+
+def launch(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The image's layout: <dir>/__main__.py and <dir>/torchrig, run as `python3 -I -S <dir>`,
+    from a working directory holding files that shadow what it imports (as /workspace may)."""
+    root = tmp_path / "lib-torchrig"
+    root.mkdir()
+    shutil.copy(root_main.__file__, root / "__main__.py")
+    (root / "torchrig").symlink_to(PACKAGE)
+    workspace = tmp_path / "workspace"
+    (workspace / "torchrig").mkdir(parents=True)
+    shadow = "open(__file__ + '.ran', 'w').close()\n"
+    (workspace / "random.py").write_text(shadow)  # tempfile, which urllib imports, imports random
+    (workspace / "torchrig" / "__init__.py").write_text(shadow)
+    return subprocess.run(
+        [sys.executable, "-I", "-S", str(root), *args],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_healthcheck_runs_from_the_copy_and_never_from_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    result = launch(tmp_path, "healthcheck")
+    assert result.stdout.startswith(("healthy", "unhealthy")), result.stderr
+    assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in (tmp_path / "workspace").rglob("*.ran")) == []
+
+
+def test_anything_else_is_a_usage_error(tmp_path: Path) -> None:
+    result = launch(tmp_path, "bash")
+    assert result.returncode == 2
+    assert result.stderr.strip() == root_main.USAGE
