@@ -68,7 +68,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "models": set(),
     "checkpoint": {"distributed"},
     "verify": {"facts", "distributed", "cli"},
-    "launch": {"facts", "distributed"},
+    "launch": {"facts", "distributed", "checkpoint"},
     "cli": set(),
     "__main__": {"cli"},
 }

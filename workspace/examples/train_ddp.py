@@ -42,6 +42,7 @@ from torchrig.checkpoint import (
     CheckpointManager,
     StopSignals,
     TrainingState,
+    exit_resumable,
     ignore_stop_signals,
 )
 from torchrig.data import ResumableDistributedSampler, SyntheticImages, WithIndex
@@ -427,8 +428,6 @@ if stopped:
     shutdown_distributed()
     # The checkpoint is on disk and every file is closed: leave now. Python's own teardown of
     # torch takes seconds, more on a busy machine, and a stop's grace period is counted.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(RESUMABLE_EXIT)
+    exit_resumable(immediately=True)
 log(f"finished {args.steps} steps; checkpoints in {args.checkpoint_dir}")
 shutdown_distributed()

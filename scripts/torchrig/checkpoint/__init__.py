@@ -9,7 +9,7 @@
     if stopping or step % every == 0:
         checkpoints.save(step, state)                     # every rank, at a step boundary
     if stopping:
-        sys.exit(RESUMABLE_EXIT)                          # 75: stopped, resumable
+        exit_resumable()                                  # 75: stopped, resumable
 
 Importing this package is cheap: the names below load their modules (and torch) on first use,
 so the `torchrig` command stays instant on machines without torch.
@@ -27,7 +27,12 @@ if TYPE_CHECKING:
     from torchrig.checkpoint.model_state import strip_prefixes, unwrap_model
     from torchrig.checkpoint.rng import capture_rng_state, gather_rng_states, restore_rng_state
     from torchrig.checkpoint.state import TrainingState
-    from torchrig.checkpoint.stop import RESUMABLE_EXIT, StopSignals, ignore_stop_signals
+    from torchrig.checkpoint.stop import (
+        RESUMABLE_EXIT,
+        StopSignals,
+        exit_resumable,
+        ignore_stop_signals,
+    )
     from torchrig.checkpoint.weights import load_model_weights
 
 _LAZY: dict[str, str] = {
@@ -36,6 +41,7 @@ _LAZY: dict[str, str] = {
     "TrainingState": "state",
     "RESUMABLE_EXIT": "stop",
     "StopSignals": "stop",
+    "exit_resumable": "stop",
     "ignore_stop_signals": "stop",
     "capture_rng_state": "rng",
     "gather_rng_states": "rng",
@@ -53,6 +59,7 @@ __all__ = [
     "StopSignals",
     "TrainingState",
     "capture_rng_state",
+    "exit_resumable",
     "gather_rng_states",
     "ignore_stop_signals",
     "load_model_weights",

@@ -24,16 +24,23 @@ each worker's whole process group, and a worker it kills takes the training loop
 error before the loop reaches its step boundary. Ignoring them, the workers go when their parent
 shuts them down or exits.
 
+`exit_resumable()` ends the process with RESUMABLE_EXIT and, under `torchrig launch`, leaves the
+note that lets launch exit 75 too: torchrun itself exits 1 whatever its workers exited with.
+
 Standard library only at import time; torch is imported by `agreed()`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     import torch.distributed as dist
@@ -41,6 +48,10 @@ if TYPE_CHECKING:
 # EX_TEMPFAIL (sysexits.h): "temporary failure, try again". What a scheduler keys on to requeue
 # the job (Slurm's RequeueExit, a Kubernetes podFailurePolicy onExitCodes rule); docs/training.md.
 RESUMABLE_EXIT = 75
+# Set by `torchrig launch` for its workers: a private folder where each worker that exits
+# RESUMABLE_EXIT leaves a note named after its local rank (resumable_note_name). torchrun exits 1
+# whatever its workers exited with; from the notes launch tells a resumable stop from a failure.
+RESUMABLE_NOTES_ENV = "TORCHRIG_RESUMABLE_NOTES"
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2")
 # Left as ignored when the process started with them ignored: the shell or nohup meant it.
 TERMINAL_SIGNALS = ("SIGINT", "SIGHUP")
@@ -120,3 +131,32 @@ def ignore_stop_signals(_worker_id: int | None = None) -> None:
     docstring). Its parent, which handles them, shuts it down."""
     for name in STOP_SIGNALS:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
+
+
+def resumable_note_name(environ: Mapping[str, str]) -> str:
+    """This worker's note: its local rank among torchrun's local workers (torchrun sets both)."""
+    rank = environ.get("LOCAL_RANK", "0")
+    size = environ.get("LOCAL_WORLD_SIZE", "1")
+    return f"local-rank-{rank}-of-{size}"
+
+
+def note_resumable_exit(environ: Mapping[str, str] = os.environ) -> None:
+    """Leave this worker's note for `torchrig launch`, when it launched us; never fails the exit."""
+    folder = environ.get(RESUMABLE_NOTES_ENV)
+    if folder:
+        with contextlib.suppress(OSError):  # launch gone or the folder removed: nobody to tell
+            (Path(folder) / resumable_note_name(environ)).touch()
+
+
+def exit_resumable(immediately: bool = False) -> NoReturn:
+    """Exit with RESUMABLE_EXIT after the stop's checkpoint is saved (and the process group left).
+
+    `immediately` skips Python's teardown (os._exit after flushing stdout and stderr): with torch
+    loaded that takes seconds, and a stop's grace period is counted; atexit handlers do not run.
+    """
+    note_resumable_exit()
+    if not immediately:
+        raise SystemExit(RESUMABLE_EXIT)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(RESUMABLE_EXIT)
