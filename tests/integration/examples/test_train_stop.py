@@ -18,7 +18,6 @@ import struct
 import subprocess
 import sys
 import termios
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,7 +32,6 @@ from .runs import (
     find_worker,
     kill_group,
     load_weights,
-    read_sample_log,
     run_env,
     run_to_end,
     start,
@@ -41,56 +39,15 @@ from .runs import (
     torchrun_argv,
     wait_for,
 )
+from .stops import (
+    RESUMABLE_EXIT,
+    TQDM_FRAME,
+    assert_stopped_after_one_step_on_every_rank,
+    running_on_every_rank,
+    stoppable_args,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-RESUMABLE_EXIT = 75
-# Slow steps, so that a signal lands mid-run; no periodic checkpoint, so that the only one on disk
-# is the one the stop wrote; a log line every step.
-STOPPABLE = ("--step-delay", "0.6", "--checkpoint-every", "1000", "--log-every", "1")
-TQDM_FRAME = re.compile(r"\d+/\d+ \[")  # "3/12 [00:02<00:06, 1.5step/s]"
-
-
-def stoppable_args(ckpt_dir: Path) -> list[str]:
-    return [*example_args(ckpt_dir), *STOPPABLE, "--log-samples", str(samples_of(ckpt_dir))]
-
-
-def samples_of(ckpt_dir: Path) -> Path:
-    return ckpt_dir / "samples.jsonl"
-
-
-def last_step_per_rank(samples: Path) -> dict[int, int]:
-    """The last optimizer step each rank trained (from --log-samples)."""
-    last: dict[int, int] = {}
-    if samples.is_file():
-        for record in read_sample_log(samples):
-            last[record["rank"]] = max(last.get(record["rank"], 0), record["step"])
-    return last
-
-
-def running_on_every_rank(ckpt_dir: Path, world: int, steps: int = 2) -> Callable[[], bool]:
-    def trained_enough() -> bool:
-        last = last_step_per_rank(samples_of(ckpt_dir))
-        return len(last) == world and min(last.values()) >= steps
-
-    return trained_enough
-
-
-def saved_steps(ckpt_dir: Path) -> list[int]:
-    return sorted(int(path.name[5:13]) for path in ckpt_dir.glob("step_*.pt"))
-
-
-def assert_stopped_after_one_step_on_every_rank(ckpt_dir: Path, world: int) -> int:
-    """Every rank trained the same last step, and that step is the one checkpoint: the step
-    boundary the stop was agreed at. Returns it."""
-    last = last_step_per_rank(samples_of(ckpt_dir))
-    assert len(last) == world and len(set(last.values())) == 1, f"last steps per rank: {last}"
-    step = last[0]
-    assert 2 <= step < 12, f"stopped at step {step}: not mid-run"
-    assert saved_steps(ckpt_dir) == [step]
-    assert (ckpt_dir / "latest").read_text().strip() == f"step_{step:08d}.pt"
-    assert not final_path(ckpt_dir).exists(), "a stopped run wrote its final weights"
-    return step
 
 
 def assert_resumes_to_the_reference(ckpt_dir: Path, step: int, reference: dict) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from .runs import example_args, final_path, load_weights, run_to_end, torchrun_argv
+from .examples.runs import example_args, final_path, load_weights, run_to_end, torchrun_argv
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,69 @@
+"""`torchrig launch` hands a resumable stop on to its scheduler: the real launch (torchrun, two
+gloo workers on CPU, the training example) gets SIGTERM mid-run, as Kubernetes sends it to the
+container's PID 1 or Slurm to the job's processes; every worker saves the step it is at, and
+launch exits 75 where torchrun alone exits 1. The same command then resumes to weights bitwise
+equal to an uninterrupted run's."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..examples.runs import (
+    EXAMPLE,
+    RUN_TIMEOUT_S,
+    assert_bitwise_equal,
+    example_args,
+    final_path,
+    kill_group,
+    load_weights,
+    run_to_end,
+    start,
+    tail,
+    wait_for,
+)
+from ..examples.stops import (
+    RESUMABLE_EXIT,
+    assert_stopped_after_one_step_on_every_rank,
+    running_on_every_rank,
+    stoppable_args,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def launch_argv(args: list[str]) -> list[str]:
+    return [
+        sys.executable, "-m", "torchrig", "launch", "--nproc-per-node", "2", "--max-restarts",
+        "0", str(EXAMPLE), *args,
+    ]  # fmt: skip
+
+
+def test_sigterm_to_launch_saves_exits_75_and_the_same_command_resumes(
+    tmp_path: Path, reference: dict
+) -> None:
+    log = tmp_path / "launch.log"
+    job = start(launch_argv(stoppable_args(tmp_path)), log)
+    try:
+        wait_for(running_on_every_rank(tmp_path, 2), "two steps on both ranks", job, log)
+        job.send_signal(signal.SIGTERM)  # launch alone: it passes the signal on to torchrun
+        returncode = job.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        kill_group(job)
+    output = tail(log, 50_000)
+    step = assert_stopped_after_one_step_on_every_rank(tmp_path, 2)
+    assert f"SIGTERM: saved step {step} in {tmp_path}; exiting with 75" in output, output
+    assert returncode == RESUMABLE_EXIT, output
+
+    resumed = run_to_end(launch_argv(example_args(tmp_path)))
+    assert f"resuming from step {step} " in resumed, resumed[-3000:]
+    assert_bitwise_equal(load_weights(final_path(tmp_path)), reference)
+
+
+def test_a_failing_job_keeps_torchrun_s_status(tmp_path: Path) -> None:
+    # Not a stop: the workers exit 2 (a flag the example does not know); torchrun reports 1.
+    output = run_to_end(launch_argv([*example_args(tmp_path), "--no-such-flag"]), expect_rc=1)
+    assert "unrecognized arguments: --no-such-flag" in output
