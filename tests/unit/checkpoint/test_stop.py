@@ -84,3 +84,27 @@ def test_install_outside_the_main_thread_says_why_it_cannot() -> None:
 def test_dataloader_workers_ignore_the_stop_signals() -> None:
     ignore_stop_signals(0)
     assert all(signal.getsignal(signum) is signal.SIG_IGN for signum in SIGNALS)
+
+
+def test_a_stop_during_a_save_lets_the_save_finish_and_is_agreed_after(tmp_path) -> None:
+    # The container stops (SIGTERM) while a periodic checkpoint is being written: the handler
+    # only notes it, the checkpoint is complete and loadable, and the next boundary stops.
+    import torch
+    from torchrig.checkpoint import CheckpointManager, TrainingState
+
+    class SignalsMidSave:
+        def state_dict(self) -> dict:
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives while save() is running
+            return {"epoch": 0}
+
+        def load_state_dict(self, state: dict) -> None:
+            pass
+
+    manager = CheckpointManager(tmp_path)
+    with StopSignals() as stop:
+        manager.save(4, TrainingState(torch.nn.Linear(8, 8), sampler=SignalsMidSave()))
+        assert stop.received == "SIGTERM"
+        assert stop.agreed()
+    resumed = manager.load_latest(TrainingState(torch.nn.Linear(8, 8)))
+    assert resumed is not None and resumed["step"] == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "step_00000004.pt"]
