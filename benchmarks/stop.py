@@ -1,6 +1,6 @@
 """Time `docker compose stop`: idle, and with a training job that must save first.
 
-    python benchmarks/stop.py [--repeats 3] [--cpu] [--json]
+    python benchmarks/stop.py [--repeats 3] [--cpu]      # prints JSON: each run, medians
 
 Each repeat starts the stack and times `docker compose stop` with nothing running but the
 services; then starts it again, runs the training example (2 processes, CPU, tiny model, a
@@ -80,7 +80,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cpu", action="store_true", help="CPU mode (no NVIDIA runtime)")
-    parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -99,14 +98,9 @@ def main() -> int:
                 runs.append(run)
         finally:
             compose(["down", "-v", "-t", "5"], env, args.cpu)
-    summary = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-    if args.json:
-        print(json.dumps({"runs": runs, "median": summary}, indent=2))
-    else:
-        for key, value in summary.items():
-            spread = ", ".join(f"{run[key]:.2f}" for run in runs)
-            print(f"{key:16s} median {value:.2f}  (runs: {spread})")
-        print(f"load average: {os.getloadavg()[0]:.1f} (1 min)")
+    medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    load = round(os.getloadavg()[0], 1)
+    print(json.dumps({"runs": runs, "median": medians, "load_average_1min": load}, indent=2))
     return 0
 
 
