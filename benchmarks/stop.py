@@ -78,11 +78,9 @@ def stop_while_training(env: dict[str, str], cpu: bool, folder: Path) -> dict[st
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, choices=range(1, 21), metavar="1..20")
     parser.add_argument("--cpu", action="store_true", help="CPU mode (no NVIDIA runtime)")
     args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error("--repeats must be at least 1")
     ports = (free_port(), free_port())
     runs: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
