@@ -6,6 +6,7 @@ equal to an uninterrupted run's."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -61,6 +62,25 @@ def test_sigterm_to_launch_saves_exits_75_and_the_same_command_resumes(
     resumed = run_to_end(launch_argv(example_args(tmp_path)))
     assert f"resuming from step {step} " in resumed, resumed[-3000:]
     assert_bitwise_equal(load_weights(final_path(tmp_path)), reference)
+
+
+def test_ctrl_c_reaching_launch_and_torchrun_together_still_saves_once_and_exits_75(
+    tmp_path: Path,
+) -> None:
+    # Ctrl-C in a terminal signals the whole foreground process group: launch and torchrun each
+    # get SIGINT from the terminal, and torchrun gets launch's copy too.
+    log = tmp_path / "launch.log"
+    job = start(launch_argv(stoppable_args(tmp_path)), log)
+    try:
+        wait_for(running_on_every_rank(tmp_path, 2), "two steps on both ranks", job, log)
+        os.killpg(job.pid, signal.SIGINT)  # start() made launch a process group's leader
+        returncode = job.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        kill_group(job)
+    output = tail(log, 50_000)
+    step = assert_stopped_after_one_step_on_every_rank(tmp_path, 2)
+    assert f"saved step {step} in {tmp_path}; exiting with 75" in output, output
+    assert returncode == RESUMABLE_EXIT, output
 
 
 def test_a_failing_job_keeps_torchrun_s_status(tmp_path: Path) -> None:
