@@ -77,6 +77,7 @@ class StopSignals:
                 continue
             self._previous[signum] = previous
             signal.signal(signum, self._record)
+        forget_resumable_exit()
         return self
 
     def uninstall(self) -> None:
@@ -146,6 +147,17 @@ def note_resumable_exit(environ: Mapping[str, str] = os.environ) -> None:
     if folder:
         with contextlib.suppress(OSError):  # launch gone or the folder removed: nobody to tell
             (Path(folder) / resumable_note_name(environ)).touch()
+
+
+def forget_resumable_exit(environ: Mapping[str, str] = os.environ) -> None:
+    """Remove this local rank's note from an earlier round: torchrun restarts its workers after
+    a failure (--max-restarts), and a note of the round before must not speak for this one."""
+    folder = environ.get(RESUMABLE_NOTES_ENV)
+    if folder:
+        rank = environ.get("LOCAL_RANK", "0")
+        for note in Path(folder).glob(f"local-rank-{rank}-of-*"):
+            with contextlib.suppress(OSError):
+                note.unlink()
 
 
 def exit_resumable(immediately: bool = False) -> NoReturn:

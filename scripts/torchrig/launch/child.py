@@ -9,7 +9,8 @@ rule on exit code 75 need that 75. So launch runs torchrun as its child instead 
   the only process the kubelet signals. torchrun is told to handle SIGUSR1/SIGUSR2 too (its
   `--signals-to-handle`, where this torch has it), or their default action would kill it;
 - the workers get RESUMABLE_NOTES_ENV, a private folder; each that exits resumably leaves a note
-  there (torchrig.checkpoint.stop.exit_resumable);
+  there (torchrig.checkpoint.stop.exit_resumable), and a worker that starts (StopSignals.install)
+  removes its note of an earlier round, so a restart round that fails is not taken for a stop;
 - torchrun failed and every local worker left its note: launch exits 75. Otherwise launch exits
   with torchrun's own status (a signal's death as 128 + its number, as a shell reports it).
 """

@@ -12,7 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from torchrig.checkpoint.stop import RESUMABLE_NOTES_ENV, note_resumable_exit
+from torchrig.checkpoint.stop import (
+    RESUMABLE_NOTES_ENV,
+    StopSignals,
+    note_resumable_exit,
+)
 from torchrig.launch import child
 from torchrig.launch.child import every_worker_stopped_resumably, exit_status
 
@@ -61,6 +65,27 @@ def test_a_note_names_the_local_rank_and_is_left_only_under_launch(tmp_path: Pat
     )
     assert [p.name for p in tmp_path.iterdir()] == ["local-rank-1-of-2"]
     note_resumable_exit({RESUMABLE_NOTES_ENV: str(tmp_path / "gone")})  # never fails the exit
+
+
+def test_a_restarted_worker_forgets_its_note_from_the_round_before(tmp_path: Path) -> None:
+    # Round 0: both workers stopped resumably; torchrun restarted them (--max-restarts), and
+    # round 1 fails without a stop. The old notes must not turn that failure into 75.
+    for rank in ("0", "1"):
+        note_resumable_exit(
+            {RESUMABLE_NOTES_ENV: str(tmp_path), "LOCAL_RANK": rank, "LOCAL_WORLD_SIZE": "2"}
+        )
+    restarted = {RESUMABLE_NOTES_ENV: str(tmp_path), "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "3"}
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in restarted.items():
+                patch.setenv(name, value)
+            StopSignals().install().uninstall()  # what a worker does at its start
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    assert [p.name for p in tmp_path.iterdir()] == ["local-rank-0-of-2"]
+    assert exit_status(1, [p.name for p in tmp_path.iterdir()]) == 1
 
 
 # A stand-in for torchrun: two "workers" (itself) that, on a stop signal, leave their notes and
