@@ -119,7 +119,7 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
     && apt-get install -y --no-install-recommends \
          gcc g++ libc6-dev python3-dev \
          openssh-server tini sudo \
-         git tmux htop curl less procps nano vim-tiny \
+         git tmux htop curl less procps nano vim-tiny rsync \
     && rm -f /etc/ssh/ssh_host_*
 # User dev (1000:1000, also in `users` for the venv). Ubuntu images ship `ubuntu` at 1000.
 # Password '*': no password login, but not "locked", which sshd would refuse for key logins.
@@ -153,6 +153,12 @@ COPY entrypoint/entrypoint.sh /usr/local/bin/torchrig-entrypoint
 COPY entrypoint/sshd_config /etc/torchrig/sshd_config
 COPY entrypoint/profile.sh /etc/profile.d/torchrig.sh
 COPY entrypoint/page_config.json /opt/venv/etc/jupyter/labconfig/page_config.json
+# TensorBoard as a JupyterLab Launcher item, served by jupyter-server-proxy at /tensorboard/
+# behind Jupyter's token (it listens on localhost only: no port of its own is published).
+COPY entrypoint/jupyter_server_config.json /opt/venv/etc/jupyter/jupyter_server_config.json
+COPY entrypoint/tensorboard.svg /etc/torchrig/tensorboard.svg
+# Without a GPU, NVIDIA's GPU dashboard panel says so (its charts would just stay empty).
+COPY entrypoint/gpu-notice/ /opt/venv/share/jupyter/labextensions/@torchrig/gpu-notice/
 # This project last, so editing a helper rebuilds in seconds. Its dependencies are all in the
 # lock; setuptools (a torch dependency) builds it without reaching an index.
 RUN --mount=type=bind,target=/src \

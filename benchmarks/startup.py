@@ -3,9 +3,11 @@
     python benchmarks/startup.py [--repeats 5] [--cpu] [--json]
 
 Each repeat takes the stack down, starts it, and polls the published ports every 50 ms: Jupyter
-is ready when `/api` answers 200, sshd when it sends its `SSH-` banner. Then it times
-`import torch` in the running container. Uses the compose project `torchrig-bench`, free ports
-on 127.0.0.1 and temporary bind-mount folders, so it does not touch a running workstation.
+is ready when `/api` answers 200, sshd when it sends its `SSH-` banner. Then it reads the CPU
+time Jupyter's process has used (its start-up work, which load stretches on the wall clock but
+hardly changes) and times `import torch` in the running container. Uses the compose project
+`torchrig-bench` (or `$TORCHRIG_BENCH_PROJECT`), free ports on 127.0.0.1 and temporary bind-mount
+folders, so it does not touch a running workstation.
 Set MEMLOCK in the environment where the engine caps it. Needs a built image (`make build`).
 """
 
@@ -25,8 +27,23 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PROJECT = "torchrig-bench"
+# A second copy of the repository (another branch) benchmarks beside this one under its own name.
+PROJECT = os.environ.get("TORCHRIG_BENCH_PROJECT", "torchrig-bench")
 IMPORT_TORCH = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
+# CPU seconds Jupyter's process has used (user + system): its start-up work, which a loaded
+# machine stretches on the wall clock but hardly changes.
+JUPYTER_CPU = """
+import os
+for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+    try:
+        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        continue
+    if any(arg.endswith(b"jupyter-lab") for arg in argv):
+        fields = stat[stat.rindex(")") + 2 :].split()
+        print((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+"""
 
 
 def free_port() -> int:
@@ -83,6 +100,11 @@ def time_import_torch(env: dict[str, str], cpu: bool) -> float:
     return float(result.stdout.strip().splitlines()[-1])
 
 
+def time_jupyter_cpu(env: dict[str, str], cpu: bool) -> float:
+    result = compose(["exec", "-T", "workstation", "python", "-c", JUPYTER_CPU], env, cpu)
+    return float(result.stdout.strip().splitlines()[-1])
+
+
 def bench_env(folder: Path, ports: tuple[int, int]) -> dict[str, str]:
     for name in ("workspace", "checkpoints", "data"):
         (folder / name).mkdir()
@@ -119,6 +141,7 @@ def main() -> int:
         try:
             for _ in range(args.repeats):
                 run = time_up(env, args.cpu, ports)
+                run["jupyter_cpu_s"] = time_jupyter_cpu(env, args.cpu)
                 run["import_torch_s"] = time_import_torch(env, args.cpu)
                 runs.append(run)
         finally:

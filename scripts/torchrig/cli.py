@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("torchrig.verify.cli", "check the GPUs, driver, fabric and container setup"),
     "launch": ("torchrig.launch.cli", "run a script with torchrun, with sensible defaults"),
     "ckpt": ("torchrig.checkpoint.cli", "list, inspect and export training checkpoints"),
+    "status": ("torchrig.status.cli", "GPUs, their processes, torchrun jobs, last checkpoints"),
 }
 
 

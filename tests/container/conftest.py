@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +41,14 @@ TEST_PUID = "4242"
 TEST_PGID = "4343"
 # A variable set only in the test's compose override: SSH sessions must see compose's env.
 COMPOSE_MARKER = ("TORCHRIG_TEST_MARKER", "set-in-compose")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 StackFactory = Callable[..., Stack]
 
@@ -208,3 +217,39 @@ def running_stack(
         if request.session.testsfailed:
             _print_evidence(stack)
         stack.down(volumes=True)
+
+
+# --- a real browser (Chromium, driven by Playwright) ------------------------------------------
+
+
+def chromium_path() -> str:
+    found = os.environ.get("CHROMIUM") or shutil.which("chromium")
+    if found:
+        return found
+    reason = "Chromium is not installed (apt-get install chromium, or set CHROMIUM)"
+    if os.environ.get("REQUIRE_DOCKER") == "1":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def browser_page(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[object]:
+    """A Chromium page; a screenshot lands in the test's tmp dir when the test fails."""
+    executable = chromium_path()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        try:
+            yield page
+        finally:
+            report = getattr(request.node, "rep_call", None)
+            if report is not None and report.failed:
+                # TEST_ARTIFACTS_DIR: somewhere CI keeps; pytest's tmp dirs rotate away.
+                shots = Path(os.environ.get("TEST_ARTIFACTS_DIR", tmp_path))
+                shots.mkdir(parents=True, exist_ok=True)
+                shot = shots / f"{request.node.name}.png"
+                page.screenshot(path=str(shot), full_page=True)
+                print(f"screenshot: {shot}")
+            browser.close()

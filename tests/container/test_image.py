@@ -86,3 +86,17 @@ def test_ports_are_published_on_loopback_by_default(cpu_compose_files: list[Path
     ports = config["services"]["workstation"]["ports"]
     assert sorted(port["target"] for port in ports) == [2222, 8888]
     assert {port.get("host_ip") for port in ports} == {"127.0.0.1"}
+
+
+@pytest.mark.parametrize(
+    ("command", "says"),
+    [
+        ("nvitop --version", "nvitop"),  # the interactive GPU process viewer
+        ("rsync --version", "rsync  version"),  # for syncing code and data to the workstation
+    ],
+)
+def test_terminal_tools_run_in_the_image(image: str, command: str, says: str) -> None:
+    output = docker.from_env().containers.run(
+        image, ["bash", "-c", command], remove=True, stderr=True
+    )
+    assert says in output.decode(errors="replace")

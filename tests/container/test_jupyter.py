@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -16,14 +13,6 @@ pytestmark = [pytest.mark.container]
 
 # An authenticated API endpoint: without a valid token Jupyter answers 403, not a login redirect.
 API = "/api/contents"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-    "--disable-sync",
-]
 # Kernel start and `import torch` on two shared cores take a while; this is a deadline, not a
 # performance check.
 CELL_TIMEOUT_MS = 180_000
@@ -72,39 +61,6 @@ def test_without_jupyter_token_a_generated_one_is_enforced_and_kept_out_of_the_l
     url = f"{stack.jupyter_url}{API}"
     assert http_status(url, {"Authorization": f"token {tokens[-1]}"}) == 200
     assert http_status(url) == 403
-
-
-def chromium_path() -> str:
-    found = os.environ.get("CHROMIUM") or shutil.which("chromium")
-    if found:
-        return found
-    reason = "Chromium is not installed (apt-get install chromium, or set CHROMIUM)"
-    if os.environ.get("REQUIRE_DOCKER") == "1":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason)
-
-
-@pytest.fixture
-def browser_page(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[object]:
-    """A Chromium page; a screenshot lands in the test's tmp dir when the test fails."""
-    executable = chromium_path()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        try:
-            yield page
-        finally:
-            report = getattr(request.node, "rep_call", None)
-            if report is not None and report.failed:
-                # TEST_ARTIFACTS_DIR: somewhere CI keeps; pytest's tmp dirs rotate away.
-                shots = Path(os.environ.get("TEST_ARTIFACTS_DIR", tmp_path))
-                shots.mkdir(parents=True, exist_ok=True)
-                shot = shots / f"{request.node.name}.png"
-                page.screenshot(path=str(shot), full_page=True)
-                print(f"screenshot: {shot}")
-            browser.close()
 
 
 @pytest.mark.timeout(420, func_only=True)

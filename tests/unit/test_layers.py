@@ -69,6 +69,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "checkpoint": {"distributed"},
     "verify": {"facts", "distributed", "cli"},
     "launch": {"facts", "distributed", "checkpoint"},
+    "status": {"facts", "checkpoint"},
+    "jupyter_hosts": set(),
     "cli": set(),
     "__main__": {"cli"},
 }

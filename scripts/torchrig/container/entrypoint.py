@@ -236,7 +236,7 @@ def service_specs(settings: Settings, sshd_ok: bool, state: Path) -> list[Servic
 
 def jupyter_spec(settings: Settings, state: Path) -> ServiceSpec:
     token = jupyter.resolve_token(settings.jupyter_token, settings.jupyter_allow_no_token, state)
-    argv = jupyter.jupyter_command()
+    argv = jupyter.jupyter_command(settings.jupyter_hostnames)
     if not token.value:
         argv.append("--IdentityProvider.token=")
         log.warn(

@@ -11,6 +11,7 @@ from torchrig.container.state import TOKEN_FILE
 
 JUPYTER_PORT = 8888
 ROOT_DIR = "/workspace"
+HOST_CHECK_EXTENSION = "torchrig.jupyter_hosts"
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,8 @@ def lab_url(host_port: str, token: str) -> str:
     return f"{url}?token={token}" if token else url
 
 
-def jupyter_command() -> list[str]:
+def jupyter_command(hostnames: tuple[str, ...] = ()) -> list[str]:
+    """Jupyter's command line. `hostnames`: names besides localhost the browser may use."""
     # Settings that make up the container's contract are on the command line, not in a config
     # file a user might shadow. The token comes through the environment (not visible in `ps`).
     return [
@@ -53,6 +55,18 @@ def jupyter_command() -> list[str]:
         "--ServerApp.port_retries=0",
         "--ServerApp.open_browser=False",
         f"--ServerApp.root_dir={ROOT_DIR}",
+        *host_check_arguments(hostnames),
+    ]
+
+
+def host_check_arguments(hostnames: tuple[str, ...]) -> list[str]:
+    """The Host-header (DNS-rebinding) check: torchrig's extension (jupyter_hosts.py) in place of
+    jupyter_server's own, which listening on 0.0.0.0 turns off and which, turned on, would refuse
+    every address but loopback. `allow_remote_access` only switches jupyter_server's check."""
+    return [
+        f"--ServerApp.jpserver_extensions={{{HOST_CHECK_EXTENSION!r}: True}}",
+        "--ServerApp.allow_remote_access=True",
+        *(f"--ServerApp.local_hostnames={name}" for name in ("localhost", *hostnames)),
     ]
 
 

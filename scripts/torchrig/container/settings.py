@@ -8,6 +8,7 @@ line instead of breaking something later.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -26,6 +27,8 @@ STOP_GRACE_DEFAULT_S = 60.0
 # torchrun's own wait for its workers after it passes a stop signal on (its default is 30 s): set
 # for the container's sessions to STOP_GRACE, unless the user set it.
 TORCHRUN_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
+# One DNS name: labels of letters, digits and inner hyphens, dot-separated.
+HOSTNAME = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*\.?$", re.I)
 # Where a mounted authorized_keys file is read from unless SSH_AUTHORIZED_KEYS_FILE says otherwise.
 AUTHORIZED_KEYS_FILE_DEFAULT = Path("/etc/torchrig/authorized_keys")
 # The system's own directories (Docker's default PATH): all root's commands resolve in these.
@@ -41,6 +44,7 @@ class Settings:
     cpu_only: bool
     jupyter_token: str | None
     jupyter_allow_no_token: bool
+    jupyter_hostnames: tuple[str, ...]
     ssh_public_keys_text: str
     ssh_authorized_keys_file: Path
     home: Path | None  # HOME as started; None when unset (the entrypoint then uses dev's home)
@@ -119,6 +123,24 @@ def stop_environment(settings: Settings, environ: Mapping[str, str]) -> dict[str
     return {TORCHRUN_SHUTDOWN_TIMEOUT: str(math.ceil(settings.stop_grace_s))}
 
 
+def parse_hostnames(name: str, value: str | None) -> tuple[str, ...]:
+    """'gpubox, gpubox.lan' -> ('gpubox', 'gpubox.lan'): the names a browser may use for Jupyter
+    besides localhost (IP addresses are always allowed: see torchrig/jupyter_hosts.py)."""
+    names: list[str] = []
+    for raw in re.split(r"[,\s]+", (value or "").strip()):
+        if not raw:
+            continue
+        if not HOSTNAME.match(raw):
+            raise SetupError(
+                f"{name} names {raw!r}, which is not a host name: give the names you type in the "
+                "browser's address bar, comma-separated, without scheme or port "
+                "(e.g. gpubox,gpubox.example.org); IP addresses need no entry."
+            )
+        if raw.lower() not in names:
+            names.append(raw.lower())
+    return tuple(names)
+
+
 def read_settings(environ: Mapping[str, str]) -> Settings:
     token = environ.get("JUPYTER_TOKEN")
     keys_file = environ.get("SSH_AUTHORIZED_KEYS_FILE")
@@ -136,6 +158,7 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         cpu_only=parse_flag("TORCHRIG_CPU_ONLY", environ.get("TORCHRIG_CPU_ONLY")),
         jupyter_token=token or None,
         jupyter_allow_no_token=allow_no_token,
+        jupyter_hostnames=parse_hostnames("JUPYTER_HOSTNAMES", environ.get("JUPYTER_HOSTNAMES")),
         ssh_public_keys_text=environ.get("SSH_PUBLIC_KEY", ""),
         ssh_authorized_keys_file=(
             parse_absolute_path("SSH_AUTHORIZED_KEYS_FILE", keys_file)

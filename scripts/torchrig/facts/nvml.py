@@ -74,6 +74,8 @@ class NvmlGpu:
     nvlink_states: list[bool] = field(default_factory=list)  # one per present link, True = up
     processes: list[NvmlProcess] = field(default_factory=list)
     numa_node: int | None = None
+    memory_used_bytes: int | None = None
+    utilization_percent: int | None = None  # GPU busy over NVML's last sample period
 
 
 @dataclass
@@ -176,7 +178,7 @@ def read_identity(nvml: Any, index: int, handle: Any) -> NvmlGpu:
 
 
 def read_health(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:
-    """Everything else verify judges per GPU: modes, memory errors, heat, clocks, links."""
+    """Everything else per GPU: modes, memory errors, heat, clocks, links, processes, usage."""
     gpu.compute_capability = as_tuple(optional(nvml.nvmlDeviceGetCudaComputeCapability, handle))
     gpu.persistence_mode = as_bool(optional(nvml.nvmlDeviceGetPersistenceMode, handle))
     gpu.compute_mode = optional(nvml.nvmlDeviceGetComputeMode, handle)
@@ -201,6 +203,8 @@ def read_health(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:
     gpu.nvlink_states = read_nvlink_states(nvml, handle)
     gpu.processes = read_processes(nvml, handle)
     gpu.numa_node = numa_node_of(gpu.pci_bus_id)
+    gpu.memory_used_bytes = optional(lambda: int(nvml.nvmlDeviceGetMemoryInfo(handle).used))
+    gpu.utilization_percent = optional(lambda: int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
 
 
 def read_memory_repair(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:

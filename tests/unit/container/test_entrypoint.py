@@ -107,6 +107,12 @@ def test_the_exported_environment_is_private_to_dev(
         assert path.stat().st_mode & 0o777 == 0o600, path
 
 
+def test_jupyter_answers_to_the_hostnames_the_user_listed(tmp_path: Path) -> None:
+    settings = read_settings({"JUPYTER_HOSTNAMES": "gpubox", "SERVICES": "jupyter"})
+    (spec,) = entrypoint.service_specs(settings, sshd_ok=False, state=tmp_path)
+    assert "--ServerApp.local_hostnames=gpubox" in spec.argv
+
+
 def test_bad_settings_exit_1_with_an_error_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -36,6 +36,22 @@ def test_command_pins_the_contract() -> None:
     assert "token" not in command  # the token travels in the environment, not in `ps`
 
 
+def test_the_host_check_is_torchrigs_with_localhost_and_the_listed_names() -> None:
+    command = jupyter.jupyter_command(("gpubox", "gpubox.lan"))
+    assert "--ServerApp.jpserver_extensions={'torchrig.jupyter_hosts': True}" in command
+    # jupyter_server's own check (loopback addresses only) is replaced, not just dropped.
+    assert "--ServerApp.allow_remote_access=True" in command
+    names = [arg.partition("=")[2] for arg in command if "local_hostnames" in arg]
+    assert names == ["localhost", "gpubox", "gpubox.lan"]
+
+
+def test_the_host_check_extension_is_importable_by_jupyter() -> None:
+    import importlib
+
+    module = importlib.import_module(jupyter.HOST_CHECK_EXTENSION)
+    assert module._jupyter_server_extension_points() == [{"module": jupyter.HOST_CHECK_EXTENSION}]
+
+
 def test_environment_carries_the_token() -> None:
     token = jupyter.Token("xyz", "generated")
     assert jupyter.jupyter_environment({"PATH": "/x"}, token) == {

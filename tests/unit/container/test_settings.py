@@ -9,6 +9,7 @@ from torchrig.container.settings import (
     AUTHORIZED_KEYS_FILE_DEFAULT,
     STOP_GRACE_DEFAULT_S,
     parse_flag,
+    parse_hostnames,
     parse_id,
     parse_services,
     read_settings,
@@ -97,6 +98,20 @@ def test_compose_gives_docker_more_time_than_stop_grace_with_the_same_default() 
     assert int(match.group(1)) >= 5
     assert float(match.group(2)) == STOP_GRACE_DEFAULT_S
     assert re.search(r"^\s*- STOP_GRACE$", compose, re.M), "STOP_GRACE is not passed in"
+
+
+def test_jupyter_hostnames_are_split_lowered_and_deduplicated() -> None:
+    assert read_settings({}).jupyter_hostnames == ()
+    value = " gpubox, GPUBox.lan  gpubox 10.0.0.5,"
+    assert parse_hostnames("JUPYTER_HOSTNAMES", value) == ("gpubox", "gpubox.lan", "10.0.0.5")
+
+
+@pytest.mark.parametrize(
+    "value", ["http://gpubox", "gpubox:8888", "*.lan", "gpu_box", "-gpubox", "fe80::1"]
+)
+def test_a_jupyter_hostname_with_scheme_port_or_wildcard_is_refused(value: str) -> None:
+    with pytest.raises(SetupError, match=r"JUPYTER_HOSTNAMES names .* not a host name.*no entry"):
+        read_settings({"JUPYTER_HOSTNAMES": value})
 
 
 def test_the_keys_file_defaults_to_the_documented_mount_point() -> None:

@@ -95,7 +95,11 @@ class FakeNvml:
         return SimpleNamespace(busId=self._answer(handle, "pci_bus_id").encode())
 
     def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
-        return SimpleNamespace(total=self._answer(handle, "memory_total"))
+        used = self.data["gpus"][handle].get("memory_used", 0)
+        return SimpleNamespace(total=self._answer(handle, "memory_total"), used=used)
+
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:
+        return SimpleNamespace(gpu=self._answer(handle, "utilization"), memory=0)
 
     def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> tuple[int, int]:
         return tuple(self._answer(handle, "cc"))

@@ -125,6 +125,13 @@ def test_processes_carry_their_names_when_nvml_knows_them() -> None:
     assert [(proc.pid, proc.name) for proc in gpu.processes] == [(31337, "python3")]
 
 
+def test_usage_is_read_with_the_health_and_is_none_where_unsupported() -> None:
+    busy = snapshot(1, utilization=87, memory_used=3 * 1024**3).gpus[0]
+    assert (busy.utilization_percent, busy.memory_used_bytes) == (87, 3 * 1024**3)
+    assert snapshot(1).gpus[0].utilization_percent is None  # the recorded board has no sample
+    assert read_inventory(FakeNvml(board(1))).gpus[0].memory_used_bytes is None
+
+
 def test_a_snapshot_survives_a_json_round_trip() -> None:
     original = snapshot(2)
     assert NvmlSnapshot.from_dict(original.to_dict()) == original

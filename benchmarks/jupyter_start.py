@@ -1,0 +1,96 @@
+"""Jupyter's start-up with and without the image's server extensions, inside one container.
+
+    docker run --rm -u 1000 -v "$PWD/benchmarks:/b:ro" --entrypoint /opt/venv/bin/python \\
+        torchrig/workstation:latest /b/jupyter_start.py [--repeats 6]
+
+Starts `jupyter-lab` on a free loopback port, alternately with jupyter-server-proxy and
+jupyterlab-nvdashboard turned off and with them (plus the Host check) on, and for each start
+reports the wall time until `/api` answers and the CPU time the server used until then. Both
+variants run in the same container at the same moments, so the comparison holds on a busy
+machine, where the wall times alone would not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import time
+import urllib.request
+
+BASE = ["jupyter-lab", "--no-browser", "--ServerApp.token=", "--ServerApp.root_dir=/tmp"]
+VARIANTS = {
+    "extensions off": [
+        "--ServerApp.jpserver_extensions="
+        "{'jupyter_server_proxy': False, 'jupyterlab_nvdashboard': False}"
+    ],
+    "extensions on": [
+        "--ServerApp.jpserver_extensions={'torchrig.jupyter_hosts': True}",
+        "--ServerApp.allow_remote_access=True",
+    ],
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a running process, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_once(arguments: list[str]) -> tuple[float, float]:
+    """(wall seconds until /api answers, CPU seconds the server used until then)."""
+    port = free_port()
+    start = time.perf_counter()
+    server = subprocess.Popen(
+        [*BASE, f"--port={port}", *arguments],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while not answers(port):
+            if server.poll() is not None:
+                raise SystemExit(f"jupyter-lab exited with {server.returncode}: {arguments}")
+            time.sleep(0.02)
+        return time.perf_counter() - start, cpu_seconds(server.pid)
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=6)
+    args = parser.parse_args()
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in VARIANTS}
+    for _ in range(args.repeats):
+        for name, arguments in VARIANTS.items():
+            runs[name].append(start_once(arguments))
+    for name, timings in runs.items():
+        walls = [wall for wall, _ in timings]
+        cpus = [cpu for _, cpu in timings]
+        print(
+            f"{name:15s} wall median {statistics.median(walls):.2f} s (min {min(walls):.2f})  "
+            f"CPU median {statistics.median(cpus):.2f} s (min {min(cpus):.2f})"
+        )
+    print(f"load average: {os.getloadavg()[0]:.1f} (1 min)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Jupyter server extension: the Host-header (DNS-rebinding) check, kept on inside the container.
+
+jupyter_server checks the Host header only while it listens on loopback; in a container it must
+listen on 0.0.0.0 (Docker publishes the port to the container's interface), which turns its check
+off. Turned back on (`ServerApp.allow_remote_access=False`) it would accept loopback addresses
+only, and so refuse a user who opened the port to the network (BIND_ADDR) and browses to the
+workstation's address. So this check replaces it and allows what a DNS-rebinding page cannot
+forge, plus the names the user asked for:
+
+- an IP address (IPv4, or IPv6 in brackets): a page can rebind a name to a new address, but a
+  browser sends an address as the Host only when the user typed that address;
+- the names in `ServerApp.local_hostnames` (jupyter_server's own list, `localhost` by default;
+  JUPYTER_HOSTNAMES adds to it).
+
+Every other request gets 403 before any handler runs: Jupyter's API, the kernels' websockets,
+and the servers behind jupyter-server-proxy (TensorBoard) alike, token or no token
+(JUPYTER_ALLOW_NO_TOKEN=1 is exactly when the check matters most). Loaded by the command line that
+`torchrig.container.jupyter` builds. It runs inside Jupyter's server (dev's venv, with tornado),
+not at start-up, so it lives outside `container/`, whose modules use the standard library only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+from collections.abc import Collection
+from typing import Any
+
+from tornado.httputil import HTTPServerRequest
+from tornado.routing import Matcher, Rule
+from tornado.web import Application, RequestHandler
+
+# "name", "name:8888", "10.0.0.5:8888", "[::1]:8888": the host part, without the port.
+HOST_HEADER = re.compile(r"^(?P<host>\[[0-9a-fA-F:.%\w]+\]|[^:\[\]]*)(?::\d+)?$")
+
+
+def host_of(host_header: str) -> str | None:
+    """The host part of a Host header, lower case, without brackets or a trailing dot; None when
+    the header is malformed."""
+    match = HOST_HEADER.match(host_header.strip())
+    if match is None or not match.group("host"):
+        return None
+    host = match.group("host").lower()
+    if host.startswith("["):
+        return host[1:-1]
+    return host.rstrip(".")
+
+
+def is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def host_allowed(host_header: str, names: Collection[str]) -> bool:
+    """Whether a request with this Host header may reach Jupyter (see the module docstring)."""
+    host = host_of(host_header)
+    if host is None:
+        return False
+    return is_address(host) or host in {name.lower().rstrip(".") for name in names}
+
+
+class ForeignHost(Matcher):
+    """Matches the requests whose Host is neither an address nor one of `names`."""
+
+    def __init__(self, names: Collection[str]) -> None:
+        self.names = tuple(names)
+
+    def match(self, request: HTTPServerRequest) -> dict[str, Any] | None:
+        return None if host_allowed(request.host, self.names) else {}
+
+
+class RefuseForeignHost(RequestHandler):
+    """403 for every method, with the fix in the body and in Jupyter's log."""
+
+    def initialize(self, log: logging.Logger) -> None:
+        self.log = log
+
+    def prepare(self) -> None:
+        message = (
+            f"refused Host {self.request.host!r}: neither an IP address nor an allowed name (a "
+            "check against DNS-rebinding web pages). If you browse to Jupyter by that name, add "
+            "it to JUPYTER_HOSTNAMES and restart the container."
+        )
+        self.log.warning(message)
+        self.set_status(403)
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        self.finish(message + "\n")
+
+
+def install(web_app: Application, names: Collection[str], log: logging.Logger) -> None:
+    """Put the check in front of every route of `web_app` (the first rule of its router)."""
+    router = web_app.default_router
+    rule = Rule(ForeignHost(names), RefuseForeignHost, {"log": log})
+    router.rules.insert(0, router.process_rule(rule))
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": __name__}]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    install(serverapp.web_app, serverapp.local_hostnames, serverapp.log)
+    serverapp.log.info(
+        "Host check on: Jupyter answers to IP addresses and to %s",
+        ", ".join(serverapp.local_hostnames) or "no names",
+    )

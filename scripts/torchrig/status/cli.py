@@ -1,0 +1,30 @@
+"""The `torchrig status` command: gather, then print the report as text or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from torchrig.facts.nvml import read_snapshot
+from torchrig.status import jobs, report
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run(args: argparse.Namespace, proc: Path = jobs.PROC, nvml: object = None) -> int:
+    """`proc` and `nvml` (a pynvml stand-in) are for tests; the defaults read this machine."""
+    try:
+        processes = jobs.read_processes(proc)
+    except OSError as exc:
+        print(
+            f"torchrig status: cannot read the process table ({exc}): is /proc mounted?",
+            file=sys.stderr,
+        )
+        return 1
+    result = report.build_report(read_snapshot(nvml), jobs.find_jobs(processes))
+    print(json.dumps(result, indent=2) if args.json else report.render(result))
+    return 0

@@ -1,0 +1,63 @@
+"""`torchrig status` in the container sees a running torchrun job and its last checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .stack import Stack, wait_until
+from .training import torchrun_command
+
+pytestmark = [pytest.mark.container]
+
+CHECKPOINT_DIR = "/checkpoints/status-test"
+
+
+def status_json(stack: Stack) -> dict:
+    code, output = stack.exec("torchrig status --json 2>/dev/null", user="dev")
+    assert code == 0, output
+    return json.loads(output)
+
+
+@pytest.mark.timeout(600, func_only=True)
+def test_status_shows_the_running_job_and_its_last_checkpoint(running_stack: Stack) -> None:
+    # Long enough to be seen running, with a checkpoint every 5 steps. `exec` makes the shell's
+    # pid torchrun's: the pid file names the job to look for and to stop.
+    torchrun = torchrun_command(
+        running_stack, CHECKPOINT_DIR, "--steps", "2000", "--checkpoint-every", "5",
+        "--step-delay", "0.2",
+    )  # fmt: skip
+    pid_file, log = "/tmp/status-test.pid", "/tmp/status-test.log"
+    background = f"cd /workspace && echo $$ > {pid_file} && exec {torchrun} > {log} 2>&1"
+    running_stack.container().exec_run(["sh", "-c", background], user="dev", detach=True)
+    host_dir = running_stack.checkpoints / CHECKPOINT_DIR.removeprefix("/checkpoints/")
+    try:
+        wait_until(
+            "the job's first checkpoint",
+            lambda: (host_dir / "latest").exists(),
+            timeout_s=300,
+            interval_s=2,
+            on_timeout=lambda: running_stack.exec(f"cat {log}")[1],
+        )
+        agent = int(running_stack.exec(f"cat {pid_file}")[1])
+        report = status_json(running_stack)
+        jobs = {job["pid"]: job for job in report["jobs"]}
+        assert agent in jobs, report["jobs"]
+        job = jobs[agent]
+        assert any(arg.endswith("train_ddp.py") for arg in job["command"])
+        assert [worker["rank"] for worker in job["workers"]] == [0]
+        assert job["running_s"] > 0
+        assert job["checkpoint_dir"] == CHECKPOINT_DIR
+        assert job["checkpoint_dir_source"] == "--checkpoint-dir"
+        last = job["last_checkpoint"]
+        assert last is not None and last["step"] >= 5 and last["step"] % 5 == 0
+        assert last["path"].startswith(CHECKPOINT_DIR + "/step_")
+        # CPU mode: no GPU, said as such rather than as an error.
+        assert report["gpus"]["available"] is False and report["gpus"]["no_driver"] is True
+        code, text = running_stack.exec("torchrig status", user="dev")
+        assert code == 0, text
+        assert "no NVIDIA GPU here (CPU mode)" in text
+        assert f"{CHECKPOINT_DIR} (--checkpoint-dir): last step" in text
+    finally:
+        running_stack.exec(f"test -s {pid_file} && kill $(cat {pid_file})", user="dev")

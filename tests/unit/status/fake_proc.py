@@ -1,0 +1,32 @@
+"""A faked /proc: the files `torchrig.status.jobs` reads, for the processes a test describes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def fake_proc(root: Path, uptime_s: float, processes: list[dict]) -> Path:
+    """`processes`: dicts of pid, ppid, argv, started_s (seconds after boot), and optionally
+    comm, env (a dict), cwd (a path; the link is made), hidden (environ and cwd unreadable)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "uptime").write_text(f"{uptime_s:.2f} 12345.67\n")
+    for process in processes:
+        folder = root / str(process["pid"])
+        folder.mkdir()
+        (folder / "cmdline").write_bytes(b"".join(arg.encode() + b"\0" for arg in process["argv"]))
+        comm = process.get("comm", Path(process["argv"][0]).name if process["argv"] else "kthread")
+        start = int(process.get("started_s", 0) * TICKS)
+        # Fields after "(comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt
+        # cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime ...
+        rest = ["S", str(process["ppid"]), *["0"] * 17, str(start), "0", "0"]
+        (folder / "stat").write_text(f"{process['pid']} ({comm}) {' '.join(rest)}\n")
+        if process.get("hidden"):
+            continue
+        env = process.get("env", {})
+        (folder / "environ").write_bytes(b"".join(f"{k}={v}\0".encode() for k, v in env.items()))
+        if "cwd" in process:
+            os.symlink(process["cwd"], folder / "cwd")
+    return root
