@@ -4,10 +4,20 @@ run must have left (one checkpoint, of the step every rank trained last)."""
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from .runs import example_args, final_path, read_sample_log
+from .runs import (
+    RUN_TIMEOUT_S,
+    example_args,
+    final_path,
+    kill_group,
+    read_sample_log,
+    start,
+    tail,
+    wait_for,
+)
 
 RESUMABLE_EXIT = 75
 # Slow steps, so that a signal lands mid-run; no periodic checkpoint, so that the only one on disk
@@ -56,3 +66,19 @@ def assert_stopped_after_one_step_on_every_rank(ckpt_dir: Path, world: int) -> i
     assert (ckpt_dir / "latest").read_text().strip() == f"step_{step:08d}.pt"
     assert not final_path(ckpt_dir).exists(), "a stopped run wrote its final weights"
     return step
+
+
+def stopped_mid_run(
+    argv: list[str], ckpt_dir: Path, world: int, stop: Callable[[subprocess.Popen[bytes]], None]
+) -> tuple[int, str]:
+    """Start the job (its own process group, its log in ckpt_dir), `stop` it once every rank
+    trained two steps, wait for it to exit; (exit status, log)."""
+    log = ckpt_dir / "job.log"
+    job = start(argv, log)
+    try:
+        wait_for(running_on_every_rank(ckpt_dir, world), "two steps on every rank", job, log)
+        stop(job)
+        returncode = job.wait(timeout=RUN_TIMEOUT_S)
+    finally:
+        kill_group(job)
+    return returncode, tail(log, 50_000)

@@ -45,6 +45,7 @@ from .stops import (
     assert_stopped_after_one_step_on_every_rank,
     running_on_every_rank,
     stoppable_args,
+    stopped_mid_run,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -59,15 +60,13 @@ def assert_resumes_to_the_reference(ckpt_dir: Path, step: int, reference: dict) 
 def test_sigterm_to_torchrun_saves_the_current_step_and_resumes_bitwise_equal(
     tmp_path: Path, reference: dict
 ) -> None:
-    log = tmp_path / "job.log"
-    job = start(torchrun_argv(2, stoppable_args(tmp_path)), log)
-    try:
-        wait_for(running_on_every_rank(tmp_path, 2), "two steps on both ranks", job, log)
-        job.send_signal(signal.SIGTERM)  # torchrun passes it on to every worker
-        returncode = job.wait(timeout=RUN_TIMEOUT_S)
-    finally:
-        kill_group(job)
-    output = tail(log, 50_000)
+    # torchrun passes it on to every worker.
+    returncode, output = stopped_mid_run(
+        torchrun_argv(2, stoppable_args(tmp_path)),
+        tmp_path,
+        2,
+        lambda job: job.send_signal(signal.SIGTERM),
+    )
     step = assert_stopped_after_one_step_on_every_rank(tmp_path, 2)
     assert f"SIGTERM: saved step {step} in {tmp_path}; exiting with 75" in output, output
     # torchrun itself reports the signal it got (SignalException), not its workers' status.
@@ -82,17 +81,14 @@ def test_sigterm_to_torchrun_saves_the_current_step_and_resumes_bitwise_equal(
 def test_a_signal_to_one_worker_stops_every_rank_after_the_same_step(
     tmp_path: Path, reference: dict
 ) -> None:
-    log = tmp_path / "job.log"
-    job = start(torchrun_argv(2, stoppable_args(tmp_path)), log)
-    try:
-        wait_for(running_on_every_rank(tmp_path, 2), "two steps on both ranks", job, log)
+    def signal_rank_1(job: subprocess.Popen[bytes]) -> None:
         victim = find_worker(job.pid, rank=1)
-        assert victim is not None, f"no rank-1 worker under torchrun:\n{tail(log)}"
+        assert victim is not None, "no rank-1 worker under torchrun"
         os.kill(victim, signal.SIGUSR1)  # Slurm's --signal, say, reaching one task
-        returncode = job.wait(timeout=RUN_TIMEOUT_S)
-    finally:
-        kill_group(job)
-    output = tail(log, 50_000)
+
+    returncode, output = stopped_mid_run(
+        torchrun_argv(2, stoppable_args(tmp_path)), tmp_path, 2, signal_rank_1
+    )
     step = assert_stopped_after_one_step_on_every_rank(tmp_path, 2)
     assert f"a stop signal on another rank: saved step {step}" in output, output
     # torchrun's failure report names each worker's exit status: both stopped resumably.

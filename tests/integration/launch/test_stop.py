@@ -15,22 +15,17 @@ import pytest
 
 from ..examples.runs import (
     EXAMPLE,
-    RUN_TIMEOUT_S,
     assert_bitwise_equal,
     example_args,
     final_path,
-    kill_group,
     load_weights,
     run_to_end,
-    start,
-    tail,
-    wait_for,
 )
 from ..examples.stops import (
     RESUMABLE_EXIT,
     assert_stopped_after_one_step_on_every_rank,
-    running_on_every_rank,
     stoppable_args,
+    stopped_mid_run,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -46,15 +41,13 @@ def launch_argv(args: list[str]) -> list[str]:
 def test_sigterm_to_launch_saves_exits_75_and_the_same_command_resumes(
     tmp_path: Path, reference: dict
 ) -> None:
-    log = tmp_path / "launch.log"
-    job = start(launch_argv(stoppable_args(tmp_path)), log)
-    try:
-        wait_for(running_on_every_rank(tmp_path, 2), "two steps on both ranks", job, log)
-        job.send_signal(signal.SIGTERM)  # launch alone: it passes the signal on to torchrun
-        returncode = job.wait(timeout=RUN_TIMEOUT_S)
-    finally:
-        kill_group(job)
-    output = tail(log, 50_000)
+    # Launch alone: it passes the signal on to torchrun.
+    returncode, output = stopped_mid_run(
+        launch_argv(stoppable_args(tmp_path)),
+        tmp_path,
+        2,
+        lambda job: job.send_signal(signal.SIGTERM),
+    )
     step = assert_stopped_after_one_step_on_every_rank(tmp_path, 2)
     assert f"SIGTERM: saved step {step} in {tmp_path}; exiting with 75" in output, output
     assert returncode == RESUMABLE_EXIT, output
@@ -69,15 +62,13 @@ def test_ctrl_c_reaching_launch_and_torchrun_together_still_saves_once_and_exits
 ) -> None:
     # Ctrl-C in a terminal signals the whole foreground process group: launch and torchrun each
     # get SIGINT from the terminal, and torchrun gets launch's copy too.
-    log = tmp_path / "launch.log"
-    job = start(launch_argv(stoppable_args(tmp_path)), log)
-    try:
-        wait_for(running_on_every_rank(tmp_path, 2), "two steps on both ranks", job, log)
-        os.killpg(job.pid, signal.SIGINT)  # start() made launch a process group's leader
-        returncode = job.wait(timeout=RUN_TIMEOUT_S)
-    finally:
-        kill_group(job)
-    output = tail(log, 50_000)
+    # start() made launch a process group's leader.
+    returncode, output = stopped_mid_run(
+        launch_argv(stoppable_args(tmp_path)),
+        tmp_path,
+        2,
+        lambda job: os.killpg(job.pid, signal.SIGINT),
+    )
     step = assert_stopped_after_one_step_on_every_rank(tmp_path, 2)
     assert f"saved step {step} in {tmp_path}; exiting with 75" in output, output
     assert returncode == RESUMABLE_EXIT, output
