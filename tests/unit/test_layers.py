@@ -66,9 +66,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "distributed": set(),
     "data": set(),
     "models": set(),
-    "checkpoint": set(),
+    "checkpoint": {"distributed"},
     "verify": {"facts", "distributed", "cli", "launch"},  # --hostfile: launch's SSH fan-out
-    "launch": {"facts", "distributed"},
+    "launch": {"facts", "distributed", "checkpoint"},
     "status": {"facts", "checkpoint"},
     "jupyter_hosts": set(),
     "cli": set(),

@@ -12,6 +12,11 @@ on from the newest good checkpoint in --checkpoint-dir, mid-epoch, with the opti
 schedule, gradient scaler, sampler position and RNG states restored: on CPU with a fixed seed
 the final weights equal those of a run that never stopped, bit for bit.
 
+Stopped rather than crashed (SIGTERM from `docker compose stop`, Kubernetes or Slurm; Ctrl-C;
+SIGUSR1/SIGUSR2 as a preemption notice), every rank finishes its step, they save one checkpoint
+of that step together and exit with 75 (EX_TEMPFAIL): nothing is lost, and the same command
+carries on from there.
+
 The file reads top to bottom: settings, process group, data, model, optimizer, resume, loop.
 The reusable parts live in the torchrig package (torchrig.distributed, torchrig.data,
 torchrig.models, torchrig.checkpoint).
@@ -32,7 +37,14 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
-from torchrig.checkpoint import CheckpointManager, TrainingState
+from torchrig.checkpoint import (
+    RESUMABLE_EXIT,
+    CheckpointManager,
+    StopSignals,
+    TrainingState,
+    exit_resumable,
+    ignore_stop_signals,
+)
 from torchrig.data import ResumableDistributedSampler, SyntheticImages, WithIndex
 from torchrig.distributed import (
     all_reduce_mean,
@@ -184,6 +196,9 @@ loader = DataLoader(
     # (and a resume's skip) still reaches them.
     persistent_workers=args.workers > 0,
     drop_last=False,  # the sampler already gives every rank the same number of samples
+    # A stop signal is this process's to handle: one torchrun passes on to the worker's process
+    # group would otherwise kill the loader workers, and their death the training loop.
+    worker_init_fn=ignore_stop_signals,
 )
 
 # -----------------------------------------------------------------------------------------------
@@ -261,7 +276,7 @@ else:
     log(f"no checkpoint in {args.checkpoint_dir}: starting from scratch")
 
 # -----------------------------------------------------------------------------------------------
-# Logging on rank 0 only: a progress bar, a throughput line, TensorBoard scalars.
+# Logging on rank 0 only: a progress bar on a terminal, a throughput line, TensorBoard scalars.
 
 log(
     f"{args.model} on {world_size} x {device.type} ({dist_info.backend}), amp={args.amp}, "
@@ -277,7 +292,15 @@ if is_main:
     writer = SummaryWriter(
         str(args.tensorboard_dir or args.checkpoint_dir / "tensorboard"), purge_step=step or None
     )
-    progress = tqdm(total=args.steps, initial=step, unit="step", dynamic_ncols=True)
+    # Into a log file or a pipe (nohup, a scheduler, a notebook) a bar would write a redrawn frame
+    # with a carriage return every 0.1 s; there the throughput lines are the progress report.
+    progress = tqdm(
+        total=args.steps,
+        initial=step,
+        unit="step",
+        dynamic_ncols=True,
+        disable=not sys.stderr.isatty(),
+    )
 sample_log = None
 if args.log_samples is not None:
     # One JSON line per micro-batch and rank, appended with a single write (atomic on Linux).
@@ -304,9 +327,13 @@ def gradient_sync(last_micro_step: bool):
 
 # -----------------------------------------------------------------------------------------------
 # The training loop. A step is one optimizer update; checkpoints land only between steps.
+# SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 are noted, not obeyed at once: at the end of the
+# step the ranks agree, save that step together and leave with RESUMABLE_EXIT.
 
 batches = micro_batches()
 train_model.train()
+stop = StopSignals().install()
+stopped = False
 window_start, window_steps = time.perf_counter(), 0
 while step < args.steps:
     loss_sum = torch.zeros((), device=device)
@@ -366,14 +393,17 @@ while step < args.steps:
         window_start, window_steps = time.perf_counter(), 0
     if is_main:
         progress.update(1)
-    if step % args.checkpoint_every == 0 or step == args.steps:
+    stopped = stop.agreed()  # every rank, every step: one all-reduce of one integer
+    if stopped or step % args.checkpoint_every == 0 or step == args.steps:
         checkpoints.save(step, state)  # every rank; the epoch is the sampler's
         window_start = time.perf_counter()  # checkpoint time is not training throughput
+    if stopped:
+        break
 
 # -----------------------------------------------------------------------------------------------
 # Done: the final weights (plain names, no DDP/compile prefixes) for whoever needs them.
 
-if args.save_final is not None:
+if args.save_final is not None and not stopped:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     # Collective for FSDP (gathers the shards); a plain copy for DDP.
@@ -389,5 +419,15 @@ if is_main:
     writer.close()
 if sample_log is not None:
     os.close(sample_log)
+if stopped:
+    cause = stop.received or "a stop signal on another rank"
+    log(
+        f"{cause}: saved step {step} in {args.checkpoint_dir}; exiting with {RESUMABLE_EXIT} "
+        "(stopped, resumable: the same command carries on from here)"
+    )
+    shutdown_distributed()
+    # The checkpoint is on disk and every file is closed: leave now. Python's own teardown of
+    # torch takes seconds, more on a busy machine, and a stop's grace period is counted.
+    exit_resumable(immediately=True)
 log(f"finished {args.steps} steps; checkpoints in {args.checkpoint_dir}")
 shutdown_distributed()

@@ -3,8 +3,13 @@
     state = TrainingState(model, optimizer, scheduler=..., scaler=..., sampler=..., config=...)
     checkpoints = CheckpointManager(directory, keep=3)   # layout: "auto", "file" or "sharded"
     resumed = checkpoints.load_latest(state)              # every rank; None: start from scratch
-    ...
-    checkpoints.save(step, state)                         # every rank, at a step boundary
+    stop = StopSignals().install()                        # SIGTERM & co. mean "save now"
+    ...                                                   # one optimizer step
+    stopping = stop.agreed()                              # every rank, every step
+    if stopping or step % every == 0:
+        checkpoints.save(step, state)                     # every rank, at a step boundary
+    if stopping:
+        exit_resumable()                                  # 75: stopped, resumable
 
 Importing this package is cheap: the names below load their modules (and torch) on first use,
 so the `torchrig` command stays instant on machines without torch.
@@ -22,12 +27,22 @@ if TYPE_CHECKING:
     from torchrig.checkpoint.model_state import strip_prefixes, unwrap_model
     from torchrig.checkpoint.rng import capture_rng_state, gather_rng_states, restore_rng_state
     from torchrig.checkpoint.state import TrainingState
+    from torchrig.checkpoint.stop import (
+        RESUMABLE_EXIT,
+        StopSignals,
+        exit_resumable,
+        ignore_stop_signals,
+    )
     from torchrig.checkpoint.weights import load_model_weights
 
 _LAZY: dict[str, str] = {
     "CheckpointInfo": "manager",
     "CheckpointManager": "manager",
     "TrainingState": "state",
+    "RESUMABLE_EXIT": "stop",
+    "StopSignals": "stop",
+    "exit_resumable": "stop",
+    "ignore_stop_signals": "stop",
     "capture_rng_state": "rng",
     "gather_rng_states": "rng",
     "restore_rng_state": "rng",
@@ -37,12 +52,16 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "RESUMABLE_EXIT",
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointManager",
+    "StopSignals",
     "TrainingState",
     "capture_rng_state",
+    "exit_resumable",
     "gather_rng_states",
+    "ignore_stop_signals",
     "load_model_weights",
     "restore_rng_state",
     "strip_prefixes",

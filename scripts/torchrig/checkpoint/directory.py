@@ -15,6 +15,7 @@ This module is the one place that names, lists, orders, prunes and cleans up ent
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -24,7 +25,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +94,54 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+class RecordingWrites:
+    """A file's `write`, remembering the OSError it raised. torch.save reports a failed write as
+    a RuntimeError about zip positions ("unexpected pos 8704 vs 8598"): the errno that says the
+    disk is full would be lost."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.file = f
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
 def write_synced(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write `path` (straight into the open file, no copy in memory), flush and fsync it."""
+    """Write `path` (straight into the open file, no copy in memory), flush and fsync it. A failed
+    write raises the OSError itself (ENOSPC, EIO), whatever the writer made of it."""
     with open(path, "wb") as f:
-        write(f)
+        recording = RecordingWrites(f)
+        try:
+            write(cast(IO[bytes], recording))
+        except Exception as exc:
+            if recording.error is not None and recording.error is not exc:
+                raise recording.error from exc
+            raise
         f.flush()
         os.fsync(f.fileno())
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(exc: BaseException) -> OSError | None:
+    """The "no space left" (or quota) error behind `exc`, if there is one in its chain."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in DISK_FULL:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:

@@ -31,6 +31,7 @@ from torchrig.checkpoint.directory import (
     EntryKind,
     StepDirectory,
     discard,
+    disk_full,
     entry_size,
     move_in,
     remove_stale_temps,
@@ -188,6 +189,20 @@ class CheckpointManager:
         _dist.run_on_rank0(lambda: self._finish(layout, tmp, final, payload), f"save {final}")
         return final if _dist.rank() == 0 else None
 
+    def _disk_full_message(self, step: int, error: OSError) -> str:
+        """What a save that ran out of space says: what is kept, and what to do."""
+        import shutil
+
+        latest = self.directory / "latest"
+        kept = latest.read_text().strip() if latest.is_file() else None
+        free = shutil.disk_usage(self.directory).free
+        return (
+            f"cannot save step {step} in {self.directory}: {error.strerror or 'disk full'} "
+            f"({free / 2**20:.1f} MiB free). The unfinished file was removed; "
+            + (f"`latest` still names {kept}, intact. " if kept else "no earlier checkpoint. ")
+            + "Free space there (fewer kept: keep=, `torchrig ckpt ls`) or save elsewhere."
+        )
+
     def _prepare(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         remove_stale_temps(self.directory)
@@ -199,8 +214,11 @@ class CheckpointManager:
         try:
             layout.write_rest(tmp, payload)
             replaced = move_in(tmp, final)
-        except BaseException:
+        except BaseException as exc:
             discard(tmp)
+            full = disk_full(exc)
+            if full is not None:
+                raise CheckpointError(self._disk_full_message(step, full)) from exc
             raise
         steps.point_latest_at(final)  # its directory fsync makes the rename above durable too
         if replaced is not None:

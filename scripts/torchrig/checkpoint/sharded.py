@@ -10,6 +10,8 @@ every rank writes its own shards in parallel and no rank ever holds the full mod
 The folder is written as `.step_<N>.tmp/` and renamed by rank 0 only once every rank's shards are
 on disk (DCP fsyncs them) and extra.pt is in place. It also loads into an unsharded model: DCP
 reshards on load, so a run may change its sharding (or drop it) between save and resume.
+
+Every read goes through safe_dcp: a folder's metadata and non-tensor values cannot run code.
 """
 
 from __future__ import annotations
@@ -88,10 +90,17 @@ class ShardedLayout:
                 "checkpoint holds no optimizer state; optimizer left as it is", stacklevel=2
             )
             optimizer = None
+        from torchrig.checkpoint.safe_dcp import SafeLoadPlanner
+
         parts, optimizers = _dcp_parts(state.model, optimizer)
         try:
             with _single_process_is_intended():
-                dcp.load(parts, checkpoint_id=path, no_dist=not _dist.is_distributed())
+                dcp.load(
+                    parts,
+                    storage_reader=_reader(path),
+                    planner=SafeLoadPlanner(),
+                    no_dist=not _dist.is_distributed(),
+                )
         except _dcp_errors() as exc:  # DCP wraps every rank's error in one CheckpointException
             raise CheckpointError(describe_error(exc)) from exc
         set_state_dict(
@@ -198,8 +207,9 @@ def describe_folder(folder: Path) -> dict[str, Any]:
 
 def load_folder_weights(folder: Path) -> dict[str, torch.Tensor]:
     """One step folder's model weights, gathered into full CPU tensors (no process group)."""
-    from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    from torchrig.checkpoint.safe_dcp import SafeEmptyLoadPlanner
 
     check_folder(folder)
     state: dict[str, Any] = {}
@@ -209,7 +219,7 @@ def load_folder_weights(folder: Path) -> dict[str, torch.Tensor]:
         _load_state_dict(
             state,
             storage_reader=_reader(folder),
-            planner=_EmptyStateDictLoadPlanner(keys={"model"}),
+            planner=SafeEmptyLoadPlanner(keys={"model"}),
             no_dist=True,
         )
     except _dcp_errors() as exc:
@@ -218,9 +228,9 @@ def load_folder_weights(folder: Path) -> dict[str, torch.Tensor]:
 
 
 def _reader(folder: Path) -> Any:
-    from torch.distributed.checkpoint import FileSystemReader
+    from torchrig.checkpoint.safe_dcp import SafeReader
 
-    return FileSystemReader(str(folder))
+    return SafeReader(str(folder))
 
 
 def _dcp_errors() -> tuple[type[BaseException], ...]:

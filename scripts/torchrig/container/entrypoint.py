@@ -19,7 +19,7 @@ from pathlib import Path
 
 from torchrig.container import accounts, banner, jupyter, log, ssh
 from torchrig.container.log import SetupError
-from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings
+from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings, stop_environment
 from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, state_dir
 from torchrig.container.supervisor import ServiceSpec, Supervisor
 
@@ -67,6 +67,7 @@ def start(command: list[str]) -> int:
     show_banner(settings)
     check_mounts(mount_points())
     state = state_dir()
+    os.environ.update(stop_environment(settings, os.environ))
     export_environment(home, state)
     if command:
         (state / SERVICES_FILE).write_text("", encoding="utf-8")
@@ -74,7 +75,11 @@ def start(command: list[str]) -> int:
     sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home, keys_file)
     specs = service_specs(settings, sshd_ok, state)
     (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
-    return Supervisor(specs, on_started=lambda spec: log.info(f"started {spec.name}")).run()
+    return Supervisor(
+        specs,
+        on_started=lambda spec: log.info(f"started {spec.name}"),
+        stop_grace_s=settings.stop_grace_s,
+    ).run()
 
 
 def show_banner(settings: Settings) -> None:

@@ -7,6 +7,7 @@ line instead of breaking something later.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +20,13 @@ from torchrig.container.log import SetupError
 KNOWN_SERVICES = ("jupyter", "sshd")
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
+# STOP_GRACE: seconds a stop gives every process in the container to finish (a training job: to
+# save its checkpoint) before what is left is killed. docker-compose.yml's stop_grace_period is
+# this plus a margin, with this same default (a unit test holds the two together).
+STOP_GRACE_DEFAULT_S = 60.0
+# torchrun's own wait for its workers after it passes a stop signal on (its default is 30 s): set
+# for the container's sessions to STOP_GRACE, unless the user set it.
+TORCHRUN_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 # One DNS name: labels of letters, digits and inner hyphens, dot-separated.
 HOSTNAME = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*\.?$", re.I)
 # Where a mounted authorized_keys file is read from unless SSH_AUTHORIZED_KEYS_FILE says otherwise.
@@ -41,6 +49,7 @@ class Settings:
     ssh_authorized_keys_file: Path
     home: Path | None  # HOME as started; None when unset (the entrypoint then uses dev's home)
     path: str  # PATH as started (the venv first): dev's, never root's
+    stop_grace_s: float = STOP_GRACE_DEFAULT_S
 
 
 def parse_flag(name: str, value: str | None) -> bool:
@@ -92,6 +101,28 @@ def parse_services(value: str | None) -> tuple[str, ...]:
     return tuple(names)
 
 
+def parse_seconds(name: str, value: str | None, default: float) -> float:
+    """A duration in seconds (0 or more, fractions allowed); unset or empty: `default`."""
+    text = (value or "").strip()
+    if not text:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise SetupError(f"{name}={value!r} is not a number of seconds: set e.g. {name}=120.")
+    return seconds
+
+
+def stop_environment(settings: Settings, environ: Mapping[str, str]) -> dict[str, str]:
+    """Variables for every process of the container, so that a torchrun started in it waits for
+    its workers' stop-time checkpoint as long as the container does."""
+    if environ.get(TORCHRUN_SHUTDOWN_TIMEOUT, "").strip():
+        return {}
+    return {TORCHRUN_SHUTDOWN_TIMEOUT: str(math.ceil(settings.stop_grace_s))}
+
+
 def parse_hostnames(name: str, value: str | None) -> tuple[str, ...]:
     """'gpubox, gpubox.lan' -> ('gpubox', 'gpubox.lan'): the names a browser may use for Jupyter
     besides localhost (IP addresses are always allowed: see torchrig/jupyter_hosts.py)."""
@@ -135,4 +166,5 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         ),
         home=parse_absolute_path("HOME", environ.get("HOME")),
         path=environ.get("PATH") or SYSTEM_PATH,
+        stop_grace_s=parse_seconds("STOP_GRACE", environ.get("STOP_GRACE"), STOP_GRACE_DEFAULT_S),
     )

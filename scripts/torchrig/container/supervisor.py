@@ -1,17 +1,18 @@
-"""Run the services, restart one that dies (with backoff), stop all on SIGTERM/SIGINT.
+"""Run the services, restart one that dies (with backoff), stop everything on SIGTERM/SIGINT.
+
+A stop reaches every process in the container, not only the services: see stopping.py. The
+services run in sessions of their own, so that tini's signal to this process's group reaches
+this process alone and the order of the stop stays this process's choice.
 
 A service that cannot start (it exits GIVE_UP_AFTER times in a row, each within QUICK_EXIT_S of
 its start) stops the supervisor with that error and exit status 1 instead of being retried
 forever; Docker's restart policy then decides, and `make up` reports the error and stops the
 container.
-
-Docker waits 10 s after SIGTERM before it kills; the services get STOP_GRACE_S of that to exit
-on their own, then SIGKILL, so the container is always gone in time.
 """
 
 from __future__ import annotations
 
-import contextlib
+import os
 import signal
 import subprocess
 import time
@@ -19,8 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from torchrig.container import log
+from torchrig.container.settings import STOP_GRACE_DEFAULT_S
+from torchrig.container.stopping import Stopper
 
-STOP_GRACE_S = 7.0
 POLL_S = 0.2
 FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
@@ -68,6 +70,10 @@ class Supervisor:
     clock: Callable[[], float] = time.monotonic
     services: list[Running] = field(default_factory=list)
     stop_signal: int | None = None
+    stop_grace_s: float = STOP_GRACE_DEFAULT_S
+    # Whose descendants a stop reaches; None: this process's parent (in the container: tini,
+    # PID 1, so every process).
+    stop_root: int | None = None
     give_up_after: int = GIVE_UP_AFTER
     gave_up: str | None = None  # why a service cannot start, once it is given up on
 
@@ -91,7 +97,9 @@ class Supervisor:
 
     def _start(self, service: Running) -> None:
         try:
-            service.process = subprocess.Popen(list(service.spec.argv), env=service.spec.env)
+            service.process = subprocess.Popen(
+                list(service.spec.argv), env=service.spec.env, start_new_session=True
+            )
         except OSError as exc:
             log.error(f"{service.spec.name} could not start ({exc}); will retry")
             service.process = None
@@ -153,21 +161,25 @@ class Supervisor:
         reason = (
             f"{signal.Signals(self.stop_signal).name} received" if self.stop_signal else "gave up"
         )
-        names = ", ".join(s.spec.name for s in self.services) or "nothing"
-        log.info(f"{reason}: stopping {names}")
-        alive = [s.process for s in self.services if s.process and s.process.poll() is None]
-        for process in alive:
-            with contextlib.suppress(ProcessLookupError):  # it may have just exited
-                process.send_signal(signal.SIGTERM)
-        deadline = self.clock() + STOP_GRACE_S
-        for process in alive:
-            try:
-                process.wait(timeout=max(0.0, deadline - self.clock()))
-            except subprocess.TimeoutExpired:
-                log.warn(f"pid {process.pid} did not stop within {STOP_GRACE_S:.0f} s: killing it")
-                process.kill()
-                process.wait()
+        names = ", ".join(s.spec.name for s in self.services) or "no service"
+        log.info(
+            f"{reason}: stopping {names} and every process started in the container "
+            f"(up to {self.stop_grace_s:g} s to finish: STOP_GRACE)"
+        )
+        Stopper(
+            grace_s=self.stop_grace_s,
+            root=os.getppid() if self.stop_root is None else self.stop_root,
+            exclude=frozenset({os.getpid()}),
+            reap=self._reap,
+        ).run()
+        self._reap()
         return 0
+
+    def _reap(self) -> None:
+        """Collect the services that ended (they are this process's children)."""
+        for service in self.services:
+            if service.process is not None:
+                service.process.poll()
 
 
 def count_quick_exits(previous: int, ran_for_s: float) -> int:

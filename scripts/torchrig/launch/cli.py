@@ -1,4 +1,4 @@
-"""The `torchrig launch` command: parse, plan, print the torchrun command line, become it.
+"""The `torchrig launch` command: parse, plan, print the torchrun command line, run it.
 
     torchrig launch [--nproc-per-node N] [--max-restarts N] [--threads N] [--collective-timeout S]
                     [--hostfile FILE | --hosts a,b] [--dry-run] [torchrun flags...]
@@ -17,7 +17,7 @@ import textwrap
 from collections.abc import Callable
 
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
-from torchrig.launch import hostfile, multihost, plan, preflight, torchrun
+from torchrig.launch import child, hostfile, multihost, plan, preflight, torchrun
 from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, MAX_CPU_PROCESSES, LaunchError
 
 USAGE = "torchrig launch [options] [torchrun flags...] script.py [script args...]"
@@ -134,6 +134,5 @@ def run(args: argparse.Namespace) -> int:
     print(f"+ {launch_plan.display()}", flush=True)
     if args.dry_run:
         return 0
-    # Become torchrun: signals (Ctrl-C, SIGTERM from a scheduler) reach it directly.
-    os.execve(launch_plan.argv[0], launch_plan.argv, {**environ, **launch_plan.env_updates})
-    return 0  # not reached
+    # torchrun as a child, not exec'd: it exits 1 for a resumable stop, launch exits 75.
+    return child.run_torchrun(launch_plan.argv, {**environ, **launch_plan.env_updates})

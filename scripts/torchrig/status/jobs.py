@@ -2,7 +2,7 @@
 checkpoint directory its command line names.
 
 A job is one torchrun agent (`torchrun ...`, `python -m torch.distributed.run ...`, or
-`torchrig launch ...`, which becomes torchrun) and the workers it started, which are its children.
+`torchrig launch ...`, whose child it is) and the workers it started, which are its children.
 Standard library only; a process that exits while it is being read is skipped.
 """
 

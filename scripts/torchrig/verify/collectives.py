@@ -113,7 +113,8 @@ def allreduce_verdict(plan: Plan, outcomes: list[spawn.Outcome], nvlink_everywhe
         return failed(
             SECTION,
             NAME,
-            f"{what}: not finished after {plan.timeout:g} s, ranks killed",
+            f"{what}: not finished after {plan.timeout:g} s, ranks killed"
+            + spawn.stuck_note([f"rank {r}" for r, o in enumerate(outcomes) if o.stuck]),
             HANG_FIX if plan.backend == "nccl" else "gloo hung: check loopback networking",
             timeout_s=plan.timeout,
         )

@@ -302,7 +302,8 @@ def compile_check(outcome: Any, timeout: float, device: str) -> Check:
         return warned(
             SECTION,
             "torch.compile",
-            f"not done after {timeout:g} s on {device}",
+            f"not done after {timeout:g} s on {device}"
+            + spawn.stuck_note(["the compile test"] if outcome.stuck else []),
             "a cold compile is slow on few CPUs: raise --timeout; persist TORCHINDUCTOR_CACHE_DIR",
         )
     result = spawn.last_json_object(outcome.stdout)

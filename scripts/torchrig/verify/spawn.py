@@ -3,7 +3,9 @@
 A hung NCCL all-reduce or a compiler stuck on a lock must become a verdict, not a hung command.
 Each helper gets its own session, so killing its group takes its children with it and nothing
 else. Output goes to temporary files, not pipes: a chatty helper (NCCL_DEBUG=INFO) would fill a
-pipe and block, which would look like a hang.
+pipe and block, which would look like a hang. A killed helper is waited for only briefly: one stuck
+in the kernel does not die of SIGKILL, and waiting for it would hang the command past its
+deadline.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from typing import IO, Any
 # After one helper fails, its peers get this long before they are killed: they would otherwise
 # wait for it inside the collective until the deadline.
 PEER_GRACE_S = 5.0
+# SIGKILL cannot end a process in uninterruptible sleep (D state: a wedged GPU driver or network
+# filesystem) until the kernel lets go, which may be never. Killed helpers get this long, together,
+# to be gone; one still there is reported as stuck and left behind.
+REAP_GRACE_S = 5.0
 
 
 @dataclass
@@ -30,6 +36,7 @@ class Outcome:
     returncode: int | None  # None: killed at the deadline
     stdout: str
     stderr: str
+    stuck: bool = False  # still there after SIGKILL and REAP_GRACE_S
 
     @property
     def timed_out(self) -> bool:
@@ -42,6 +49,7 @@ class Helper:
     stdout: IO[bytes]
     stderr: IO[bytes]
     killed: bool = field(default=False)
+    stuck: bool = field(default=False)
 
 
 def start_module(module: str, args: Sequence[str], env: dict[str, str] | None = None) -> Helper:
@@ -67,8 +75,7 @@ def wait_all(helpers: Sequence[Helper], timeout: float) -> list[Outcome]:
     finally:
         # Also on Ctrl-C: the helpers run in sessions of their own, so the terminal's SIGINT
         # never reaches them. Whatever a helper left behind in its group goes too.
-        for helper in helpers:
-            kill_group(helper)
+        kill_and_reap(helpers)
     return [outcome_of(helper) for helper in helpers]
 
 
@@ -86,16 +93,23 @@ def wait_until_done(helpers: Sequence[Helper], timeout: float) -> None:
             first_failure = now
         if now >= deadline or (first_failure is not None and now >= first_failure + PEER_GRACE_S):
             for helper in running:
-                kill_group(helper)
-                helper.killed = True
+                helper.killed = True  # kill_and_reap does it
             break
         time.sleep(0.05)
 
 
-def kill_group(helper: Helper) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(helper.process.pid, signal.SIGKILL)
-    helper.process.wait()
+def kill_and_reap(helpers: Sequence[Helper]) -> None:
+    """SIGKILL every helper's process group, then wait for the helpers for at most REAP_GRACE_S
+    in all; a helper still there then is marked stuck, not waited for."""
+    for helper in helpers:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(helper.process.pid, signal.SIGKILL)
+    deadline = time.monotonic() + REAP_GRACE_S
+    for helper in helpers:
+        try:
+            helper.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            helper.killed = helper.stuck = True
 
 
 def outcome_of(helper: Helper) -> Outcome:
@@ -103,6 +117,17 @@ def outcome_of(helper: Helper) -> Outcome:
         None if helper.killed else helper.process.returncode,
         read_all(helper.stdout),
         read_all(helper.stderr),
+        stuck=helper.stuck,
+    )
+
+
+def stuck_note(names: Sequence[str]) -> str:
+    """'' when no helper is stuck; else a clause naming the ones SIGKILL could not end."""
+    if not names:
+        return ""
+    return (
+        f"; {', '.join(names)} still alive after SIGKILL (stuck in the kernel: see `dmesg` for "
+        "GPU Xid or filesystem errors; only a reboot may free it)"
     )
 
 

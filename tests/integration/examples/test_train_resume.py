@@ -38,15 +38,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 SLOW = ("--step-delay", "0.6")
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The weights of an uninterrupted 2-process run, the yardstick for every resume test."""
-    ckpt = tmp_path_factory.mktemp("reference")
-    output = run_to_end(torchrun_argv(2, example_args(ckpt)))
-    assert "starting from scratch" in output
-    return load_weights(final_path(ckpt))
-
-
 def test_same_command_twice_gives_identical_weights(tmp_path: Path, reference: dict) -> None:
     run_to_end(torchrun_argv(2, example_args(tmp_path)))
     assert_bitwise_equal(load_weights(final_path(tmp_path)), reference)

@@ -3,7 +3,9 @@ their children) turned into FAILs and killed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -135,3 +137,33 @@ def test_the_worker_joins_torchruns_group_without_a_parent() -> None:
     answer = spawn.last_json_object(result.stdout, required_key="sweep")
     assert answer is not None and answer["world"] == 2, result.stdout
     assert answer["sweep"][0]["correct"]
+
+
+def test_ranks_that_sigkill_cannot_end_do_not_hold_the_verdict_past_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process stuck in the kernel (a wedged GPU driver: D state) outlives SIGKILL; waiting to
+    reap it would hang `torchrig verify` past --timeout. Here the kill is made ineffective, which
+    is what such a process looks like from user space."""
+    pytest.importorskip("torch.distributed")
+    module = fake_worker(tmp_path, monkeypatch, crash_rank=-1)
+    groups: list[int] = []
+    monkeypatch.setattr(spawn.os, "killpg", lambda pgid, signum: groups.append(pgid))
+    timeout = 3.0
+    begin = time.monotonic()
+    try:
+        check = collectives.run_allreduce(
+            collectives.Plan("gloo", [], 2, (MIB,), timeout=timeout), module=module
+        )
+        elapsed = time.monotonic() - begin
+    finally:
+        monkeypatch.undo()
+        for pgid in set(groups):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pgid, signal.SIGKILL)
+    # The deadline, the reap grace, and start-up on a loaded machine; the fake ranks would
+    # otherwise sleep for 120 s.
+    assert elapsed < timeout + spawn.REAP_GRACE_S + 30, f"took {elapsed:.1f} s"
+    assert check.verdict is Verdict.FAIL
+    assert "rank 0, rank 1 still alive after SIGKILL" in check.summary
+    assert_all_gone(tmp_path)

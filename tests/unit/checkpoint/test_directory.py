@@ -37,3 +37,21 @@ def test_candidates_start_at_latest_and_pruning_spares_newer_entries(tmp_path: P
     assert [p.name for p in steps.candidates()] == [FILE.name(s) for s in (3, 2, 1)]
     assert steps.prune(3, keep=2) == [FILE.name(4), FILE.name(5)]
     assert sorted(steps.entries()) == [2, 3, 4, 5]
+
+
+def test_a_write_to_a_full_device_raises_the_os_error_not_torch_s_zip_error() -> None:
+    # /dev/full answers every write with ENOSPC, as a full disk does. torch.save alone would
+    # report "unexpected pos ..." (a RuntimeError) and lose the errno.
+    import errno
+
+    import torch
+    from torchrig.checkpoint.directory import disk_full, write_synced
+
+    with pytest.raises(OSError) as raised:
+        write_synced(Path("/dev/full"), lambda f: torch.save({"w": torch.zeros(4096)}, f))
+    assert raised.value.errno == errno.ENOSPC
+    assert disk_full(raised.value) is raised.value
+    wrapped = RuntimeError("a save failed")
+    wrapped.__cause__ = raised.value
+    assert disk_full(wrapped) is raised.value
+    assert disk_full(RuntimeError("unrelated")) is None

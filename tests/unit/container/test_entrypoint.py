@@ -121,6 +121,14 @@ def test_bad_settings_exit_1_with_an_error_line(
     assert "[torchrig] error: SERVICES names an unknown service 'vnc'" in capsys.readouterr().err
 
 
+def test_a_bad_stop_grace_stops_the_start_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("STOP_GRACE", "2m")
+    assert entrypoint.main([]) == 1
+    assert "error: STOP_GRACE='2m' is not a number of seconds" in capsys.readouterr().err
+
+
 def test_unknown_command_is_a_setup_error() -> None:
     with pytest.raises(SetupError, match="command not found: 'no-such-command-xyz'"):
         entrypoint.run_command(["no-such-command-xyz"])

@@ -1,17 +1,22 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from torchrig.container.log import SetupError
 from torchrig.container.settings import (
     AUTHORIZED_KEYS_FILE_DEFAULT,
+    STOP_GRACE_DEFAULT_S,
     parse_flag,
     parse_hostnames,
     parse_id,
     parse_services,
     read_settings,
+    stop_environment,
 )
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_defaults_run_both_services_with_image_ids() -> None:
@@ -63,6 +68,36 @@ def test_empty_token_without_opt_out_means_generate() -> None:
 def test_opt_out_together_with_a_token_is_contradictory() -> None:
     with pytest.raises(SetupError, match="both set"):
         read_settings({"JUPYTER_TOKEN": "abc", "JUPYTER_ALLOW_NO_TOKEN": "1"})
+
+
+def test_stop_grace_defaults_to_a_minute_and_takes_seconds() -> None:
+    assert read_settings({}).stop_grace_s == STOP_GRACE_DEFAULT_S == 60.0
+    assert read_settings({"STOP_GRACE": " 300 "}).stop_grace_s == 300.0
+    assert read_settings({"STOP_GRACE": "0"}).stop_grace_s == 0.0
+    assert read_settings({"STOP_GRACE": "2.5"}).stop_grace_s == 2.5
+
+
+@pytest.mark.parametrize("value", ["1m", "-5", "nan", "inf", "ten"])
+def test_a_bad_stop_grace_says_what_to_set(value: str) -> None:
+    with pytest.raises(SetupError, match=rf"STOP_GRACE='{value}' is not a number of seconds"):
+        read_settings({"STOP_GRACE": value})
+
+
+def test_torchrun_waits_for_its_workers_as_long_as_the_container_does() -> None:
+    settings = read_settings({"STOP_GRACE": "90.5"})
+    assert stop_environment(settings, {}) == {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "91"}
+    # The user's own choice stands.
+    assert stop_environment(settings, {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "30"}) == {}
+
+
+def test_compose_gives_docker_more_time_than_stop_grace_with_the_same_default() -> None:
+    compose = (REPO_ROOT / "docker-compose.yml").read_text()
+    # Go durations add up: "10s60s" is 70 s, so Docker waits STOP_GRACE plus 10 s.
+    match = re.search(r"^\s*stop_grace_period: (\d+)s\$\{STOP_GRACE:-([\d.]+)\}s$", compose, re.M)
+    assert match, "docker-compose.yml: stop_grace_period must be <margin>s${STOP_GRACE:-N}s"
+    assert int(match.group(1)) >= 5
+    assert float(match.group(2)) == STOP_GRACE_DEFAULT_S
+    assert re.search(r"^\s*- STOP_GRACE$", compose, re.M), "STOP_GRACE is not passed in"
 
 
 def test_jupyter_hostnames_are_split_lowered_and_deduplicated() -> None:

@@ -40,23 +40,24 @@ def test_dry_run_prints_the_command_and_runs_nothing(tmp_path: Path, capsys, mon
     script.write_text("raise SystemExit('must not run')\n")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     monkeypatch.setattr(plan.nvml, "read_inventory", eight_gpus)
-    monkeypatch.setattr(cli.os, "execve", lambda *a: pytest.fail("dry run executed"))
+    monkeypatch.setattr(cli.child, "run_torchrun", lambda *a: pytest.fail("dry run executed"))
     assert main(["launch", "--dry-run", str(script), "--steps", "5"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("+ ")
     assert f"--nproc-per-node 2 --max-restarts 3 {script} --steps 5" in out
 
 
-def test_run_execs_torchrun_with_the_environment(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_run_runs_torchrun_with_the_environment(tmp_path: Path, monkeypatch, capsys) -> None:
     script = tmp_path / "train.py"
     script.write_text("")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     calls = []
-    monkeypatch.setattr(cli.os, "execve", lambda *a: calls.append(a))
-    main(["launch", "--nproc-per-node", "2", str(script)])
-    ((path, argv, env),) = calls
-    assert path == sys.executable and argv[0] == sys.executable
+    monkeypatch.setattr(cli.child, "run_torchrun", lambda *a: calls.append(a) or 75)
+    # launch's status is the child's decision (75: every worker stopped resumably).
+    assert main(["launch", "--nproc-per-node", "2", str(script)]) == 75
+    ((argv, env),) = calls
+    assert argv[0] == sys.executable
     assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" and TIMEOUT_ENV in env
     assert env["OMP_NUM_THREADS"] == str(max(1, (cli.os.cpu_count() or 1) // 2))
 

@@ -73,6 +73,8 @@ def test_the_compile_test_verdicts() -> None:
     slow = probes.compile_check(Outcome(None, "", ""), 60, "cpu")
     assert slow.verdict is Verdict.WARN
     assert "--timeout" in (slow.fix or "")
+    stuck = probes.compile_check(Outcome(None, "", "", stuck=True), 60, "cpu")
+    assert "the compile test still alive after SIGKILL (stuck in the kernel" in stuck.summary
 
 
 def test_numerics_and_amp_run_for_real_on_the_cpu() -> None:
