@@ -11,6 +11,7 @@ initializeCommand writes never lands in this checkout.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from torchrig.host import buildcheck
 
 from .conftest import TEST_PGID, TEST_PUID
 from .stack import REPO_ROOT, Stack, new_stack
@@ -64,6 +66,9 @@ def run_cli(cli: Path, stack: Stack, *args: str) -> subprocess.CompletedProcess[
         "COMPOSE_PROJECT_NAME": stack.name,
         # The CLI writes its generated Dockerfile and compose files under TMPDIR.
         "TMPDIR": str(stack.root),
+        # What `make build` passes (the session's image was built so): without it the CLI's own
+        # build makes an image without PYTORCH_VERSION under the session's tag.
+        "PYTORCH_VERSION": torch_version_of_the_lock(),
     }
     stack.log.append(f"devcontainer {' '.join(args)}")
     return subprocess.run(
@@ -74,6 +79,11 @@ def run_cli(cli: Path, stack: Stack, *args: str) -> subprocess.CompletedProcess[
         timeout=CLI_TIMEOUT_S,
         check=False,
     )
+
+
+def torch_version_of_the_lock() -> str:
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    return buildcheck.torch_version(os.environ, dockerfile, REPO_ROOT / "locks")
 
 
 def where(copy: Path, config: Path, stack: Stack) -> list[str]:
