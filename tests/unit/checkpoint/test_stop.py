@@ -19,6 +19,12 @@ SIGNALS = [getattr(signal, name) for name in STOP_SIGNALS]
 def handlers_restored() -> Iterator[None]:
     """Every test leaves this process's signal handlers as it found them."""
     saved = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    # Under nohup (a CI runner may be one) SIGHUP starts out ignored, and StopSignals rightly
+    # leaves an ignored signal alone. The tests start from a shell's usual state; those about
+    # ignored signals set SIG_IGN themselves.
+    for signum, handler in saved.items():
+        if handler is signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)

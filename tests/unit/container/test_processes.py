@@ -31,6 +31,12 @@ def children() -> Iterator[list[subprocess.Popen[bytes]]]:
         child.wait()
 
 
+def helpers_already_there() -> frozenset[int]:
+    """This pytest process's children from earlier tests that live on by design
+    (multiprocessing's resource tracker, torch.compile's worker pool): not the tests' business."""
+    return frozenset(p.pid for p in read_processes(os.getpid()))
+
+
 def wait_until_running(child: subprocess.Popen[bytes]) -> None:
     """Until the child runs SLEEPER (before its exec, its command line is this process's)."""
     deadline = time.monotonic() + 30
@@ -42,16 +48,17 @@ def wait_until_running(child: subprocess.Popen[bytes]) -> None:
 def test_the_children_of_a_process_are_its_descendants_with_their_parents(
     children: list[subprocess.Popen[bytes]],
 ) -> None:
+    earlier = helpers_already_there()
     child = subprocess.Popen([sys.executable, "-c", SLEEPER])
     children.append(child)
     wait_until_running(child)
-    table = {p.pid: p for p in read_processes(os.getpid())}
+    table = {p.pid: p for p in read_processes(os.getpid(), exclude=earlier)}
     assert child.pid in table and os.getpid() not in table
     found = table[child.pid]
     assert found.ppid == os.getpid() and found.pgid == os.getpgid(0)
     assert found.cmdline == (sys.executable, "-c", SLEEPER)
     assert found.name == os.path.basename(sys.executable)
-    assert not read_processes(os.getpid(), exclude=frozenset({child.pid}))
+    assert not read_processes(os.getpid(), exclude=earlier | {child.pid})
 
 
 def test_a_process_that_ignores_sigterm_is_told_apart(
@@ -101,6 +108,7 @@ def test_a_process_that_is_gone_reads_as_none() -> None:
 def test_an_excluded_process_s_children_are_still_descendants(
     children: list[subprocess.Popen[bytes]],
 ) -> None:
+    earlier = helpers_already_there()
     middle = subprocess.Popen(
         [
             sys.executable,
@@ -113,7 +121,7 @@ def test_an_excluded_process_s_children_are_still_descendants(
     while not (grandchildren := read_processes(middle.pid)):
         assert time.monotonic() < deadline, "the grandchild never started"
         time.sleep(0.01)
-    table = read_processes(os.getpid(), exclude=frozenset({middle.pid}))
+    table = read_processes(os.getpid(), exclude=earlier | {middle.pid})
     assert [p.pid for p in table] == [grandchildren[0].pid]
     os.kill(grandchildren[0].pid, signal.SIGKILL)
 
