@@ -431,3 +431,9 @@ if stopped:
     exit_resumable(immediately=True)
 log(f"finished {args.steps} steps; checkpoints in {args.checkpoint_dir}")
 shutdown_distributed()
+# Everything is saved and closed, and the group is left: exit without Python's teardown of torch.
+# Its C++ destructors (gloo's threads among them) can abort a rank whose peers are already gone,
+# a failure torchrun then "restarts" on one node while the others have finished.
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
