@@ -23,6 +23,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -82,13 +83,21 @@ def with_stop_signals_handled(argv: list[str], supported: bool) -> list[str]:
     return [*argv[:3], f"{SIGNALS_FLAG}={','.join(TORCHRUN_SIGNALS)}", *argv[3:]]
 
 
-def run_torchrun(argv: list[str], environ: Mapping[str, str]) -> int:
+@dataclass(frozen=True)
+class TorchrunResult:
+    status: int  # launch's exit status
+    stopped: bool  # launch itself got a stop signal meanwhile (passed on to torchrun)
+
+
+def run_torchrun(argv: list[str], environ: Mapping[str, str]) -> TorchrunResult:
     """Run torchrun, pass the stop signals on to it, and return launch's exit status."""
     argv = with_stop_signals_handled(argv, torch_handles_more_signals())
     children: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []  # signals that came before torchrun existed
+    received: list[int] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
         if not children:
             pending.append(signum)
         elif children[0].poll() is None:
@@ -102,7 +111,8 @@ def run_torchrun(argv: list[str], environ: Mapping[str, str]) -> int:
             for signum in pending:
                 children[0].send_signal(signum)
             code = children[0].wait()
-            return exit_status(code, (path.name for path in Path(notes).iterdir()))
+            status = exit_status(code, (path.name for path in Path(notes).iterdir()))
+            return TorchrunResult(status, stopped=bool(received))
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

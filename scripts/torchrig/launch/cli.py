@@ -16,9 +16,11 @@ import sys
 import textwrap
 from collections.abc import Callable
 
+from torchrig.checkpoint.stop import RESUMABLE_EXIT
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
-from torchrig.launch import child, hostfile, multihost, plan, preflight, torchrun
+from torchrig.launch import child, environment, hostfile, multihost, plan, preflight, torchrun
 from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, MAX_CPU_PROCESSES, LaunchError
+from torchrig.launch.worker import guard_command
 
 USAGE = "torchrig launch [options] [torchrun flags...] script.py [script args...]"
 
@@ -127,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
         environ = dict(os.environ)
         gpus = plan.count_visible_gpus(environ)
         route = preflight.check_rendezvous(request.torchrun_flags)
-        launch_plan = plan.build_plan(request, environ, gpus, os.cpu_count() or 1, route)
+        launch_plan = plan.build_plan(
+            request, environ, gpus, os.cpu_count() or 1, route, worker_guard=guard_command()
+        )
     except LaunchError as exc:
         print(f"torchrig launch: {exc}", file=sys.stderr)
         return 2
@@ -135,4 +139,26 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     # torchrun as a child, not exec'd: it exits 1 for a resumable stop, launch exits 75.
-    return child.run_torchrun(launch_plan.argv, {**environ, **launch_plan.env_updates})
+    result = child.run_torchrun(launch_plan.argv, {**environ, **launch_plan.env_updates})
+    if restarts_were_left_off(request, environ, result):
+        print(NOT_RESTARTED, file=sys.stderr, flush=True)
+    return result.status
+
+
+NOT_RESTARTED = (
+    f"torchrig launch: the job failed and was not restarted (--max-restarts is "
+    f"{DEFAULT_MAX_RESTARTS} unless given: a restart runs the script again from its start). A "
+    "script that resumes from its checkpoints, as workspace/examples/train_ddp.py does, can ask "
+    "for restarts: --max-restarts 3"
+)
+
+
+def restarts_were_left_off(
+    request: plan.LaunchRequest, environ: dict[str, str], result: child.TorchrunResult
+) -> bool:
+    """A failure, not a stop, under launch's default of no restarts: worth a hint."""
+    defaulted = request.max_restarts is None and (
+        environment.set_by_environment("--max-restarts", environ) is None
+    )
+    failed = result.status not in (0, RESUMABLE_EXIT) and not result.stopped
+    return defaulted and failed

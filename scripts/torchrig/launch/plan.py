@@ -21,14 +21,21 @@ from torchrig.launch import environment, torchrun
 from torchrig.launch.network import Route
 from torchrig.launch.torchrun import Flag
 
-DEFAULT_MAX_RESTARTS = 3
+# torchrun's own default. A restart runs the script again from its start, which only a script
+# that resumes from its checkpoints turns into progress; such a script asks for restarts
+# (docs/training.md, "Restarts"). After a failure launch says so in one line.
+DEFAULT_MAX_RESTARTS = 0
 # On a CPU more processes than this rarely help a single training job: they split the cores.
 MAX_CPU_PROCESSES = 4
 NPROC_WORDS = ("auto", "gpu", "cpu")
-# torch 2.13-2.15: with the agents sharing the rendezvous store, a node that rejoins after the job
-# shrank waits for a MASTER_ADDR the surviving rank 0 never writes again, and both die after 60 s.
-# With a store per round (this variable), rejoining works. Set on every multi-node c10d launch.
+# torch 2.13-2.15: with the workers sharing the agent's rendezvous store, a restart round finds
+# the keys of the round before (one machine: "Gloo connectFullMesh failed", or a hang), and a node
+# that rejoins after the job shrank waits for a MASTER_ADDR the surviving rank 0 never writes again.
+# With a store per round (this variable), both work. The image sets it for plain torchrun too.
 SHARED_STORE_BUG_FIX = ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+# torchrun's own override of the interpreter that runs each worker: the worker guard
+# (torchrig.launch.worker), so a rank whose script finished is not failed by Python's teardown.
+WORKER_INTERPRETER = "PYTHON_EXEC"
 # Both libraries pick an interface by their own rules unless told; in a container or on a machine
 # with several networks that is often one the other nodes cannot reach.
 SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
@@ -120,12 +127,14 @@ def build_plan(
     gpu_count: int,
     cpu_count: int,
     route: Route | None = None,
+    worker_guard: str | None = None,
 ) -> LaunchPlan:
     """The torchrun command line and the environment it needs (pure: no side effects).
 
     A default is left off the command line when a scheduler set it in the environment (torchrun
     reads `PET_*` itself); explicit choices always go on it. `route` is this machine's way to the
     rendezvous endpoint of a multi-node launch (preflight.check_rendezvous), if known.
+    `worker_guard` is the `torchrig-worker` command, when it is installed beside this Python.
     """
     nproc_env = nproc_from_environment(environ)
     nproc = choose_nproc(request.nproc_per_node or nproc_env, gpu_count, cpu_count)
@@ -143,8 +152,10 @@ def build_plan(
     argv += rendezvous_defaults(flags, environ, route)
     argv += [*torchrun.as_argv(flags), request.script, *request.script_args]
     env = worker_environment(request, environ, nproc, cpu_count)
+    if worker_guard and WORKER_INTERPRETER not in environ:
+        env[WORKER_INTERPRETER] = worker_guard
     if multi_node:
-        env.update(multi_node_environment(flags, environ, route))
+        env.update(socket_interfaces(environ, route))
     return LaunchPlan(argv=argv, env_updates=env)
 
 
@@ -169,20 +180,9 @@ def rendezvous_backend(flags: list[Flag], environ: Mapping[str, str]) -> str | N
     )
 
 
-def multi_node_environment(
-    flags: list[Flag], environ: Mapping[str, str], route: Route | None
-) -> dict[str, str]:
-    """The rejoin fix for c10d, and gloo/NCCL on the interface that reaches the endpoint."""
+def socket_interfaces(environ: Mapping[str, str], route: Route | None) -> dict[str, str]:
+    """gloo/NCCL on the interface that reaches the endpoint of a multi-node launch."""
     env: dict[str, str] = {}
-    backend = rendezvous_backend(flags, environ)
-    c10d = backend == "c10d" or (
-        backend is None
-        and torchrun.flag_given(flags, "--rdzv-endpoint") is not None
-        and not torchrun.static_rendezvous(flags)
-    )
-    name, value = SHARED_STORE_BUG_FIX
-    if c10d and name not in environ:
-        env[name] = value
     if route is not None and route.interface and not route.loopback:
         for variable in SOCKET_INTERFACE_VARIABLES:
             if variable not in environ:
@@ -200,6 +200,9 @@ def worker_environment(
     elif "OMP_NUM_THREADS" not in environ:
         # Each rank's share of the cores; torchrun's own default is 1 thread per rank.
         env["OMP_NUM_THREADS"] = str(max(1, cpu_count // nproc))
+    name, value = SHARED_STORE_BUG_FIX
+    if name not in environ:
+        env[name] = value
     # Without it a failed NCCL collective can hang the job instead of ending it.
     if "TORCH_NCCL_ASYNC_ERROR_HANDLING" not in environ:
         env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"

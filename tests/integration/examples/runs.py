@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
+from torchrig.launch.plan import SHARED_STORE_BUG_FIX, WORKER_INTERPRETER
 from torchrig.launch.remote import descendants
+from torchrig.launch.worker import GUARD_ENV, guard_command
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
@@ -37,9 +39,13 @@ EVENT_TIMEOUT_S = 240
 
 
 def run_env() -> dict[str, str]:
+    """This environment, plus what the workstation's image gives every plain torchrun: the
+    worker guard and a rendezvous store per restart round (torchrig.launch.worker, plan.py)."""
     env = dict(os.environ)
     env["OMP_NUM_THREADS"] = "1"  # two ranks on two shared cores must not oversubscribe them
     env["PYTHONUNBUFFERED"] = "1"
+    env[WORKER_INTERPRETER] = guard_command() or sys.executable
+    env.setdefault(*SHARED_STORE_BUG_FIX)
     return env
 
 
@@ -146,12 +152,14 @@ def process_env(pid: int) -> dict[str, str]:
 
 
 def find_worker(root_pid: int, rank: int, attempt: int = 0) -> int | None:
-    """The pid of the training worker with this RANK in torchrun attempt `attempt`."""
+    """The pid of the training worker with this RANK in torchrun attempt `attempt`: the process
+    running the script (under the worker guard, the guard's child)."""
+    found = []
     for pid in descendants(root_pid):
         env = process_env(pid)
         if env.get("RANK") == str(rank) and env.get("TORCHELASTIC_RESTART_COUNT") == str(attempt):
-            return pid
-    return None
+            found.append((GUARD_ENV not in env, pid))
+    return min(found)[1] if found else None
 
 
 def load_weights(path: Path) -> dict[str, torch.Tensor]:

@@ -114,7 +114,7 @@ LAUNCHER = textwrap.dedent(
     from torchrig.launch import child
     child.with_stop_signals_handled = lambda argv, supported: argv
     stand_in = [sys.executable, "-c", sys.argv[1], sys.argv[2]]
-    sys.exit(child.run_torchrun(stand_in, dict(os.environ)))
+    sys.exit(child.run_torchrun(stand_in, dict(os.environ)).status)
     """
 )
 

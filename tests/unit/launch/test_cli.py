@@ -44,7 +44,7 @@ def test_dry_run_prints_the_command_and_runs_nothing(tmp_path: Path, capsys, mon
     assert main(["launch", "--dry-run", str(script), "--steps", "5"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("+ ")
-    assert f"--nproc-per-node 2 --max-restarts 3 {script} --steps 5" in out
+    assert f"--nproc-per-node 2 --max-restarts 0 {script} --steps 5" in out
 
 
 def test_run_runs_torchrun_with_the_environment(tmp_path: Path, monkeypatch, capsys) -> None:
@@ -53,13 +53,40 @@ def test_run_runs_torchrun_with_the_environment(tmp_path: Path, monkeypatch, cap
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     calls = []
-    monkeypatch.setattr(cli.child, "run_torchrun", lambda *a: calls.append(a) or 75)
+    result = cli.child.TorchrunResult(75, stopped=True)
+    monkeypatch.setattr(cli.child, "run_torchrun", lambda *a: calls.append(a) or result)
     # launch's status is the child's decision (75: every worker stopped resumably).
     assert main(["launch", "--nproc-per-node", "2", str(script)]) == 75
     ((argv, env),) = calls
     assert argv[0] == sys.executable
     assert env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1" and TIMEOUT_ENV in env
     assert env["OMP_NUM_THREADS"] == str(max(1, (cli.os.cpu_count() or 1) // 2))
+    assert "not restarted" not in capsys.readouterr().err  # a stop is not a failure
+
+
+@pytest.mark.parametrize(
+    ("args", "environ", "status", "stopped", "hint"),
+    [
+        ((), {}, 1, False, True),  # a failure under the default: say how to get restarts
+        ((), {}, 0, False, False),
+        ((), {}, 75, False, False),  # every rank stopped resumably
+        ((), {}, 130, True, False),  # Ctrl-C
+        (("--max-restarts", "0"), {}, 1, False, False),  # the user chose
+        ((), {"PET_MAX_RESTARTS": "2"}, 1, False, False),  # a scheduler chose
+    ],
+)
+def test_a_failure_under_the_default_says_it_was_not_restarted(
+    tmp_path: Path, monkeypatch, capsys, args, environ, status, stopped, hint
+) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("")
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    result = cli.child.TorchrunResult(status, stopped=stopped)
+    monkeypatch.setattr(cli.child, "run_torchrun", lambda *a: result)
+    assert main(["launch", "--nproc-per-node", "1", *args, str(script)]) == status
+    err = capsys.readouterr().err
+    assert ("not restarted" in err and "--max-restarts 3" in err) is hint
 
 
 def test_request_keeps_script_arguments_verbatim() -> None:

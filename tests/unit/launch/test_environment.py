@@ -28,7 +28,7 @@ def test_a_trainjob_pod_leaves_the_job_shape_to_the_environment() -> None:
     plan = plan_for("train.py", environ=TRAINJOB_POD, gpus=8, cpus=16)
     # No --standalone (a second node is coming), and no --nproc-per-node that would beat the
     # operator's 4; OMP threads are still split by the operator's process count.
-    assert torchrun_part(plan.argv) == ["--max-restarts", "3", "train.py"]
+    assert torchrun_part(plan.argv) == ["--max-restarts", "0", "train.py"]
     assert plan.env_updates["OMP_NUM_THREADS"] == "4"
 
 

@@ -15,6 +15,7 @@ from torchrig.launch.plan import LaunchError, build_plan, choose_nproc, count_vi
 
 from ..facts.fake_nvml import FakeNvml, board
 
+STORE_FIX = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 NO_NVML = NvmlSnapshot(error="NVML did not initialise: NVML Shared Library Not Found")
 
 
@@ -43,13 +44,24 @@ def torchrun_part(argv: list[str]) -> list[str]:
 def test_defaults_on_one_gpu_machine() -> None:
     plan = plan_for("train.py", "--lr", "0.1", gpus=4, cpus=32)
     assert torchrun_part(plan.argv) == [
-        "--standalone", "--nproc-per-node", "4", "--max-restarts", "3", "train.py", "--lr", "0.1",
+        "--standalone", "--nproc-per-node", "4", "--max-restarts", "0", "train.py", "--lr", "0.1",
     ]  # fmt: skip
     assert plan.env_updates == {
         "OMP_NUM_THREADS": "8",
+        STORE_FIX: "1",  # restart rounds re-form the group, on one machine too
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
         TIMEOUT_ENV: str(DEFAULT_TIMEOUT_S),
     }
+
+
+def test_the_worker_guard_is_torchruns_worker_interpreter_unless_the_user_chose_one() -> None:
+    request = request_from_args(parse("train.py"))
+    guard = "/venv/bin/torchrig-worker"
+    plan = build_plan(request, {}, gpu_count=0, cpu_count=2, worker_guard=guard)
+    assert plan.env_updates["PYTHON_EXEC"] == guard
+    mine = build_plan(request, {"PYTHON_EXEC": "/x/python"}, 0, 2, worker_guard=guard)
+    assert "PYTHON_EXEC" not in mine.env_updates
+    assert "PYTHON_EXEC" not in build_plan(request, {}, 0, 2, worker_guard=None).env_updates
 
 
 def test_cpu_only_machine_gets_a_few_processes() -> None:
@@ -66,7 +78,8 @@ def test_explicit_choices_win_over_defaults() -> None:
     plan = plan_for(
         "--nproc-per-node", "2", "--max_restarts", "0", "--threads", "3",
         "--collective-timeout", "45", "--tee", "3", "train.py",
-        environ={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "OMP_NUM_THREADS": "7"}, gpus=8,
+        environ={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "OMP_NUM_THREADS": "7", STORE_FIX: "0"},
+        gpus=8,
     )  # fmt: skip
     assert torchrun_part(plan.argv) == [
         "--standalone", "--nproc-per-node", "2", "--max-restarts", "0", "--tee", "3", "train.py",
@@ -77,7 +90,7 @@ def test_explicit_choices_win_over_defaults() -> None:
 
 def test_environment_already_set_by_the_user_is_kept() -> None:
     env = {"OMP_NUM_THREADS": "5", TIMEOUT_ENV: "99", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
-    assert plan_for("t.py", environ=env).env_updates == {}
+    assert plan_for("t.py", environ={**env, STORE_FIX: "1"}).env_updates == {}
 
 
 def test_multi_node_flags_drop_standalone_and_pass_through_in_order() -> None:
@@ -86,7 +99,7 @@ def test_multi_node_flags_drop_standalone_and_pass_through_in_order() -> None:
         "-m", "pkg.train", "--epochs", "3", gpus=8,
     )  # fmt: skip
     assert torchrun_part(plan.argv) == [
-        "--nproc-per-node", "8", "--max-restarts", "3", "--nnodes", "2", "--rdzv-backend", "c10d",
+        "--nproc-per-node", "8", "--max-restarts", "0", "--nnodes", "2", "--rdzv-backend", "c10d",
         "--rdzv-endpoint", "head:29400", "--module", "pkg.train", "--epochs", "3",
     ]  # fmt: skip
 
@@ -99,7 +112,8 @@ def test_script_arguments_are_never_taken_for_launch_flags() -> None:
 
 
 def test_display_is_a_copyable_shell_line() -> None:
-    plan = plan_for("my script.py", "--name", "a b", environ={"OMP_NUM_THREADS": "1"})
+    environ = {"OMP_NUM_THREADS": "1", STORE_FIX: "1"}
+    plan = plan_for("my script.py", "--name", "a b", environ=environ)
     shown = plan.display()
     assert shown.startswith("TORCH_NCCL_ASYNC_ERROR_HANDLING=1 ")
     assert "'my script.py' --name 'a b'" in shown
@@ -132,7 +146,6 @@ def test_torch_counts_only_when_nvml_cannot() -> None:
 
 # --- more than one node ---------------------------------------------------------------------
 
-STORE_FIX = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 ETH0 = Route("10.0.0.5", "eth0")
 
 
@@ -144,7 +157,7 @@ def multi_node_plan(*flags: str, environ: dict[str, str] | None = None, route=No
 def test_an_endpoint_alone_gets_c10d_and_the_rejoin_fix() -> None:
     plan = multi_node_plan("--nnodes", "1:3", "--rdzv-endpoint", "head:29400")
     assert torchrun_part(plan.argv) == [
-        "--nproc-per-node", "4", "--max-restarts", "3", "--rdzv-backend", "c10d",
+        "--nproc-per-node", "4", "--max-restarts", "0", "--rdzv-backend", "c10d",
         "--nnodes", "1:3", "--rdzv-endpoint", "head:29400", "t.py",
     ]  # fmt: skip
     assert plan.env_updates[STORE_FIX] == "1"
@@ -184,7 +197,6 @@ def test_the_static_rendezvous_is_left_as_it_is() -> None:
         "--nnodes", "2", "--node-rank", "1", "--master-addr", "head", "--rdzv-endpoint", "head"
     )
     assert "--rdzv-backend" not in plan.argv
-    assert STORE_FIX not in plan.env_updates
 
 
 def test_a_schedulers_c10d_gets_the_rejoin_fix() -> None:
@@ -192,4 +204,3 @@ def test_a_schedulers_c10d_gets_the_rejoin_fix() -> None:
     plan = multi_node_plan(environ=environ)
     assert plan.env_updates[STORE_FIX] == "1"
     assert "--rdzv-backend" not in plan.argv  # torchrun reads PET_RDZV_BACKEND itself
-    assert STORE_FIX not in multi_node_plan().env_updates  # one machine: nothing to fix
