@@ -7,6 +7,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchrig.container import ssh
 from torchrig.container.state import TOKEN_FILE
 
 JUPYTER_PORT = 8888
@@ -71,6 +72,6 @@ def host_check_arguments(hostnames: tuple[str, ...]) -> list[str]:
 
 
 def jupyter_environment(environ: dict[str, str], token: Token) -> dict[str, str]:
-    env = dict(environ)
+    env = ssh.without_per_rank(environ)  # a notebook is not a torchrun worker
     env["JUPYTER_TOKEN"] = token.value
     return env

@@ -90,6 +90,29 @@ NOT_EXPORTED = frozenset(
     }
 )
 
+# What torchrun sets in each worker's environment. In a session's environment (the container
+# started by a scheduler that sets them, or from inside a worker) they would make accelerate,
+# Lightning and torchrig's own helpers believe that torchrun started every command typed there:
+# neither SSH sessions nor Jupyter's kernels get them.
+PER_RANK = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "GROUP_WORLD_SIZE",
+        "ROLE_RANK",
+        "ROLE_NAME",
+        "ROLE_WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "TORCHRIG_RESUMABLE_NOTES",
+        "TORCHRIG_WORKER_GUARD",
+    }
+)
+PER_RANK_PREFIX = "TORCHELASTIC_"
+
 # Credentials the user passed (HF_TOKEN, WANDB_API_KEY, ...) stay in the processes that were
 # given them (Jupyter, `docker exec`) and out of the files written for SSH sessions.
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|_KEY$", re.IGNORECASE)
@@ -226,11 +249,21 @@ def ensure_host_keys(directory: Path = HOST_KEY_DIR) -> list[Path]:
     return made
 
 
-def exported_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """What SSH sessions should see: everything but per-login values, secrets and multi-line."""
+def without_per_rank(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without the variables torchrun sets for one worker (PER_RANK)."""
     return {
         name: value
-        for name, value in sorted(environ.items())
+        for name, value in environ.items()
+        if name not in PER_RANK and not name.startswith(PER_RANK_PREFIX)
+    }
+
+
+def exported_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What SSH sessions should see: everything but per-login and per-rank values, secrets and
+    multi-line values."""
+    return {
+        name: value
+        for name, value in sorted(without_per_rank(environ).items())
         if name not in NOT_EXPORTED
         and SHELL_NAME.fullmatch(name)
         and not SECRET_NAME.search(name)

@@ -60,6 +60,12 @@ def test_environment_carries_the_token() -> None:
     }
 
 
+def test_kernels_are_not_torchrun_workers() -> None:
+    token = jupyter.Token("xyz", "generated")
+    environ = {"PATH": "/x", "LOCAL_RANK": "0", "TORCHELASTIC_RUN_ID": "r", "WORLD_SIZE": "2"}
+    assert jupyter.jupyter_environment(environ, token) == {"PATH": "/x", "JUPYTER_TOKEN": "xyz"}
+
+
 def test_url_printer_maps_wildcard_binds_to_loopback() -> None:
     assert jupyter_url.browser_address("0.0.0.0:8899") == "127.0.0.1:8899"
     assert jupyter_url.browser_address("[::]:8899") == "127.0.0.1:8899"

@@ -172,3 +172,23 @@ def test_exported_environment_takes_only_names_a_posix_shell_accepts() -> None:
         check=True,
     )
     assert out.stdout == "y\n"
+
+
+def test_torchruns_per_rank_variables_never_reach_a_session() -> None:
+    """A container a scheduler started with them (or one started from inside a worker) must not
+    make every command typed over SSH look like a torchrun worker to accelerate or Lightning."""
+    env = {
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "8",
+        "MASTER_ADDR": "job-0",
+        "MASTER_PORT": "29500",
+        "TORCHELASTIC_RUN_ID": "r1",
+        "TORCHELASTIC_RESTART_COUNT": "0",
+        "PET_NNODES": "2",  # torchrun's own input, for the next torchrun typed here: kept
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+    }
+    assert ssh.exported_environment(env) == {
+        "PET_NNODES": "2",
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+    }
