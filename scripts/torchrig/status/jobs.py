@@ -19,6 +19,8 @@ AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 CHECKPOINT_FLAGS = ("--checkpoint-dir", "--checkpoint_dir")
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 INTERPRETER_OPTIONS_WITH_VALUE = ("-X", "-W")
+# What the worker guard's child runs (torchrig.launch.worker.START_SCRIPT names it).
+GUARDED_MODULE = "torchrig.launch.guarded"
 
 
 @dataclass(frozen=True)
@@ -126,17 +128,32 @@ def is_agent(argv: tuple[str, ...]) -> bool:
 
 
 def find_jobs(processes: Iterable[Process]) -> list[Job]:
-    """The torchrun agents among `processes`, each with its workers (its children)."""
+    """The torchrun agents among `processes`, each with its workers (its children; for a worker
+    under torchrig's worker guard, the guard's child that runs the script)."""
     processes = list(processes)
     return [
         Job(
             agent=agent,
-            workers=[process for process in processes if process.ppid == agent.pid],
+            workers=[
+                behind_guard(process, processes)
+                for process in processes
+                if process.ppid == agent.pid
+            ],
             checkpoint_dir=checkpoint_dir(agent.argv, agent.cwd),
         )
         for agent in processes
         if is_agent(agent.argv)
     ]
+
+
+def behind_guard(worker: Process, processes: list[Process]) -> Process:
+    """The process that runs the script: torchrun's worker itself, or, when the worker is
+    torchrig's worker guard (torchrig/launch/worker.py), the guard's child running
+    GUARDED_MODULE."""
+    for process in processes:
+        if process.ppid == worker.pid and any(GUARDED_MODULE in arg for arg in process.argv):
+            return process
+    return worker
 
 
 # --- the checkpoint directory ---------------------------------------------------------------------
