@@ -136,6 +136,9 @@ COPY --from=venv --chown=1000:100 /opt/venv /opt/venv
 # version gate (NVIDIA_REQUIRE_CUDA, set by nvidia/cuda bases) is turned off: with a too-old
 # driver the container still starts and the banner names the minimum driver and the rebuild knob
 # instead of a bare "unsatisfied condition: cuda>=13.0" from the runtime.
+# TORCH_DISABLE_SHARE_RDZV_TCP_STORE: each torchrun restart round gets a store of its own, so the
+# round re-forms the process group (with the agent's shared store the workers find the keys of the
+# round before: "Gloo connectFullMesh failed", or a hang), for plain torchrun too (docs/training.md).
 # No PYTHONUNBUFFERED: unbuffered, print() writes the text and its newline separately, so the
 # ranks of `torchrun` sharing one stdout run their lines together. The start-up logs flush
 # themselves; set it in compose's environment if you want it for your own scripts.
@@ -148,7 +151,8 @@ ENV VIRTUAL_ENV=/opt/venv \
     TRITON_CACHE_DIR=/home/dev/.cache/triton \
     HF_HOME=/home/dev/.cache/huggingface \
     TORCHRIG_CUDA_FLAVOUR=${CUDA_FLAVOUR} \
-    PYTORCH_VERSION=${PYTORCH_VERSION}
+    PYTORCH_VERSION=${PYTORCH_VERSION} \
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
 COPY entrypoint/entrypoint.sh /usr/local/bin/torchrig-entrypoint
 COPY entrypoint/sshd_config /etc/torchrig/sshd_config
 COPY entrypoint/profile.sh /etc/profile.d/torchrig.sh
@@ -160,14 +164,18 @@ COPY entrypoint/tensorboard.svg /etc/torchrig/tensorboard.svg
 # Without a GPU, NVIDIA's GPU dashboard panel says so (its charts would just stay empty).
 COPY entrypoint/gpu-notice/ /opt/venv/share/jupyter/labextensions/@torchrig/gpu-notice/
 # This project last, so editing a helper rebuilds in seconds. Its dependencies are all in the
-# lock; setuptools (a torch dependency) builds it without reaching an index.
+# lock; setuptools (a torch dependency) builds it without reaching an index. The .pth file runs at
+# every start of the venv's Python and, only in a worker that torchrun started, hands the worker
+# to the worker guard (torchrig/launch/worker.py): plain torchrun gets what torchrig launch does.
 RUN --mount=type=bind,target=/src \
     --mount=type=bind,from=uv,source=/opt/uv/bin/uv,target=/usr/local/bin/uv \
     cp -r /src /tmp/torchrig-src \
     && UV_COMPILE_BYTECODE=1 uv pip install --python /opt/venv/bin/python --no-deps \
          --no-build-isolation --no-cache --offline /tmp/torchrig-src \
     && rm -rf /tmp/torchrig-src \
-    && chown -R 1000:100 /opt/venv/bin/torchrig /opt/venv/lib/python3*/site-packages/torchrig* \
+    && cp /src/entrypoint/torchrig-worker-guard.pth \
+         "$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/" \
+    && chown -R 1000:100 /opt/venv/bin/torchrig* /opt/venv/lib/python3*/site-packages/torchrig* \
     && chmod 2775 /opt/venv
 # Root's own copy of torchrig, for what root runs (the start's root steps, the healthcheck): the
 # venv is dev's, so root runs this copy with the system Python in isolated mode and without

@@ -425,15 +425,8 @@ if stopped:
         f"{cause}: saved step {step} in {args.checkpoint_dir}; exiting with {RESUMABLE_EXIT} "
         "(stopped, resumable: the same command carries on from here)"
     )
-    shutdown_distributed()
-    # The checkpoint is on disk and every file is closed: leave now. Python's own teardown of
-    # torch takes seconds, more on a busy machine, and a stop's grace period is counted.
-    exit_resumable(immediately=True)
-log(f"finished {args.steps} steps; checkpoints in {args.checkpoint_dir}")
+else:
+    log(f"finished {args.steps} steps; checkpoints in {args.checkpoint_dir}")
 shutdown_distributed()
-# Everything is saved and closed, and the group is left: exit without Python's teardown of torch.
-# Its C++ destructors (gloo's threads among them) can abort a rank whose peers are already gone,
-# a failure torchrun then "restarts" on one node while the others have finished.
-sys.stdout.flush()
-sys.stderr.flush()
-os._exit(0)
+if stopped:
+    exit_resumable()
