@@ -148,7 +148,8 @@ def recovery() -> dict:
     a: Node = cluster.nodes["a"]
     args = training_args("bench", "--steps", "80", "--step-delay", "1")
     try:
-        run = Timed(launch_argv(a, "--hostfile", "hosts", "--nproc-per-node", "1", *args))
+        ONE, restarts = ("--nproc-per-node", "1"), ("--max-restarts", "3")  # shrinking: a restart
+        run = Timed(launch_argv(a, "--hostfile", "hosts", *ONE, *restarts, *args))
         run.first(r"tiny on 2 x cpu")
         while not file_exists(a, "/checkpoints/bench/latest"):
             time.sleep(0.2)

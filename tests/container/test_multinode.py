@@ -114,7 +114,11 @@ def test_a_killed_node_leaves_the_job_running_and_rejoins_when_back(
 ) -> None:
     # Slow steps, so the job is still running while the node dies and comes back.
     args = training_args("elastic", "--steps", "60", "--step-delay", "1", "--checkpoint-every", "2")
-    job = Background.start(a, tmp_path / "launch.log", "--hostfile", "two", *ONE_PROCESS, *args)
+    # Shrinking takes a restart round (the example resumes, so it asks for restarts).
+    restarts = ("--max-restarts", "3")
+    job = Background.start(
+        a, tmp_path / "launch.log", "--hostfile", "two", *ONE_PROCESS, *restarts, *args
+    )
     try:
         job.wait_for("both nodes training", lambda out: world_sizes(out) == [2])
         wait_until("a checkpoint", lambda: file_exists(a, "/checkpoints/elastic/latest"))

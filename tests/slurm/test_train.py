@@ -129,7 +129,7 @@ def test_apptainer_flavour_runs_the_same_launch_on_every_node(
         "exec", "--nv", "--bind", f"{REPO_ROOT},{checkpoint_dir}", "--pwd", str(REPO_ROOT),
         str(image), "python", "-m", "torchrig", "launch",
         "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
-        "--rdzv-id", str(job_id), "workspace/examples/train_ddp.py",
+        "--rdzv-id", str(job_id), "--max-restarts", "3", "workspace/examples/train_ddp.py",
         "--checkpoint-dir", str(checkpoint_dir), *TINY, "--steps", "3",
     ]  # fmt: skip
     calls = [json.loads(line) for line in record.read_text().splitlines()]

@@ -130,9 +130,11 @@ def test_every_pod_gets_shm_checkpoints_gpus_and_a_non_root_user(manifest: str) 
         container = pod.container["securityContext"]
         assert container["allowPrivilegeEscalation"] is False
         assert container["capabilities"]["drop"] == ["ALL"]
-        assert pod.container["args"][:3] == [
+        assert pod.container["args"][:5] == [
             "torchrig",
             "launch",
+            "--max-restarts",
+            "3",  # the example resumes: restarts pay off (launch's default is 0)
             "/workspace/examples/train_ddp.py",
         ]
 
