@@ -20,8 +20,10 @@ from torchrig.host.gpu_mode import no_toolkit_lines
 
 # `!reset` in docker-compose.cpu.yml and docker-compose.published.yml came with Compose 2.24.
 MIN_COMPOSE = (2, 24)
-# The container ports compose publishes, and the variable that chooses each host port.
-PORT_VARIABLES = {8888: "JUPYTER_PORT", 2222: "SSH_PORT"}
+# The container ports docker-compose.yml publishes, by service, and the variable that chooses
+# each one's host port.
+PUBLISHED_PORTS = {"jupyter": (8888, "JUPYTER_PORT"), "ssh": (2222, "SSH_PORT")}
+PORT_VARIABLES = dict(PUBLISHED_PORTS.values())
 
 DAEMON_DOWN = re.compile(r"Cannot connect to the Docker daemon at (\S+?)\.? Is the docker daemon")
 SOCKET_DENIED = re.compile(

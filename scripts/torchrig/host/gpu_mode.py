@@ -75,7 +75,7 @@ def parse_cpu_setting(value: str) -> bool | None:
     if text in ("", "0", "1"):
         return None if text == "" else text == "1"
     raise ModeError(
-        f"CPU={value!r} is not 0 or 1: `make up CPU=1` starts without GPUs, `make up CPU=0` "
+        f"error: CPU={value!r} is not 0 or 1: `make up CPU=1` starts without GPUs, `make up CPU=0` "
         "insists on GPUs, and without CPU `make up` chooses from what this machine has."
     )
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from torchrig.host import buildcheck, compose_failure, gpu_mode, prepare
 
 SERVICE = "workstation"
-PORTS = {"jupyter": 8888, "ssh": 2222}
+PORTS = {name: port for name, (port, _) in compose_failure.PUBLISHED_PORTS.items()}
 # Generous: a healthy start takes seconds, and a failing one is reported as soon as the container
 # stops (the supervisor gives up on a crash loop within a minute).
 WAIT_TIMEOUT_S = 300

@@ -27,7 +27,7 @@ def test_cpu_setting_is_one_zero_or_unset(value: str, forced: bool | None) -> No
 def test_any_other_cpu_setting_says_what_the_values_mean(value: str) -> None:
     with pytest.raises(ModeError) as refused:
         gpu_mode.parse_cpu_setting(value)
-    assert refused.value.lines[0].startswith(f"CPU={value!r} is not 0 or 1: `make up CPU=1`")
+    assert refused.value.lines[0].startswith(f"error: CPU={value!r} is not 0 or 1: `make up CPU=1`")
 
 
 @pytest.mark.parametrize("host", [NO_GPU, GPUS])

@@ -223,7 +223,7 @@ def test_a_malformed_cpu_setting_starts_nothing(
     compose = ready_compose()
     assert run_main(monkeypatch, compose, cpu="yes") == 1
     assert compose.calls == []
-    assert capsys.readouterr().err.startswith("CPU='yes' is not 0 or 1")
+    assert capsys.readouterr().err.startswith("error: CPU='yes' is not 0 or 1")
 
 
 def test_an_engine_that_does_not_answer_when_asked_for_its_runtimes(
