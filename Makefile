@@ -61,7 +61,8 @@ gpu-report: ## prove a CUDA machine, one JSON + markdown report (ARGS=--cpu, ARG
 
 # --- the container ------------------------------------------------------------------------------
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
-# ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs;
+# ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs,
+# CPU=0 insists on them; unset, `make up` chooses from what the machine has (torchrig.host.up).
 # PUBLISHED=1 runs the published image TORCHRIG_IMAGE names instead of building one.
 CPU ?=
 PUBLISHED ?=
@@ -75,7 +76,7 @@ UV ?= $(firstword $(wildcard $(VENV)/bin/uv) uv)
 
 # Checks the build's inputs, then passes torch's version from the lock as PYTORCH_VERSION (the
 # image sets it for enroot's PyTorch hook; see torchrig/host/buildcheck.py). `up` builds a
-# missing image, so it passes it too.
+# missing image, so torchrig.host.up passes it too.
 BUILD_ARGS := version="$$($(HOST_PY) torchrig.host.buildcheck --print-torch-version)"; \
 	export PYTORCH_VERSION="$$version";
 
@@ -85,12 +86,13 @@ build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUI
 
 .PHONY: prepare
 prepare: ## what `up` (and VS Code Dev Containers) does first: .env on the first run, the bind-mounted folders
-	$(HOST_PY) torchrig.host.dotenv
-	$(COMPOSE) config --format json | $(HOST_PY) torchrig.host.bind_mounts
+	$(HOST_PY) torchrig.host.prepare -- $(COMPOSE)
 
+# One Python process does it all (prepare, the build's inputs, compose, the wait): each extra
+# process would be on the time `make up` takes.
 .PHONY: up
-up: prepare ## start the workstation, wait until ready, print how to connect (first run writes .env); CPU=1 without GPUs
-	$(BUILD_ARGS) $(HOST_PY) torchrig.host.up -- $(COMPOSE)
+up: ## start the workstation, wait until ready, print how to connect (first run writes .env); CPU=1/CPU=0 force the mode
+	$(HOST_PY) torchrig.host.up --cpu "$(CPU)" -- $(COMPOSE)
 
 .PHONY: down
 down: ## stop and remove the container (volumes with host keys and caches are kept)

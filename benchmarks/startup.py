@@ -1,14 +1,18 @@
-"""Time from `docker compose up -d` to both services answering, and `import torch` inside.
+"""Time from `docker compose up -d` (or `make up`) to both services answering, and `import torch`.
 
     python benchmarks/startup.py [--repeats 5] [--cpu] [--json]
+    python benchmarks/startup.py --make-up [--from stopped] [--repeats 5] [--cpu] [--json]
 
-Each repeat takes the stack down, starts it, and polls the published ports every 50 ms: Jupyter
-is ready when `/api` answers 200, sshd when it sends its `SSH-` banner. Then it reads the CPU
-time Jupyter's process has used (its start-up work, which load stretches on the wall clock but
-hardly changes) and times `import torch` in the running container. Uses the compose project
-`torchrig-bench` (or `$TORCHRIG_BENCH_PROJECT`), free ports on 127.0.0.1 and temporary bind-mount
-folders, so it does not touch a running workstation.
-Set MEMLOCK in the environment where the engine caps it. Needs a built image (`make build`).
+Each repeat takes the stack down (`--from stopped`: only stops its container), starts it, and
+polls the published ports every 50 ms: Jupyter is ready when `/api` answers 200, sshd when it
+sends its `SSH-` banner. With `--make-up` the start is `make up` (`CPU=1` with `--cpu`, else
+`make up` chooses the mode itself), and the figure beside the services' own times is when
+`make up` returned, having printed the Jupyter URL. Then it reads the CPU time Jupyter's process
+has used (its start-up work, which load stretches on the wall clock but hardly changes) and times
+`import torch` in the running container. Uses the compose project `torchrig-bench` (or
+`$TORCHRIG_BENCH_PROJECT`), free ports on 127.0.0.1 and temporary bind-mount folders, so it does
+not touch a running workstation. Set MEMLOCK in the environment where the engine caps it. Needs a
+built image (`make build`).
 """
 
 from __future__ import annotations
@@ -16,19 +20,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # A second copy of the repository (another branch) benchmarks beside this one under its own name.
 PROJECT = os.environ.get("TORCHRIG_BENCH_PROJECT", "torchrig-bench")
+# Each probe gives up after this long and tries again. Until the container's network is up,
+# Docker's port proxy accepts a connection and holds it (its own connection attempt waits about
+# a second to be retried), so a long timeout would measure the proxy, not the service.
+PROBE_S = 0.1
 IMPORT_TORCH = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
 # CPU seconds Jupyter's process has used (user + system): its start-up work, which a loaded
 # machine stretches on the wall clock but hardly changes.
@@ -60,7 +71,7 @@ def compose(args: list[str], env: dict[str, str], cpu: bool) -> subprocess.Compl
 
 def jupyter_answers(port: int) -> bool:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=1) as response:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=PROBE_S) as response:
             return response.status == 200
     except (OSError, urllib.error.URLError):
         return False
@@ -68,27 +79,68 @@ def jupyter_answers(port: int) -> bool:
 
 def sshd_answers(port: int) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+        with socket.create_connection(("127.0.0.1", port), timeout=PROBE_S) as sock:
             return sock.recv(4) == b"SSH-"
     except OSError:
         return False
 
 
-def time_up(env: dict[str, str], cpu: bool, ports: tuple[int, int]) -> dict[str, float]:
-    compose(["down", "-t", "5"], env, cpu)
+def start_command(make_up: bool, cpu: bool) -> list[str]:
+    """What starts the stack: compose itself, or `make up` as a person types it."""
+    if make_up:
+        return ["make", "-s", "up", *(["CPU=1"] if cpu else [])]
+    files = ["-f", "docker-compose.yml"] + (["-f", "docker-compose.cpu.yml"] if cpu else [])
+    return ["docker", "compose", "-p", PROJECT, *files, "up", "-d"]
+
+
+def time_up(
+    env: dict[str, str], cpu: bool, ports: tuple[int, int], make_up: bool, from_stopped: bool
+) -> dict[str, float]:
+    """Seconds from the start command to each service answering and to the command's return.
+
+    Each time is taken when the answer (or the command's exit) arrives: a probe that the port
+    proxy holds open while the service is not listening yet must not count from its start."""
+    compose(["stop" if from_stopped else "down", "-t", "5"], env, cpu)
     start = time.perf_counter()
-    compose(["up", "-d"], env, cpu)
+    starting = subprocess.Popen(
+        start_command(make_up, cpu),
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     ready: dict[str, float] = {}
+    output: list[str] = []
     deadline = start + 120
-    while len(ready) < 2 and time.perf_counter() < deadline:
-        now = time.perf_counter() - start
-        if "jupyter_s" not in ready and jupyter_answers(ports[0]):
-            ready["jupyter_s"] = now
-        if "sshd_s" not in ready and sshd_answers(ports[1]):
-            ready["sshd_s"] = now
-        time.sleep(0.05)
-    if len(ready) < 2:
-        raise SystemExit(f"services not ready within 120 s: {ready}")
+
+    def wait_for_command() -> None:
+        output.append(starting.communicate()[0])
+        ready["command_s"] = time.perf_counter() - start
+
+    def poll(name: str, answers: Callable[[], bool]) -> None:
+        while time.perf_counter() < deadline:
+            if answers():
+                ready[name] = time.perf_counter() - start
+                return
+            time.sleep(0.02)
+
+    # One thread each, so that a probe held open by the port proxy delays no other figure.
+    threads = [
+        threading.Thread(target=wait_for_command, daemon=True),
+        threading.Thread(target=poll, args=("jupyter_s", lambda: jupyter_answers(ports[0]))),
+        threading.Thread(target=poll, args=("sshd_s", lambda: sshd_answers(ports[1]))),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.perf_counter()))
+    said = "".join(output)
+    if len(ready) < 3:
+        starting.kill()
+        raise SystemExit(f"not ready within 120 s: {ready}\n{said}")
+    if starting.returncode != 0 or (make_up and "/lab?token=" not in said):
+        raise SystemExit(f"{shlex.join(starting.args)} exited {starting.returncode}:\n{said}")
     ready["both_s"] = max(ready["jupyter_s"], ready["sshd_s"])
     return ready
 
@@ -113,8 +165,7 @@ def bench_env(folder: Path, ports: tuple[int, int]) -> dict[str, str]:
     subprocess.run(
         ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / "key")], check=True
     )
-    return {
-        **os.environ,
+    variables = {
         "JUPYTER_PORT": str(ports[0]),
         "SSH_PORT": str(ports[1]),
         "WORKSPACE_DIR": str(folder / "workspace"),
@@ -124,12 +175,29 @@ def bench_env(folder: Path, ports: tuple[int, int]) -> dict[str, str]:
         "PUID": "1000",
         "PGID": "1000",
     }
+    # `make up` reads this file instead of the repository's .env (and writes none).
+    env_file = folder / "bench.env"
+    env_file.write_text("".join(f"{key}={value}\n" for key, value in variables.items()))
+    return {
+        **os.environ,
+        **variables,
+        "COMPOSE_PROJECT_NAME": PROJECT,
+        "COMPOSE_ENV_FILES": str(env_file),
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cpu", action="store_true", help="CPU mode (no NVIDIA runtime)")
+    parser.add_argument("--make-up", action="store_true", help="time `make up`, not compose")
+    parser.add_argument(
+        "--from",
+        dest="start_from",
+        choices=("removed", "stopped"),
+        default="removed",
+        help="start each repeat from a removed container (`down`) or a stopped one (`stop`)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.repeats < 1:
@@ -139,8 +207,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = bench_env(Path(tmp), ports)
         try:
+            if args.start_from == "stopped":  # a container to stop before each repeat
+                first = start_command(args.make_up, args.cpu)
+                subprocess.run(first, cwd=REPO, env=env, capture_output=True, check=True)
             for _ in range(args.repeats):
-                run = time_up(env, args.cpu, ports)
+                stopped = args.start_from == "stopped"
+                run = time_up(env, args.cpu, ports, args.make_up, stopped)
                 run["jupyter_cpu_s"] = time_jupyter_cpu(env, args.cpu)
                 run["import_torch_s"] = time_import_torch(env, args.cpu)
                 runs.append(run)

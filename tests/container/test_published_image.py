@@ -83,8 +83,10 @@ def test_make_passes_the_published_file_to_compose() -> None:
         check=True,
     )
     files = "-f docker-compose.yml -f docker-compose.cpu.yml -f docker-compose.published.yml"
-    # `make up` hands compose's command line to torchrig.host.up, which adds `up -d --wait`.
-    assert f"torchrig.host.up -- docker compose {files}" in " ".join(result.stdout.split())
+    # `make up` hands compose's command line (and CPU) to torchrig.host.up, which adds `up -d`.
+    assert f'torchrig.host.up --cpu "1" -- docker compose {files}' in " ".join(
+        result.stdout.split()
+    )
 
 
 def test_up_runs_a_present_published_image_without_building_or_pulling(

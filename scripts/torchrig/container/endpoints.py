@@ -1,8 +1,13 @@
 """How to reach each service of the running container: what `make up` prints once it is ready.
 
-Run inside the container, as dev, by `torchrig.host.up`, with the host addresses compose published
-(`docker compose port`): `--jupyter 127.0.0.1:8888 --ssh 127.0.0.1:2222`. The token and the list
-of services that really run (sshd is skipped without a key) are only known in here.
+Run inside the container by `torchrig.host.up`, as root through `root_main` (so it reads dev's
+token file whatever uid dev has been remapped to), with the host addresses compose published:
+`--jupyter 127.0.0.1:8888 --ssh 127.0.0.1:2222`. The token and the list of services that really
+run (sshd is skipped without a key) are only known in here.
+
+With `--wait SECONDS` it first waits until the services answer (`readiness`), printing
+`status: <what the container is doing>` at each change; then the endpoint lines. Not ready in
+time: `not ready: <why>` and exit status 3. `torchrig.host.up` reads this protocol.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import os
 import sys
 from pathlib import Path
 
+from torchrig.container import readiness
 from torchrig.container.jupyter import JUPYTER_PORT, lab_url
 from torchrig.container.jupyter_url import browser_address
 from torchrig.container.settings import read_settings
@@ -19,6 +25,8 @@ from torchrig.container.ssh import SSH_PORT
 from torchrig.container.state import SERVICES_FILE, TOKEN_FILE, readable_state_dir
 
 USER = "dev"
+STATUS = "status: "
+NOT_READY = 3
 
 
 def ssh_command(published: str) -> str:
@@ -46,6 +54,10 @@ def endpoint_lines(
     return lines
 
 
+def say_status(doing: str) -> None:
+    print(f"{STATUS}{doing}", flush=True)
+
+
 def read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8").strip()
@@ -57,7 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jupyter", default=f"127.0.0.1:{JUPYTER_PORT}")
     parser.add_argument("--ssh", default=f"127.0.0.1:{SSH_PORT}")
+    parser.add_argument("--wait", type=float, metavar="SECONDS", help="until the services answer")
     args = parser.parse_args(argv)
+    if args.wait is not None:
+        progress = readiness.wait_until_ready(args.wait, say_status)
+        if not progress.ready:
+            print(f"not ready: {progress.why_not_ready()}", flush=True)
+            return NOT_READY
     state = readable_state_dir()
     lines = endpoint_lines(
         read_settings(os.environ).services,

@@ -1,6 +1,6 @@
 """How root runs torchrig in the container, and the only way it does:
 
-    /usr/bin/python3 -I -S /usr/lib/torchrig <entrypoint|healthcheck> [args...]
+    /usr/bin/python3 -I -S /usr/lib/torchrig <entrypoint|healthcheck|endpoints> [args...]
 
 The image copies the torchrig package to /usr/lib/torchrig/torchrig, root-owned, and this file
 to /usr/lib/torchrig/__main__.py. -I -S put neither the working directory (/workspace, the
@@ -14,7 +14,10 @@ from __future__ import annotations
 import os
 import sys
 
-USAGE = "usage: python3 -I -S /usr/lib/torchrig entrypoint [command...] | healthcheck"
+USAGE = (
+    "usage: python3 -I -S /usr/lib/torchrig entrypoint [command...] | healthcheck"
+    " | endpoints [--wait S] [--jupyter ADDRESS] [--ssh ADDRESS]"
+)
 
 
 def main(argv: list[str]) -> int:
@@ -29,6 +32,12 @@ def main(argv: list[str]) -> int:
 
         os.environ["PATH"] = SYSTEM_PATH  # Docker gives it the image's PATH, dev's venv first
         return healthcheck.main()
+    if command == "endpoints":
+        # `make up`'s wait: as root it reads dev's token whatever uid dev was remapped to, even
+        # when it started before the remap (docker exec -u dev then would be the old uid).
+        from torchrig.container import endpoints
+
+        return endpoints.main(args)
     print(USAGE, file=sys.stderr)
     return 2
 

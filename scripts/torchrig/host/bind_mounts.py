@@ -6,7 +6,8 @@ checkpoints on their own disk, so this creates them first. When `make up` itself
 folders dev must write (workspace, checkpoints) are handed to dev's UID/GID, and it says so.
 That walk never follows a symlink (the folder's owner may swap one in while root walks), leaves
 hard-linked root files alone, and refuses system directories (WORKSPACE_DIR=/root would hand
-root's files to dev). Reads `docker compose config --format json` on stdin.
+root's files to dev). Reads `docker compose config --format json` (on stdin, or from
+`torchrig.host.prepare`).
 """
 
 from __future__ import annotations
@@ -199,11 +200,21 @@ def hand_writable_mounts_to_dev(config: dict[str, Any]) -> int:
 
 
 def main() -> int:
+    return prepare_from_json(sys.stdin.read())
+
+
+def prepare_from_json(config_json: str) -> int:
+    """`prepare_mounts` for the text of `docker compose config --format json`."""
     try:
-        config = json.load(sys.stdin)
+        config = json.loads(config_json)
     except json.JSONDecodeError as exc:
         print(f"error: `docker compose config` gave no JSON ({exc})", file=sys.stderr)
         return 1
+    return prepare_mounts(config)
+
+
+def prepare_mounts(config: dict[str, Any]) -> int:
+    """Create the missing bind-mount sources; as root, hand dev's writable ones to dev."""
     for path in create_missing(bind_sources(config)):
         print(f"created {path}", file=sys.stderr)
     if os.geteuid() == 0:

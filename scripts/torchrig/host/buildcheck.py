@@ -81,6 +81,19 @@ def problems(environ: Mapping[str, str], dockerfile_text: str, locks: Path) -> l
     return [problem for problem in found if problem]
 
 
+def checked_torch_version(environ: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """(torch's version for PYTORCH_VERSION, []) or (None, the problems with the build's
+    inputs); read from the repository's Dockerfile and locks/."""
+    dockerfile_text, locks = dockerfile_facts.read(), Path("locks")
+    found = problems(environ, dockerfile_text, locks)
+    if found:
+        return None, found
+    try:
+        return torch_version(environ, dockerfile_text, locks), []
+    except ValueError as exc:
+        return None, [str(exc)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -89,13 +102,12 @@ def main(argv: list[str] | None = None) -> int:
         help="then print the torch version the flavour's lock pins (the image's PYTORCH_VERSION)",
     )
     args = parser.parse_args(argv)
-    dockerfile_text, locks = dockerfile_facts.read(), Path("locks")
-    found = problems(os.environ, dockerfile_text, locks)
-    if not found and args.print_torch_version:
-        try:
-            print(torch_version(os.environ, dockerfile_text, locks))
-        except ValueError as exc:
-            found.append(str(exc))
+    if args.print_torch_version:
+        version, found = checked_torch_version(os.environ)
+        if version:
+            print(version)
+    else:
+        found = problems(os.environ, dockerfile_facts.read(), Path("locks"))
     for problem in found:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if found else 0

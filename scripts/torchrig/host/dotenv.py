@@ -59,19 +59,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--path", type=Path, default=Path(".env"))
     args = parser.parse_args(argv)
+    write_on_first_run(args.path)
+    return 0
+
+
+def write_on_first_run(path: Path) -> None:
     if os.environ.get("COMPOSE_ENV_FILES"):
         print(
             "COMPOSE_ENV_FILES is set: compose reads those, not .env; none written", file=sys.stderr
         )
-        return 0
-    if args.path.exists():
-        print(f"using the existing {args.path} (delete it to write a fresh one)", file=sys.stderr)
-        return 0
+        return
+    if path.exists():
+        print(f"using the existing {path} (delete it to write a fresh one)", file=sys.stderr)
+        return
     text = dotenv_text(os.getuid(), os.getgid(), find_public_key(Path.home()))
-    args.path.write_text(text, encoding="utf-8")
-    print(f"wrote {args.path}:", file=sys.stderr)
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path}:", file=sys.stderr)
     sys.stderr.write("".join(f"  {line}\n" for line in text.splitlines()))
-    return 0
 
 
 if __name__ == "__main__":

@@ -1,40 +1,70 @@
-"""`make up`: start the workstation, wait until it is ready, and say how to reach it, or why not.
+"""`make up`: start the workstation in the mode this machine allows, wait until it answers, and
+say how to reach it, or why not.
 
-    python3 -m torchrig.host.up [--timeout S] -- docker compose -f docker-compose.yml ...
+    python3 -m torchrig.host.up [--cpu 0|1] [--timeout S] -- docker compose -f ...
 
-`docker compose up -d --wait` waits for the healthcheck. Ready: prints the Jupyter URL with its
-token and the ssh command, for the ports compose published. Not ready: prints the container's own
-`[torchrig] error:` lines and what the failing service printed last (or the log's last lines)
-and exits non-zero. A container
-that exited, or that Docker is restarting in a loop, is also stopped: compose's `restart:
-unless-stopped` restarts anything that exits, which is right for a crash after hours of work and
-wrong for a bad setting, which would only fail again. A stopped container stays stopped until the
-next `make up`, even across a reboot.
+1. The mode (`gpu_mode`): `--cpu 1`/`--cpu 0` (make's CPU=) force it; unset, a machine without
+   NVIDIA GPUs starts in CPU mode (said loudly), and one whose Docker cannot hand its GPUs over
+   stops at once with the fix. Then `prepare` (.env on the first run, the bind-mount folders)
+   and the build's inputs (`buildcheck`: compose builds a missing image), in this one process.
+2. `docker compose up -d`, its output shown as it comes and kept. When compose itself fails,
+   nothing ran, and `compose_failure` says what it was (a port taken, the engine unreachable, an
+   image missing, a compose too old); never "not ready".
+3. Waiting on the services themselves: inside the container (`torchrig.container.endpoints
+   --wait`), which polls Jupyter and sshd every 50 ms, says what the container is doing at each
+   change, and prints the URL and ssh command the moment they answer. Docker's healthcheck stays
+   for Docker's own view; waiting on it would add up to its 3 s interval.
+4. Not ready: prints the container's own `[torchrig] error:` lines and what the failing service
+   printed last (or the log's last lines) and exits non-zero. A container that exited, or that
+   Docker is restarting in a loop, is also stopped: compose's `restart: unless-stopped` restarts
+   anything that exits, which is right for a crash after hours of work and wrong for a bad
+   setting, which would only fail again. A stopped container stays stopped until the next
+   `make up`, even across a reboot.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from torchrig.host import buildcheck, compose_failure, gpu_mode, prepare
+
 SERVICE = "workstation"
-PORTS = {"jupyter": 8888, "ssh": 2222}
-# Generous: a healthy start takes seconds, and a failing one is reported as soon as compose sees
-# it (the healthcheck's start period is 60 s, and the supervisor gives up on a crash loop sooner).
+PORTS = {name: port for name, (port, _) in compose_failure.PUBLISHED_PORTS.items()}
+# Generous: a healthy start takes seconds, and a failing one is reported as soon as the container
+# stops (the supervisor gives up on a crash loop within a minute).
 WAIT_TIMEOUT_S = 300
 PREFIX = "[torchrig] "
 ERROR_MARK = f"{PREFIX}error:"
 STARTED_MARKS = (f"{PREFIX}started ", f"{PREFIX}restarting ")
 MAX_LINES = 20
 ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# Asked inside the container, as dev: the URL (with the token, which only the container knows)
-# and the ssh command, for the host addresses given.
-ENDPOINTS = ["/opt/venv/bin/python", "-I", "-m", "torchrig.container.endpoints"]
+# Asked inside the container: the URL (with the token, which only the container knows) and the
+# ssh command, for the host addresses given. With --wait it first waits for the services and
+# says what the container is doing: lines starting with STATUS, exit NOT_READY when time ran
+# out (torchrig.container.endpoints writes this protocol; the two sides share no code). Root
+# asks, the way root runs torchrig in the image (root_main), because this may start before the
+# entrypoint has remapped dev's uid, and dev's token file is dev's alone.
+ENDPOINTS = ["--user", "root", "/usr/bin/python3", "-I", "-S", "/usr/lib/torchrig", "endpoints"]
+# Images from before that (a ready-made image can be older than this file) ask as dev, once
+# Docker's healthcheck says healthy.
+DEV_ENDPOINTS = [
+    "--user",
+    "dev",
+    "/opt/venv/bin/python",
+    "-I",
+    "-m",
+    "torchrig.container.endpoints",
+]
+USAGE_ERROR = 2
+STATUS = "status: "
+NOT_READY = 3
 
 
 @dataclass(frozen=True)
@@ -51,6 +81,37 @@ class Compose:
     def docker(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The plain docker CLI (compose is its plugin): for what compose does not report."""
         return subprocess.run([self.command[0], *args], capture_output=True, text=True, check=False)
+
+    def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run compose with its output shown as it comes (a first `up` builds for minutes) and
+        kept in `stdout`, to tell what went wrong."""
+        process = subprocess.Popen(
+            [*self.command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        kept = []
+        assert process.stdout is not None
+        for line in process.stdout:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            kept.append(line)
+        return subprocess.CompletedProcess(process.args, process.wait(), "".join(kept), "")
+
+    def ask(self, *args: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
+        """A docker command whose output lines are handled as they come (it reports progress)."""
+        process = subprocess.Popen(
+            [self.command[0], *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert process.stdout is not None and process.stderr is not None
+        for line in process.stdout:
+            on_line(line.rstrip("\n"))
+        stderr = process.stderr.read()
+        return subprocess.CompletedProcess(process.args, process.wait(), "", stderr)
+
+    def with_file(self, name: str) -> Compose:
+        """The same command with one more compose file, unless it has it already."""
+        if any(arg == name or arg.endswith(f"/{name}") for arg in self.command):
+            return self
+        return Compose([*self.command, "-f", name])
 
 
 @dataclass(frozen=True)
@@ -82,6 +143,55 @@ def read_state(compose: Compose) -> ContainerState | None:
     if inspected.returncode != 0:
         return None
     return container_state(json.loads(inspected.stdout)[0])
+
+
+@dataclass(frozen=True)
+class Container:
+    """The service's container as `compose ps` lists it, with its published addresses."""
+
+    id: str
+    published: dict[int, str]  # container port -> host address, e.g. 8888 -> "127.0.0.1:8888"
+
+
+def parse_ps(text: str) -> list[dict]:
+    """`compose ps --format json`: one object per line (Compose >= 2.21), or one list before."""
+    text = text.strip()
+    if text.startswith("["):
+        return list(json.loads(text))
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def host_address(publisher: dict) -> str:
+    url, port = str(publisher.get("URL") or "127.0.0.1"), publisher.get("PublishedPort")
+    return f"[{url}]:{port}" if ":" in url else f"{url}:{port}"
+
+
+def find_container(compose: Compose) -> Container | None:
+    listed = compose.run("ps", "--all", "--format", "json", SERVICE)
+    try:
+        rows = parse_ps(listed.stdout) if listed.returncode == 0 else []
+    except ValueError:
+        rows = []
+    if not rows:
+        return None
+    published: dict[int, str] = {}
+    for publisher in rows[0].get("Publishers") or []:
+        if publisher.get("PublishedPort"):
+            published.setdefault(int(publisher["TargetPort"]), host_address(publisher))
+    return Container(id=str(rows[0]["ID"]), published=published)
+
+
+def exec_in(container: Container, user_and_command: list[str]) -> list[str]:
+    """`docker exec --user U <id> command...`: the options go before the container."""
+    return ["exec", *user_and_command[:2], container.id, *user_and_command[2:]]
+
+
+def endpoint_arguments(container: Container) -> list[str]:
+    """--jupyter ADDRESS --ssh ADDRESS, for the ports compose published."""
+    arguments = []
+    for name, port in PORTS.items():
+        arguments += [f"--{name}", container.published.get(port, f"127.0.0.1:{port}")]
+    return arguments
 
 
 def error_lines(logs: str, limit: int = MAX_LINES) -> list[str]:
@@ -123,27 +233,125 @@ def failure_report(state: ContainerState, timeout_s: int) -> tuple[str, str]:
     )
 
 
-def report_failure(compose: Compose, timeout_s: int, up_status: int) -> int:
+def report_failure(compose: Compose, timeout_s: int, still_waiting_for: str = "") -> int:
+    """The container started but did not become ready: its own errors, and stop it if it
+    failed to start."""
     state = read_state(compose)
     if state is None:
-        return up_status or 1  # compose itself failed before a container existed: it said why
+        print(
+            "error: the workstation's container is gone (removed while it started).",
+            file=sys.stderr,
+        )
+        return 1
     logs = compose.run("logs", "--no-color", "--no-log-prefix", SERVICE).stdout
     what, advice = failure_report(state, timeout_s)
     print(f"error: {what}", file=sys.stderr)
     for line in error_lines(logs):
         print(f"  {line}", file=sys.stderr)
+    if still_waiting_for and not state.failed_to_start:
+        print(f"  not answering: {still_waiting_for}", file=sys.stderr)
     if state.failed_to_start:
         compose.run("stop", SERVICE)
     print(advice, file=sys.stderr)
     return 1
 
 
-def report_ready(compose: Compose) -> int:
-    published = []
-    for name, port in PORTS.items():
-        address = compose.run("port", SERVICE, str(port)).stdout.strip()
-        published += [f"--{name}", address or f"127.0.0.1:{port}"]
-    asked = compose.run("exec", "-T", "-u", "dev", SERVICE, *ENDPOINTS, *published)
+def report_compose_failure(
+    compose: Compose, up: subprocess.CompletedProcess[str], cpu: bool
+) -> int:
+    """compose itself failed, so no container ran: say what it was (its output is above)."""
+    lines = compose_failure.diagnose(up.stdout, read_failure_facts(compose, cpu)) or [
+        f"error: `docker compose up` failed (exit {up.returncode}) before the workstation "
+        "started: compose's own message is above."
+    ]
+    print("\n".join(lines), file=sys.stderr)
+    return up.returncode or 1
+
+
+def read_failure_facts(compose: Compose, cpu: bool) -> compose_failure.FailureFacts:
+    version = compose.run("version", "--short")
+    config = compose.run("config", "--format", "json")
+    published, image, can_build = compose_failure.service_facts(config.stdout, SERVICE)
+    present = None
+    if image and not can_build:
+        present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
+    return compose_failure.FailureFacts(
+        compose_version=version.stdout.strip() if version.returncode == 0 else None,
+        cpu_mode=cpu,
+        published=published,
+        image=image,
+        image_present=present,
+        can_build=can_build,
+    )
+
+
+def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:
+    """GPUs or CPU mode (raises ModeError with what to do when neither can start)."""
+    forced = gpu_mode.parse_cpu_setting(cpu_setting)
+    host = gpu_mode.read_host_gpus()
+    runtimes = None
+    if gpu_mode.needs_engine_runtimes(forced, host):
+        info = compose.docker("info", "--format", "{{json .Runtimes}}")
+        if info.returncode != 0:
+            said = info.stderr.strip()
+            facts = compose_failure.FailureFacts()
+            raise gpu_mode.ModeError(
+                *(compose_failure.diagnose(said, facts) or [f"error: `docker info`: {said}"])
+            )
+        runtimes = gpu_mode.parse_runtimes(info.stdout)
+    return gpu_mode.choose_mode(forced, host, runtimes)
+
+
+def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
+    """Ask the container to wait for its services and say how to reach them; report the rest."""
+    container = find_container(compose)
+    if container is None:
+        return report_failure(compose, timeout_s)
+    endpoints: list[str] = []
+
+    def on_line(line: str) -> None:
+        if line.startswith(STATUS):
+            print(f"waiting: {line.removeprefix(STATUS)}", file=sys.stderr, flush=True)
+        else:
+            endpoints.append(line)
+
+    waited = compose.ask(
+        *exec_in(container, ENDPOINTS), "--wait", str(timeout_s),
+        *endpoint_arguments(container), on_line=on_line,
+    )  # fmt: skip
+    if waited.returncode == 0:
+        return report_ready(endpoints, cpu)
+    if waited.returncode == USAGE_ERROR:  # an image without root_main's `endpoints`
+        return wait_on_docker_health(compose, container, timeout_s, cpu)
+    if waited.returncode == NOT_READY:
+        reason = " ".join(line.removeprefix("not ready: ") for line in endpoints)
+        return report_failure(compose, timeout_s, reason)
+    return report_asking_failed(compose, timeout_s, [*endpoints, *waited.stderr.splitlines()])
+
+
+def report_asking_failed(compose: Compose, timeout_s: int, output: list[str]) -> int:
+    """The waiting command itself ended badly: the container stopped under it (its errors), or
+    the asking failed, which is said as such, not as a start that was slow."""
+    state = read_state(compose)
+    if state is None or state.failed_to_start or state.status != "running":
+        return report_failure(compose, timeout_s)
+    said = [line for line in output if line.strip()][-MAX_LINES:]
+    print("error: asking the workstation whether it is ready failed:", file=sys.stderr)
+    for line in said:
+        print(f"  {line}", file=sys.stderr)
+    print(
+        "It runs: `make logs` shows how its start went; `make up` again asks again.",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int, cpu: bool) -> int:
+    """An image from before `endpoints --wait` (a ready-made one, say): Docker's health decides."""
+    up = compose.run("up", "-d", "--wait", "--wait-timeout", str(timeout_s), capture=False)
+    if up.returncode != 0:
+        return report_failure(compose, timeout_s)
+    asked = compose.docker(*exec_in(container, DEV_ENDPOINTS), *endpoint_arguments(container))
     if asked.returncode != 0:
         print(
             f"warning: the workstation is up, but asking it for its addresses failed "
@@ -151,8 +359,24 @@ def report_ready(compose: Compose) -> int:
             file=sys.stderr,
         )
         return 0
-    print("The workstation is ready:")
-    sys.stdout.write("".join(f"  {line}\n" for line in asked.stdout.splitlines()))
+    return report_ready(asked.stdout.splitlines(), cpu)
+
+
+def pass_build_arguments() -> int:
+    """compose builds a missing image: check the build's inputs, and pass torch's version from
+    the lock as PYTORCH_VERSION, as `make build` does."""
+    version, problems = buildcheck.checked_torch_version(os.environ)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if version is None:
+        return 1
+    os.environ["PYTORCH_VERSION"] = version
+    return 0
+
+
+def report_ready(endpoints: list[str], cpu: bool) -> int:
+    print(f"The workstation is ready{' (CPU mode: no GPUs)' if cpu else ''}:")
+    sys.stdout.write("".join(f"  {line}\n" for line in endpoints))
     print("  logs: make logs | shell: make shell | stop: make down")
     return 0
 
@@ -160,13 +384,28 @@ def report_ready(compose: Compose) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timeout", type=int, default=WAIT_TIMEOUT_S, help="seconds to wait")
+    parser.add_argument(
+        "--cpu", default="", help="1: CPU mode, 0: GPUs, empty: what this machine has (make's CPU)"
+    )
     parser.add_argument("compose", nargs="+", help="the compose command, after --")
     args = parser.parse_args(argv)
     compose = Compose(args.compose)
-    up = compose.run("up", "-d", "--wait", "--wait-timeout", str(args.timeout), capture=False)
-    if up.returncode == 0:
-        return report_ready(compose)
-    return report_failure(compose, args.timeout, up.returncode)
+    try:
+        mode = choose_mode(compose, args.cpu)
+    except gpu_mode.ModeError as refused:
+        print("\n".join(refused.lines), file=sys.stderr)
+        return 1
+    if mode.notice:
+        print("\n".join(mode.notice), file=sys.stderr)
+    if mode.cpu:
+        compose = compose.with_file(gpu_mode.CPU_OVERRIDE)
+    prepared = prepare.prepare(compose.run) or pass_build_arguments()
+    if prepared:
+        return prepared
+    up = compose.shown("up", "-d")
+    if up.returncode != 0:
+        return report_compose_failure(compose, up, mode.cpu)
+    return wait_until_ready(compose, args.timeout, mode.cpu)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from torchrig.container import root_main
+from torchrig.container import endpoints, root_main
 
 PACKAGE = Path(root_main.__file__).resolve().parents[1]
 
@@ -39,6 +39,16 @@ def test_the_healthcheck_runs_from_the_copy_and_never_from_the_working_directory
 ) -> None:
     result = launch(tmp_path, "healthcheck")
     assert result.stdout.startswith(("healthy", "unhealthy")), result.stderr
+    assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in (tmp_path / "workspace").rglob("*.ran")) == []
+
+
+def test_make_up_s_wait_runs_from_the_copy_and_never_from_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    result = launch(tmp_path, "endpoints", "--wait", "0.2")
+    # No workstation runs on this machine: not ready (3); the point is where the code came from.
+    assert result.returncode in (0, endpoints.NOT_READY), result.stderr
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in (tmp_path / "workspace").rglob("*.ran")) == []
 

@@ -30,6 +30,12 @@ def table_rows(heading: str) -> list[str]:
     ]
 
 
+def assert_exists(row: str, path: str, test: str) -> None:
+    source = REPO_ROOT / path
+    assert source.is_file(), f"{path}: no such test file ({row[:60]}...)"
+    assert re.search(rf"^def {test}\(", source.read_text(), re.M), f"{path}::{test}"
+
+
 def test_every_fault_survived_names_a_test_that_exists() -> None:
     rows = table_rows("Faults survived")
     assert len(rows) >= 5
@@ -37,9 +43,16 @@ def test_every_fault_survived_names_a_test_that_exists() -> None:
         tests = named_tests(row)
         assert tests, f"a row without a test: {row}"
         for path, test in tests:
-            source = REPO_ROOT / path
-            assert source.is_file(), f"{path}: no such test file ({row[:60]}...)"
-            assert re.search(rf"^def {test}\(", source.read_text(), re.M), f"{path}::{test}"
+            assert_exists(row, path, test)
+
+
+def test_every_test_a_bad_input_names_exists() -> None:
+    """Some rows point at the tests of the row above ("the same two tests") and name none."""
+    rows = table_rows("Bad inputs tried")
+    assert len(rows) >= 10
+    for row in rows:
+        for path, test in named_tests(row):
+            assert_exists(row, path, test)
 
 
 def test_the_faults_the_issue_names_each_have_a_row() -> None:

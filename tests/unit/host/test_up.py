@@ -1,13 +1,16 @@
-"""`make up`: wait for ready, then say how to connect; or print the container's errors."""
+"""`make up`: the mode, compose's own failures, the wait for the services, then how to connect;
+or the container's errors."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from torchrig.host import up
+from torchrig.host import gpu_mode, up
 
 SETTING_ERROR = "[torchrig] error: SSH_PUBLIC_KEY (line 1): there is text before the key type"
 
@@ -70,23 +73,58 @@ def test_a_failed_start_is_one_docker_would_only_repeat(
 
 @dataclass(frozen=True)
 class FakeCompose(up.Compose):
-    """Canned answers by compose subcommand; remembers every call."""
+    """Canned answers by the longest matching start of a call's arguments ("ps --all --quiet",
+    or just "up"); remembers every call (compose's and docker's alike)."""
 
     answers: dict[str, tuple[int, str]] = field(default_factory=dict)
     calls: list[tuple[str, ...]] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def answer(self, args: tuple[str, ...]) -> tuple[int, str]:
+        self.calls.append(args)
+        joined = " ".join(args)
+        keys = [key for key in self.answers if joined == key or joined.startswith(f"{key} ")]
+        return self.answers[max(keys, key=len)] if keys else (0, "")
 
     def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
-        self.calls.append(args)
-        code, out = self.answers.get(args[0], (0, ""))
-        return subprocess.CompletedProcess(args, code, out, "")
+        code, out = self.answer(args)
+        return subprocess.CompletedProcess(args, code, out, out if code else "")
 
     def docker(self, *args: str) -> subprocess.CompletedProcess[str]:
         return self.run(*args)
 
+    def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.run(*args)
 
-def run_main(monkeypatch: pytest.MonkeyPatch, compose: FakeCompose) -> int:
+    def ask(self, *args: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
+        code, out = self.answer(args)
+        for line in out.splitlines():
+            on_line(line)
+        return subprocess.CompletedProcess(args, code, "", out if code else "")
+
+    def with_file(self, name: str) -> up.Compose:
+        self.files.append(name)
+        return self
+
+
+NO_GPU = gpu_mode.HostGpus(device_nodes=(), nvidia_smi=None, hook=None)
+GPUS = gpu_mode.HostGpus(device_nodes=("/dev/nvidia0",), nvidia_smi=None, hook=None)
+
+
+def run_main(
+    monkeypatch: pytest.MonkeyPatch,
+    compose: FakeCompose,
+    cpu: str = "",
+    host: gpu_mode.HostGpus = NO_GPU,
+) -> int:
+    """up.main with compose, the machine's GPUs, .env/bind mounts and the build check faked."""
     monkeypatch.setattr(up, "Compose", lambda command: compose)
-    return up.main(["--timeout", "60", "--", "docker", "compose", "-f", "docker-compose.yml"])
+    monkeypatch.setattr(up.gpu_mode, "read_host_gpus", lambda: host)
+    monkeypatch.setattr(up.prepare, "prepare", lambda run_compose: 0)
+    monkeypatch.setattr(up.buildcheck, "checked_torch_version", lambda environ: ("2.13.0", []))
+    monkeypatch.delenv("PYTORCH_VERSION", raising=False)
+    argv = ["--timeout", "60", "--cpu", cpu, "--", "docker", "compose", "-f", "docker-compose.yml"]
+    return up.main(argv)
 
 
 def inspected(status: str, exit_code: int = 0, restarts: int = 0, health: str = "") -> str:
@@ -94,35 +132,116 @@ def inspected(status: str, exit_code: int = 0, restarts: int = 0, health: str = 
     return json.dumps([{"State": state, "RestartCount": restarts}])
 
 
+def listed(*publishers: tuple[str, int, int]) -> str:
+    """`compose ps --format json`: one line per container (Compose >= 2.21)."""
+    rows = [{"URL": url, "TargetPort": target, "PublishedPort": port, "Protocol": "tcp"}
+            for url, target, port in publishers]  # fmt: skip
+    return json.dumps({"ID": "abc123", "State": "running", "Publishers": rows}) + "\n"
+
+
+RUNNING = listed(("0.0.0.0", 8888, 18888), ("127.0.0.1", 2222, 12222))
+JUPYTER_LINE = "Jupyter: http://127.0.0.1:18888/lab?token=abc\n"
+ENDPOINT_LINES = (
+    "status: setting up (user, mounts, checks)\n"
+    "status: starting jupyter\n"
+    "Jupyter: http://127.0.0.1:18888/lab?token=abc\n"
+    "SSH:     ssh -p 12222 dev@127.0.0.1\n"
+)
+
+
+def ready_compose(**answers: tuple[int, str]) -> FakeCompose:
+    return FakeCompose(
+        ["docker", "compose"],
+        {"ps --all --format json": (0, RUNNING), "exec": (0, ENDPOINT_LINES), **answers},
+    )
+
+
+def waiting_ends(exec_answer: tuple[int, str], state: str) -> FakeCompose:
+    """The command that waits ends with `exec_answer`; then Docker shows the container so."""
+    return ready_compose(
+        **{"exec": exec_answer, "ps --all --quiet": (0, "abc123\n"), "inspect": (0, state)}
+    )
+
+
 def test_ready_prints_how_to_connect(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lines = "Jupyter: http://127.0.0.1:8888/lab?token=abc\nSSH:     ssh -p 2222 dev@127.0.0.1\n"
-    compose = FakeCompose(
-        ["docker", "compose"], {"port": (0, "0.0.0.0:8888\n"), "exec": (0, lines)}
-    )
-    assert run_main(monkeypatch, compose) == 0
-    assert compose.calls[0] == ("up", "-d", "--wait", "--wait-timeout", "60")
+    compose = ready_compose()
+    assert run_main(monkeypatch, compose, cpu="1") == 0
+    assert compose.calls[0] == ("up", "-d")  # no --wait: Docker's health interval is not awaited
     (asked,) = [call for call in compose.calls if call[0] == "exec"]
-    assert asked[-4:] == ("--jupyter", "0.0.0.0:8888", "--ssh", "0.0.0.0:8888")
-    out = capsys.readouterr().out
-    assert "  Jupyter: http://127.0.0.1:8888/lab?token=abc\n" in out
-    assert "  SSH:     ssh -p 2222 dev@127.0.0.1\n" in out
+    assert asked[:4] == ("exec", "--user", "root", "abc123")  # dev's uid may change meanwhile
+    assert asked[-6:] == ("--wait", "60", "--jupyter", "0.0.0.0:18888", "--ssh", "127.0.0.1:12222")
+    captured = capsys.readouterr()
+    assert "  Jupyter: http://127.0.0.1:18888/lab?token=abc\n" in captured.out
+    assert "  SSH:     ssh -p 12222 dev@127.0.0.1\n" in captured.out
+    assert "status:" not in captured.out
+    # What the container says it is doing, as it changes, while `make up` waits.
+    assert "waiting: setting up (user, mounts, checks)\nwaiting: starting jupyter\n" in captured.err
+    assert os.environ["PYTORCH_VERSION"] == "2.13.0"  # for compose, should it build the image
+
+
+def test_without_gpus_make_up_starts_in_cpu_mode_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compose = ready_compose()
+    assert run_main(monkeypatch, compose, cpu="", host=NO_GPU) == 0
+    assert compose.files == [gpu_mode.CPU_OVERRIDE]
+    assert not any(call[0] == "info" for call in compose.calls)  # nothing to ask the engine
+    captured = capsys.readouterr()
+    assert captured.err.startswith("CPU mode: no NVIDIA GPU on this machine")
+    assert captured.out.startswith("The workstation is ready (CPU mode: no GPUs):\n")
+
+
+def test_cpu_0_insists_on_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    compose = ready_compose()
+    assert run_main(monkeypatch, compose, cpu="0", host=NO_GPU) == 0
+    assert compose.files == []
+
+
+def test_gpus_with_the_nvidia_runtime_start_in_gpu_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    compose = ready_compose(info=(0, '{"runc":{"path":"runc"},"nvidia":{"path":"x"}}'))
+    assert run_main(monkeypatch, compose, host=GPUS) == 0
+    assert ("info", "--format", "{{json .Runtimes}}") in compose.calls
+    assert compose.files == []
+
+
+def test_gpus_without_the_toolkit_fail_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compose = ready_compose(info=(0, '{"runc":{"path":"runc"}}'))
+    assert run_main(monkeypatch, compose, host=GPUS) == 1
+    assert compose.calls == [("info", "--format", "{{json .Runtimes}}")]
+    err = capsys.readouterr().err
+    assert "nvidia-ctk runtime configure --runtime=docker" in err
+    assert "not ready" not in err
+
+
+def test_a_malformed_cpu_setting_starts_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compose = ready_compose()
+    assert run_main(monkeypatch, compose, cpu="yes") == 1
+    assert compose.calls == []
+    assert capsys.readouterr().err.startswith("error: CPU='yes' is not 0 or 1")
+
+
+def test_an_engine_that_does_not_answer_when_asked_for_its_runtimes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    down = "Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?"
+    compose = ready_compose(info=(1, down))
+    assert run_main(monkeypatch, compose, host=GPUS) == 1
+    assert "error: the Docker engine at unix:///x.sock does not answer" in capsys.readouterr().err
 
 
 def test_a_failed_start_prints_the_errors_and_stops_the_container(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    compose = FakeCompose(
-        ["docker", "compose"],
-        {
-            "up": (1, ""),
-            "ps": (0, "abc123\n"),
-            "inspect": (0, inspected("restarting", exit_code=1, restarts=2)),
-            "logs": (0, f"[torchrig] torch 2.13.0\n{SETTING_ERROR}\n{SETTING_ERROR}\n"),
-        },
-    )
-    assert run_main(monkeypatch, compose) == 1
+    # The container stopped under the waiting command.
+    compose = waiting_ends((137, ""), inspected("restarting", exit_code=1, restarts=2))
+    compose.answers["logs"] = (0, f"[torchrig] torch 2.13.0\n{SETTING_ERROR}\n{SETTING_ERROR}\n")
+    assert run_main(monkeypatch, compose, cpu="1") == 1
     err = capsys.readouterr().err
     assert err.count(SETTING_ERROR) == 1
     assert "error: the workstation did not start:" in err
@@ -140,18 +259,95 @@ def test_a_running_container_is_left_running_to_look_at(
     health: str,
     says: str,
 ) -> None:
-    compose = FakeCompose(
-        ["docker", "compose"],
-        {"up": (1, ""), "ps": (0, "abc\n"), "inspect": (0, inspected(status, health=health))},
-    )
-    assert run_main(monkeypatch, compose) == 1
-    assert says in capsys.readouterr().err
+    not_ready = "status: starting jupyter\nnot ready: jupyter: refused\n"
+    compose = waiting_ends((up.NOT_READY, not_ready), inspected(status, health=health))
+    assert run_main(monkeypatch, compose, cpu="1") == 1
+    err = capsys.readouterr().err
+    assert says in err
+    assert "  not answering: jupyter: refused" in err
     assert ("stop", "workstation") not in compose.calls
 
 
-def test_when_compose_made_no_container_its_own_message_stands(
+def test_when_compose_itself_fails_its_own_message_stands_and_is_named(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    compose = FakeCompose(["docker", "compose"], {"up": (18, ""), "ps": (0, "")})
-    assert run_main(monkeypatch, compose) == 18
-    assert capsys.readouterr().err == ""
+    compose = ready_compose(up=(18, "something compose says\n"))
+    assert run_main(monkeypatch, compose, cpu="1") == 18
+    err = capsys.readouterr().err
+    assert "error: `docker compose up` failed (exit 18) before the workstation started" in err
+    assert "not ready" not in err
+    assert not any(call[0] in ("exec", "stop") for call in compose.calls)
+
+
+def test_a_port_taken_is_said_with_its_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {"services": {"workstation": {"ports": [{"target": 8888, "published": "18888"}]}}}
+    taken = (
+        "Error starting userland proxy: listen tcp4 127.0.0.1:18888: bind: address already in use"
+    )
+    compose = ready_compose(up=(1, taken), config=(0, json.dumps(config)))
+    assert run_main(monkeypatch, compose, cpu="1") == 1
+    err = capsys.readouterr().err
+    assert (
+        "error: port 18888 on 127.0.0.1 is already taken on this machine (JUPYTER_PORT=18888)"
+        in err
+    )
+    assert "not ready" not in err
+
+
+def test_a_published_image_that_cannot_be_pulled_is_said_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    image = "localhost:1/torchrig:absent"
+    config = {"services": {"workstation": {"image": image, "pull_policy": "missing"}}}
+    compose = ready_compose(
+        up=(18, 'Error response from daemon: Get "http://localhost:1/v2/": refused\n'),
+        config=(0, json.dumps(config)),
+        **{"image inspect": (1, "Error: No such image")},
+    )
+    assert run_main(monkeypatch, compose, cpu="1") == 18
+    assert f"error: the image {image} is not on this machine" in capsys.readouterr().err
+
+
+def test_an_image_from_before_the_wait_falls_back_to_docker_s_health(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ready-made image older than root_main's `endpoints`: a usage error."""
+    old = "usage: python3 -I -S /usr/lib/torchrig entrypoint [command...] | healthcheck"
+    compose = ready_compose(
+        **{
+            "exec": (2, old),
+            "up -d --wait": (0, ""),
+            # Then the image's endpoints as they were: no --wait.
+            "exec --user dev abc123 /opt/venv/bin/python": (0, JUPYTER_LINE),
+        }
+    )
+    assert run_main(monkeypatch, compose, cpu="1") == 0
+    assert ("up", "-d", "--wait", "--wait-timeout", "60") in compose.calls
+    assert f"  {JUPYTER_LINE}" in capsys.readouterr().out
+
+
+def test_ps_output_of_older_compose_is_one_json_list() -> None:
+    rows = up.parse_ps('[{"ID": "a", "Publishers": []}]')
+    assert rows == [{"ID": "a", "Publishers": []}]
+    assert up.host_address({"URL": "::", "PublishedPort": 8888}) == "[::]:8888"
+
+
+def test_the_cpu_override_is_added_once() -> None:
+    plain = up.Compose(["docker", "compose", "-f", "docker-compose.yml"])
+    with_cpu = plain.with_file("docker-compose.cpu.yml")
+    assert with_cpu.command[-2:] == ["-f", "docker-compose.cpu.yml"]
+    assert with_cpu.with_file("docker-compose.cpu.yml") is with_cpu
+
+
+def test_when_asking_the_running_container_fails_that_is_what_is_said(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    oci = "OCI runtime exec failed: exec failed: unable to start container process"
+    compose = waiting_ends((126, oci), inspected("running", health="starting"))
+    assert run_main(monkeypatch, compose, cpu="1") == 1
+    err = capsys.readouterr().err
+    assert f"error: asking the workstation whether it is ready failed:\n  {oci}\n" in err
+    assert "not ready" not in err
+    assert ("stop", "workstation") not in compose.calls

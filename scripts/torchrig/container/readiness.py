@@ -1,0 +1,97 @@
+"""Is the workstation ready, and what is it doing until then: what `make up` waits on.
+
+Ready: every service the entrypoint started (its services file) answers, by the probes Docker's
+HEALTHCHECK uses (Jupyter's `/api` answers 200, sshd listens on its port), asked every 50 ms.
+Docker's own view waits for the healthcheck's next run (every 3 s; Docker 20.10 has no
+`start_interval`), which would keep `make up` waiting seconds after the services answer.
+
+`container_says` is the one place that reads what the container says it is doing while it
+starts; `make up` prints each change of it. Today that is "setting up" until the entrypoint has
+written its services file in this run, then which services do not answer yet; a new start-up
+step that reports itself is read there.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchrig.container.healthcheck import PROBES
+from torchrig.container.state import SERVICES_FILE, readable_state_dir
+
+POLL_S = 0.05
+SETTING_UP = "setting up (user, mounts, checks)"
+
+Probe = Callable[[], str | None]
+
+
+@dataclass(frozen=True)
+class Progress:
+    ready: bool
+    doing: str  # what the container says it is doing: printed by `make up` while it waits
+    not_answering: Mapping[str, str] = field(default_factory=dict)  # service -> its problem
+
+    def why_not_ready(self) -> str:
+        if not self.not_answering:
+            return self.doing
+        return "; ".join(f"{name}: {problem}" for name, problem in self.not_answering.items())
+
+
+def container_says(
+    state: Path, started_at: float, probes: Mapping[str, Probe] = PROBES
+) -> Progress:
+    """What the container is doing now, read from its state folder and its services."""
+    services = state / SERVICES_FILE
+    try:
+        written = services.stat().st_mtime
+        names = services.read_text(encoding="utf-8").split()
+    except OSError:
+        return Progress(ready=False, doing=SETTING_UP)
+    # A services file from before a restart (the container's filesystem keeps /run) says
+    # nothing about this start: the entrypoint has not got that far yet.
+    if written < started_at:
+        return Progress(ready=False, doing=SETTING_UP)
+    answers = {name: probes[name]() for name in names if name in probes}
+    not_answering = {name: problem for name, problem in answers.items() if problem is not None}
+    if not not_answering:
+        return Progress(ready=True, doing="ready")
+    return Progress(False, f"starting {', '.join(not_answering)}", not_answering)
+
+
+def wait_until_ready(
+    timeout_s: float,
+    say: Callable[[str], None],
+    look: Callable[[], Progress] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Progress:
+    """Poll until ready or `timeout_s` passed; `say` each new thing the container is doing."""
+    look = look or (lambda: container_says(readable_state_dir(), container_started_at()))
+    deadline = clock() + timeout_s
+    said = None
+    while True:
+        progress = look()
+        if progress.ready or clock() >= deadline:
+            return progress
+        if progress.doing != said:
+            say(progress.doing)
+            said = progress.doing
+        sleep(POLL_S)
+
+
+def container_started_at(proc: Path = Path("/proc")) -> float:
+    """When PID 1 (this container's init) started, in seconds since the epoch (0 if unknown)."""
+    try:
+        boot = next(
+            int(line.split()[1])
+            for line in (proc / "stat").read_text(encoding="ascii").splitlines()
+            if line.startswith("btime ")
+        )
+        stat = (proc / "1" / "stat").read_text(encoding="ascii")
+        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError, StopIteration):
+        return 0.0
+    return boot + ticks / os.sysconf("SC_CLK_TCK")

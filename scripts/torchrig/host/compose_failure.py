@@ -1,0 +1,167 @@
+"""Why `docker compose up` itself failed, in a sentence with its fix: before any container ran,
+nothing was "starting", so `make up` must never say it was not ready.
+
+`diagnose` is a pure function of what compose printed and a few facts read after the failure
+(`FailureFacts`): the engine unreachable (its socket's permission: the `docker` group), a host
+port already taken, a compose too old for these files, Docker without the NVIDIA Container
+Toolkit, an image that is not here and cannot be built. Anything else: compose's own message
+stands, said to be compose's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchrig.host.gpu_mode import no_toolkit_lines
+
+# `!reset` in docker-compose.cpu.yml and docker-compose.published.yml came with Compose 2.24.
+MIN_COMPOSE = (2, 24)
+# The container ports docker-compose.yml publishes, by service, and the variable that chooses
+# each one's host port.
+PUBLISHED_PORTS = {"jupyter": (8888, "JUPYTER_PORT"), "ssh": (2222, "SSH_PORT")}
+PORT_VARIABLES = dict(PUBLISHED_PORTS.values())
+
+DAEMON_DOWN = re.compile(r"Cannot connect to the Docker daemon at (\S+?)\.? Is the docker daemon")
+SOCKET_DENIED = re.compile(
+    r"permission denied while trying to connect to the Docker (?:daemon socket|API) at (\S+?):?\s",
+    re.IGNORECASE,
+)
+# docker-proxy: "listen tcp4 127.0.0.1:8888: bind: address already in use"; another container
+# holding it: "Bind for 0.0.0.0:8888 failed: port is already allocated".
+PORT_TAKEN = re.compile(
+    r"(?:listen tcp[46]? |Bind for )(\S+):(\d+)(?:: bind: address already in use"
+    r"| failed: port is already allocated)"
+)
+NO_NVIDIA_DRIVER = re.compile(r'could not select device driver "nvidia"')
+NO_COMPOSE = re.compile(r"'compose' is not a docker command|unknown command \"compose\"")
+
+
+@dataclass(frozen=True)
+class FailureFacts:
+    """Read after compose failed (each None where it could not be read)."""
+
+    compose_version: str | None = None  # `docker compose version --short`
+    cpu_mode: bool = False
+    # Host port -> the variable that chose it (from `compose config`).
+    published: Mapping[int, str] = field(default_factory=dict)
+    image: str | None = None
+    image_present: bool | None = None
+    can_build: bool = True
+
+
+def diagnose(output: str, facts: FailureFacts) -> list[str] | None:
+    """The lines to print (the first is the `error:`), or None for a failure we do not know."""
+    for check in (daemon_unreachable, compose_too_old, port_taken, no_nvidia, image_missing):
+        lines = check(output, facts)
+        if lines:
+            return lines
+    return None
+
+
+def daemon_unreachable(output: str, facts: FailureFacts) -> list[str] | None:
+    denied = SOCKET_DENIED.search(output)
+    if denied:
+        return [
+            f"error: you may not use the Docker engine at {denied[1]}: permission denied on its "
+            "socket.",
+            "  Add yourself to the `docker` group (`sudo usermod -aG docker $USER`), then log out "
+            "and in again (or run `newgrp docker`), and `make up` again.",
+        ]
+    down = DAEMON_DOWN.search(output)
+    if down:
+        return [
+            f"error: the Docker engine at {down[1]} does not answer: is it running?",
+            "  Start it (`sudo systemctl start docker`), or point DOCKER_HOST (or `docker "
+            "context use`) at one that runs, then `make up` again.",
+        ]
+    return None
+
+
+def compose_too_old(output: str, facts: FailureFacts) -> list[str] | None:
+    needed = ".".join(map(str, MIN_COMPOSE))
+    if NO_COMPOSE.search(output):
+        return [
+            "error: Docker Compose v2 (`docker compose`) is not installed.",
+            f"  Install Docker's compose plugin, {needed} or newer (README: Prerequisites).",
+        ]
+    version = parse_version(facts.compose_version)
+    if version is None or version >= MIN_COMPOSE:
+        return None
+    return [
+        f"error: Docker Compose {facts.compose_version} is too old for these compose files: they "
+        f"need {needed} or newer (`!reset` in docker-compose.cpu.yml and "
+        "docker-compose.published.yml).",
+        "  Update Docker's compose plugin (README: Prerequisites), then `make up` again.",
+    ]
+
+
+def port_taken(output: str, facts: FailureFacts) -> list[str] | None:
+    taken = PORT_TAKEN.search(output)
+    if not taken:
+        return None
+    address, port = taken[1].strip("[]"), int(taken[2])
+    variable = facts.published.get(port)
+    chosen = f"{variable}={port}" if variable else "JUPYTER_PORT or SSH_PORT"
+    setting = variable or "JUPYTER_PORT"
+    return [
+        f"error: port {port} on {address} is already taken on this machine ({chosen}), so "
+        "the workstation cannot be published there.",
+        f"  Choose another port: `make up {setting}=<free port>` (or set {setting} in .env), or "
+        f"stop what holds it (`ss -ltnp 'sport = :{port}'` shows it).",
+    ]
+
+
+def no_nvidia(output: str, facts: FailureFacts) -> list[str] | None:
+    if not NO_NVIDIA_DRIVER.search(output):
+        return None
+    if facts.cpu_mode:  # a compose that ignored `!reset []` and kept the GPU reservation
+        return [
+            'error: compose asked for GPUs in CPU mode (could not select device driver "nvidia"):'
+            " this compose did not apply docker-compose.cpu.yml's `!reset`.",
+            f"  Update Docker's compose plugin to {'.'.join(map(str, MIN_COMPOSE))} or newer.",
+        ]
+    return no_toolkit_lines(None, None)
+
+
+def image_missing(output: str, facts: FailureFacts) -> list[str] | None:
+    if facts.image is None or facts.image_present is not False or facts.can_build:
+        return None
+    said = last_error_line(output)
+    return [
+        f"error: the image {facts.image} is not on this machine, and pulling it failed"
+        + (f": {said}" if said else "."),
+        "  Check TORCHRIG_IMAGE: a tag the registry has (README: Ready-made images); for a "
+        "private registry, `docker login <registry>` first.",
+        "  Or build the image here: `make up` without PUBLISHED=1.",
+    ]
+
+
+def last_error_line(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if "rror" in line]
+    return lines[-1] if lines else ""
+
+
+def parse_version(text: str | None) -> tuple[int, int] | None:
+    """'2.26.1-4' or 'v2.20.2' -> (2, 26); None when it is not a version."""
+    found = re.match(r"v?(\d+)\.(\d+)", (text or "").strip())
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def service_facts(config_json: str, service: str) -> tuple[dict[int, str], str | None, bool]:
+    """From `compose config --format json`: host port -> variable, the image, whether compose
+    could build it (a service without `build` can only be pulled)."""
+    try:
+        config: dict[str, Any] = json.loads(config_json)
+        workstation = config["services"][service]
+    except (ValueError, KeyError, TypeError):
+        return {}, None, True
+    published = {}
+    for port in workstation.get("ports", []):
+        variable = PORT_VARIABLES.get(int(port.get("target", 0)))
+        if variable and str(port.get("published", "")).isdigit():
+            published[int(port["published"])] = variable
+    return published, workstation.get("image"), "build" in workstation

@@ -1,0 +1,56 @@
+"""What `make up` does before it starts anything, and VS Code Dev Containers before it starts the
+container (`make prepare`): `.env` on the first run (`dotenv`), then the bind-mount folders
+(`bind_mounts`) from compose's resolved configuration.
+
+    python3 -m torchrig.host.prepare -- docker compose -f docker-compose.yml ...
+
+When compose cannot even read its files, that is said for what it is (`compose_failure`: an old
+compose, the compose plugin missing), with compose's own message above it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from torchrig.host import bind_mounts, compose_failure, dotenv
+
+RunCompose = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
+    """`run_compose(*args)` runs compose, with the files chosen, and captures its output."""
+    dotenv.write_on_first_run(env_file)
+    config = run_compose("config", "--format", "json")
+    if config.returncode != 0:
+        sys.stderr.write(config.stderr)
+        version = run_compose("version", "--short")
+        facts = compose_failure.FailureFacts(
+            compose_version=version.stdout.strip() if version.returncode == 0 else None
+        )
+        lines = compose_failure.diagnose(config.stderr, facts) or [
+            f"error: `docker compose config` failed (exit {config.returncode}): compose's own "
+            "message is above."
+        ]
+        print("\n".join(lines), file=sys.stderr)
+        return 1
+    return bind_mounts.prepare_from_json(config.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("compose", nargs="+", help="the compose command, after --")
+    args = parser.parse_args(argv)
+
+    def run_compose(*arguments: str) -> subprocess.CompletedProcess[str]:
+        command = [*args.compose, *arguments]
+        return subprocess.run(command, capture_output=True, text=True, check=False)
+
+    return prepare(run_compose)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
