@@ -20,7 +20,7 @@ from pathlib import Path
 from torchrig.container import accounts, banner, jupyter, log, ssh
 from torchrig.container.log import SetupError
 from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings, stop_environment
-from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, state_dir
+from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, STATE_DIR, state_dir
 from torchrig.container.supervisor import ServiceSpec, Supervisor
 
 HOME = Path("/home/dev")
@@ -96,17 +96,25 @@ def show_banner(settings: Settings) -> None:
 def prepare_as_root(settings: Settings) -> accounts.Identity:
     if accounts.apply_remap(settings.puid, settings.pgid):
         who = accounts.identity()
-        accounts.chown_tree(HOME, who.uid, who.gid)
+        hand_to_dev(HOME, who)
         log.info(f"user dev remapped to uid {who.uid}, gid {who.gid}")
     who = accounts.identity()
-    for path in (Path("/run/torchrig"), ssh.HOST_KEY_DIR):
+    for path in (STATE_DIR, ssh.HOST_KEY_DIR):
         if path.exists():
-            accounts.chown_tree(path, who.uid, who.gid)
+            hand_to_dev(path, who)
     for mount in FRESH_MOUNT_CANDIDATES:
         if accounts.claim_if_fresh_mount(Path(mount), who.uid, who.gid):
             log.info(f"{mount} was created empty by Docker as root: handed to dev")
     configure_sudo(settings.grant_sudo)
     return who
+
+
+def hand_to_dev(tree: Path, who: accounts.Identity) -> None:
+    for path in accounts.chown_tree(tree, who.uid, who.gid):
+        log.warn(
+            f"left {path} to its owner: it has other hard links (perhaps another's file linked "
+            "in), so handing it to dev could hand over that file too; delete it if it is yours"
+        )
 
 
 def configure_sudo(grant: bool) -> None:
