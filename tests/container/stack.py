@@ -311,6 +311,16 @@ class Stack:
         return int(exit_code), output.decode(errors="replace")
 
 
+def stopped_with_an_error(stack: Stack) -> bool:
+    """The container's main process exited with an error: it is down, or Docker's restart policy
+    restarted it (which resets the ExitCode that inspect shows, but counts the restart)."""
+    container = stack.container()
+    container.reload()
+    state = container.attrs["State"]
+    exited = state["Status"] == "exited" and state["ExitCode"] != 0
+    return exited or container.attrs["RestartCount"] > 0
+
+
 def is_service(name: str, args: str) -> bool:
     """Whether a command line is the `jupyter` or `sshd` service (not the supervisor)."""
     if name == "jupyter":

@@ -14,7 +14,7 @@ import pytest
 
 from . import ssh
 from .ssh import KeyPair
-from .stack import Stack, wait_until
+from .stack import Stack, stopped_with_an_error, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600, func_only=True)]
 
@@ -153,16 +153,6 @@ def test_killed_services_are_restarted(stack_factory: Callable[..., Stack]) -> N
     stack.wait_healthy()
     # The supervisor did it, not a container restart.
     assert stack.container().attrs["RestartCount"] == 0
-
-
-def stopped_with_an_error(stack: Stack) -> bool:
-    """The container's main process exited with an error: it is down, or Docker's restart policy
-    restarted it (which resets the ExitCode that inspect shows, but counts the restart)."""
-    container = stack.container()
-    container.reload()
-    state = container.attrs["State"]
-    exited = state["Status"] == "exited" and state["ExitCode"] != 0
-    return exited or container.attrs["RestartCount"] > 0
 
 
 def test_a_service_that_cannot_start_stops_the_container_with_its_error(

@@ -25,7 +25,8 @@ import functools
 import importlib
 import io
 import pickle
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 from torch.distributed.checkpoint import FileSystemReader
@@ -95,7 +96,7 @@ class MetadataUnpickler(pickle._Unpickler):
     The pure-Python unpickler, because the C one offers no hook for BUILD (torch's weights-only
     unpickler is pure Python too); metadata is small next to the shards it describes."""
 
-    dispatch = dict(pickle._Unpickler.dispatch)
+    dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
 
     def find_class(self, module: str, name: str) -> Any:
         return allowed_global(module, name)
