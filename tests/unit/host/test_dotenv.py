@@ -64,6 +64,12 @@ def mode_of(path: Path) -> int:
     return stat.S_IMODE(path.lstat().st_mode)
 
 
+def existing(path: Path, text: str, mode: int) -> Path:
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
 def test_a_new_dotenv_is_readable_by_its_owner_alone_whatever_the_umask(tmp_path: Path) -> None:
     path = tmp_path / ".env"
     old = os.umask(0o002)  # a umask that would leave it world-readable
@@ -77,9 +83,7 @@ def test_a_new_dotenv_is_readable_by_its_owner_alone_whatever_the_umask(tmp_path
 def test_an_existing_world_readable_dotenv_is_tightened_with_a_notice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / ".env"
-    path.write_text("JUPYTER_TOKEN=secret\n")
-    path.chmod(0o644)
+    path = existing(tmp_path / ".env", "JUPYTER_TOKEN=secret\n", 0o644)
     assert dotenv.main(["--path", str(path)]) == 0
     assert mode_of(path) == 0o600
     assert path.read_text() == "JUPYTER_TOKEN=secret\n"
@@ -93,9 +97,7 @@ def test_an_existing_world_readable_dotenv_is_tightened_with_a_notice(
 def test_a_private_dotenv_is_left_without_a_notice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / ".env"
-    path.write_text("PUID=4242\n")
-    path.chmod(0o600)
+    path = existing(tmp_path / ".env", "PUID=4242\n", 0o600)
     assert dotenv.main(["--path", str(path)]) == 0
     assert mode_of(path) == 0o600
     assert "tightened" not in capsys.readouterr().err
@@ -104,9 +106,7 @@ def test_a_private_dotenv_is_left_without_a_notice(
 def test_a_symlinked_dotenv_is_not_followed_and_said_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    target = tmp_path / "shared.env"
-    target.write_text("PUID=4242\n")
-    target.chmod(0o644)
+    target = existing(tmp_path / "shared.env", "PUID=4242\n", 0o644)
     (tmp_path / ".env").symlink_to(target)
     assert dotenv.main(["--path", str(tmp_path / ".env")]) == 0
     assert mode_of(target) == 0o644  # what it points to is not ours to decide
@@ -122,9 +122,7 @@ def test_a_dangling_symlink_is_never_written_through(tmp_path: Path) -> None:
 def test_a_world_readable_dotenv_that_is_not_ours_gets_a_warning_with_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = tmp_path / ".env"
-    path.write_text("PUID=4242\n")
-    path.chmod(0o644)
+    path = existing(tmp_path / ".env", "PUID=4242\n", 0o644)
 
     def not_the_owner(fd: int, mode: int) -> None:
         raise PermissionError(1, "Operation not permitted")
