@@ -51,7 +51,7 @@ def jupyter_answers(port: int = JUPYTER_PORT) -> str | None:
 
 
 def http_status(url: str, host: str | None = None) -> int | str:
-    """A GET's HTTP status (redirects not followed), or what went wrong."""
+    """A GET's HTTP status, or what went wrong."""
     request = urllib.request.Request(url, headers={"Host": host} if host else {})
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as reply:
