@@ -337,6 +337,31 @@ class Stack:
         return int(exit_code), output.decode(errors="replace")
 
 
+def jupyter_cannot_start(stack: Stack, timeout_s: float = 300) -> list[str]:
+    """Wait until the container stops because Jupyter cannot start; the supervisor's error
+    lines (none: the test fails with the logs)."""
+    wait_until(
+        "the container to stop with jupyter's error",
+        lambda: stopped_with_an_error(stack),
+        timeout_s=timeout_s,
+        on_timeout=stack.logs,
+    )
+    logs = stack.logs()
+    errors = [line for line in logs.splitlines() if "error: jupyter cannot start" in line]
+    assert errors, logs
+    return errors
+
+
+def stopped_with_an_error(stack: Stack) -> bool:
+    """The container's main process exited with an error: it is down, or Docker's restart policy
+    restarted it (which resets the ExitCode that inspect shows, but counts the restart)."""
+    container = stack.container()
+    container.reload()
+    state = container.attrs["State"]
+    exited = state["Status"] == "exited" and state["ExitCode"] != 0
+    return exited or container.attrs["RestartCount"] > 0
+
+
 def is_service(name: str, args: str) -> bool:
     """Whether a command line is the `jupyter` or `sshd` service (not the supervisor)."""
     if name == "jupyter":

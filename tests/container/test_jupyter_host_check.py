@@ -5,10 +5,11 @@ published address and the names the user listed work."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from .stack import Stack, http_status, wait_until
+from .stack import Stack, http_status, jupyter_cannot_start, wait_until
 
 pytestmark = [pytest.mark.container]
 
@@ -57,3 +58,87 @@ def test_the_published_address_and_listed_names_work(open_stack: Stack) -> None:
     port = open_stack.jupyter_port
     for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"{LISTED}:{port}", f"[::1]:{port}"):
         assert status(open_stack, "/api/contents", host) == 200, host
+
+
+# --- Jupyter without its Host check (issue 19, 4) ---------------------------------------------
+# The extension broken for Jupyter alone: a copy of torchrig that shadows the venv's, on a
+# PYTHONPATH only Jupyter's environment has (root's steps run in isolated mode, and ignore it).
+
+BROKEN = {
+    "import": "raise ImportError('torchrig.jupyter_hosts broken for the test')\n",
+    "load": (
+        "def _jupyter_server_extension_points():\n"
+        "    return [{'module': __name__}]\n"
+        "def _load_jupyter_server_extension(serverapp):\n"
+        "    raise RuntimeError('torchrig.jupyter_hosts broken for the test')\n"
+    ),
+}
+# Loads, and installs nothing: Jupyter serves without the check.
+SILENT = "def _jupyter_server_extension_points():\n    return [{'module': __name__}]\n" + (
+    "def _load_jupyter_server_extension(serverapp):\n    pass\n"
+)
+
+
+def shadowing_stack(
+    stack_factory: Callable[..., Stack],
+    tmp_path: Path,
+    module_text: str,
+    unset: tuple[str, ...] = (),
+    **overrides: str,
+) -> Stack:
+    override = tmp_path / "compose.shadow.yml"
+    override.write_text(
+        "services:\n  workstation:\n    environment:\n      PYTHONPATH: /workspace/.shadow\n"
+    )
+    stack = stack_factory(extra_files=(override,), unset=unset, **overrides)
+    package = stack.workspace / ".shadow" / "torchrig"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "jupyter_hosts.py").write_text(module_text)
+    return stack
+
+
+@pytest.mark.timeout(420, func_only=True)
+@pytest.mark.parametrize("failure", sorted(BROKEN))
+def test_jupyter_refuses_to_start_without_its_host_check(
+    stack_factory: Callable[..., Stack], tmp_path: Path, failure: str
+) -> None:
+    # Without a token, the case the check matters most.
+    stack = shadowing_stack(
+        stack_factory,
+        tmp_path,
+        BROKEN[failure],
+        unset=("JUPYTER_TOKEN",),
+        JUPYTER_ALLOW_NO_TOKEN="1",
+        SERVICES="jupyter",
+    )
+    stack.up()
+    jupyter_cannot_start(stack)
+    logs = stack.logs()
+    assert "torchrig.jupyter_hosts broken for the test" in logs  # Jupyter's own traceback
+    assert "is running at" not in logs  # it never served, not once, without the check
+
+
+@pytest.mark.timeout(300, func_only=True)
+def test_the_healthcheck_reports_jupyter_that_answers_a_foreign_host(
+    stack_factory: Callable[..., Stack], tmp_path: Path
+) -> None:
+    stack = shadowing_stack(stack_factory, tmp_path, SILENT, SERVICES="jupyter")
+    stack.up()
+    wait_until(
+        "Jupyter on its host port",
+        lambda: http_status(f"{stack.jupyter_url}/api") == 200,
+        timeout_s=180,
+        on_timeout=stack.logs,
+    )
+    # No check: the attack the healthcheck must notice.
+    assert status(stack, "/api", f"evil.example:{stack.jupyter_port}") == 200
+    code, output = stack.exec("/usr/bin/python3 -I -S /usr/lib/torchrig healthcheck")
+    assert (code, output) == (
+        1,
+        "unhealthy: jupyter: it answers a request for Host 'rebinding-check.invalid' with 200 "
+        "instead of 403: its Host check (torchrig.jupyter_hosts) is off, so a DNS-rebinding web "
+        "page could reach it\n",
+    )
+    # Failures count once the start period (60 s) is over, then three in a row.
+    wait_until("Docker to see it unhealthy", lambda: stack.health() == "unhealthy", timeout_s=150)

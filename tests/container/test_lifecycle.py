@@ -14,7 +14,7 @@ import pytest
 
 from . import ssh
 from .ssh import KeyPair
-from .stack import Stack, wait_until
+from .stack import Stack, jupyter_cannot_start, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600, func_only=True)]
 
@@ -155,16 +155,6 @@ def test_killed_services_are_restarted(stack_factory: Callable[..., Stack]) -> N
     assert stack.container().attrs["RestartCount"] == 0
 
 
-def stopped_with_an_error(stack: Stack) -> bool:
-    """The container's main process exited with an error: it is down, or Docker's restart policy
-    restarted it (which resets the ExitCode that inspect shows, but counts the restart)."""
-    container = stack.container()
-    container.reload()
-    state = container.attrs["State"]
-    exited = state["Status"] == "exited" and state["ExitCode"] != 0
-    return exited or container.attrs["RestartCount"] > 0
-
-
 def test_a_service_that_cannot_start_stops_the_container_with_its_error(
     stack_factory: Callable[..., Stack], tmp_path: Path
 ) -> None:
@@ -179,12 +169,5 @@ def test_a_service_that_cannot_start_stops_the_container_with_its_error(
     config_dir.mkdir()
     (config_dir / "jupyter_server_config.py").write_text("raise SystemExit('broken on purpose')\n")
     stack.up()
-    wait_until(
-        "the container to stop with jupyter's error",
-        lambda: stopped_with_an_error(stack),
-        timeout_s=240,
-        on_timeout=stack.logs,
-    )
-    errors = [line for line in stack.logs().splitlines() if "error: jupyter cannot start" in line]
-    assert errors, stack.logs()
+    errors = jupyter_cannot_start(stack, timeout_s=240)
     assert "exited 3 times in a row within 60 s of starting" in errors[0]

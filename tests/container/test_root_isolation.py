@@ -161,3 +161,61 @@ def test_root_runs_only_root_owned_code_named_by_absolute_paths(image: str) -> N
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == [], f"root's code is writable by others: {result.stdout}"
+
+
+# --- what root does to files dev controls ---------------------------------------------------------
+
+# One of root's own start-up modules: handed to dev, it would be dev's code run by root.
+ROOTS_MODULE = "/usr/lib/torchrig/torchrig/container/entrypoint.py"
+PLANTED = "/run/torchrig/planted-link"
+
+
+def test_a_root_file_hard_linked_into_the_state_dir_stays_roots_across_a_restart(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory()
+    stack.up()
+    stack.wait_ready()
+    # dev could make this link itself where the host has fs.protected_hardlinks=0 (the kernel's
+    # default); where it is 1 (systemd's), root makes the same link here, standing in for dev.
+    code, output = stack.exec(f"ln {ROOTS_MODULE} {PLANTED}", user="dev")
+    if code != 0:
+        assert "Operation not permitted" in output, output
+        code, output = stack.exec(f"ln {ROOTS_MODULE} {PLANTED}")
+    assert code == 0, output
+    stack.compose("restart")  # the state dir survives it, and the start hands it to dev
+    stack.wait_ready()
+    code, output = stack.exec(f"stat -c '%u %h' {ROOTS_MODULE}; test -w {ROOTS_MODULE}", user="dev")
+    assert (code, output.split()) == (1, ["0", "2"]), output  # root's, linked, not dev-writable
+    assert (
+        f"[torchrig] warning: left {PLANTED} to its owner: it has other hard links" in stack.logs()
+    )
+
+
+HEALTHCHECK = "/usr/bin/python3 -I -S /usr/lib/torchrig healthcheck"
+
+
+def healthcheck_as_docker_runs_it(stack: Stack) -> tuple[int, str]:
+    """The image's HEALTHCHECK command, as root, with a deadline: a read that blocks fails."""
+    return stack.exec(f"timeout 10 {HEALTHCHECK}")
+
+
+def test_the_healthcheck_never_follows_or_swallows_what_dev_plants_as_its_services_list(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory()
+    stack.up()
+    stack.wait_ready()
+    assert healthcheck_as_docker_runs_it(stack) == (0, "healthy\n")  # the control
+    services = "/run/torchrig/services"
+    plants = {
+        # a symlink to a root-only file: root must not read it on dev's behalf
+        f"ln -s /etc/shadow {services}": "a symlink, not followed",
+        f"truncate -s 20G {services}": "longer than a services list (4096 bytes), not read",
+        f"mkfifo {services}": "not a regular file, not read",
+    }
+    for plant, verdict in plants.items():
+        code, output = stack.exec(f"rm -f {services} && {plant}", user="dev")
+        assert code == 0, output
+        code, output = healthcheck_as_docker_runs_it(stack)
+        assert (code, output) == (1, f"unhealthy: the services list: {services}: {verdict}\n")

@@ -7,7 +7,12 @@ at it, or a run resumes from it. Here:
 
 - `.metadata` is unpickled with an allow-list of the classes DCP's own metadata is made of
   (its dataclasses, torch.Size, dtypes, layouts, paths); a pickle that names anything else is
-  refused before that thing is looked up, let alone called;
+  refused before that thing is looked up, let alone called. Its BUILD opcode (set an object's
+  attributes) is allowed on instances of those classes only, as in torch's weights-only
+  unpickler: on a class it would patch that class for the whole process (a crafted
+  `PurePosixPath.__truediv__`), checkpoint refused or not;
+- every shard file the metadata names must be a plain file name inside the folder: an absolute
+  path or `..` would read another folder's shards (another run's weights);
 - non-tensor values must pass `torch.load(weights_only=True)` before DCP loads them.
 
 Tensors DCP already loads with weights_only=True. Imports torch.distributed.checkpoint: import
@@ -16,9 +21,12 @@ this module only where a DCP folder is read.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import io
 import pickle
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 from torch.distributed.checkpoint import FileSystemReader
@@ -26,6 +34,7 @@ from torch.distributed.checkpoint.default_planner import (
     DefaultLoadPlanner,
     _EmptyStateDictLoadPlanner,
 )
+from torch.distributed.checkpoint.filesystem import _StorageInfo
 from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 from torch.distributed.checkpoint.planner import ReadItem
 
@@ -55,19 +64,55 @@ class UnsafeCheckpoint(pickle.UnpicklingError):
     """The metadata names something that is not part of DCP's metadata."""
 
 
-class MetadataUnpickler(pickle.Unpickler):
-    """Unpickles DCP metadata and nothing else (the "restricting globals" recipe of the pickle
-    documentation)."""
+def allowed_global(module: str, name: str) -> Any:
+    """What a pickle's global `module.name` is, if DCP metadata may hold it; else refused before
+    it is looked up."""
+    if name in _METADATA_CLASSES.get(module, ()):
+        return getattr(importlib.import_module(module), name)
+    if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
+        return getattr(torch, name)  # dtypes pickle as torch.<name>
+    raise UnsafeCheckpoint(
+        f"it refers to {module}.{name}, which DCP metadata never holds: refused unread "
+        "(a crafted checkpoint could run code that way)"
+    )
+
+
+@functools.cache
+def _buildable_types() -> frozenset[type]:
+    """The allowed classes whose instances BUILD may fill in (the functions are not types)."""
+    found = set()
+    for module, names in _METADATA_CLASSES.items():
+        for name in names:
+            value = allowed_global(module, name)
+            if isinstance(value, type):
+                found.add(value)
+    return frozenset(found)
+
+
+class MetadataUnpickler(pickle._Unpickler):
+    """Unpickles DCP metadata and nothing else: the "restricting globals" recipe of the pickle
+    documentation, and BUILD on allowed instances only.
+
+    The pure-Python unpickler, because the C one offers no hook for BUILD (torch's weights-only
+    unpickler is pure Python too); metadata is small next to the shards it describes."""
+
+    dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
 
     def find_class(self, module: str, name: str) -> Any:
-        if name in _METADATA_CLASSES.get(module, ()):
-            return super().find_class(module, name)
-        if module == "torch" and isinstance(getattr(torch, name, None), torch.dtype):
-            return getattr(torch, name)  # dtypes pickle as torch.<name>
-        raise UnsafeCheckpoint(
-            f"it refers to {module}.{name}, which DCP metadata never holds: refused unread "
-            "(a crafted checkpoint could run code that way)"
-        )
+        return allowed_global(module, name)
+
+    def load_build(self) -> None:
+        target = self.stack[-2]  # BUILD pops the state, then fills in the object below it
+        if type(target) not in _buildable_types():
+            what = target.__name__ if isinstance(target, type) else type(target).__name__
+            kind = "the class" if isinstance(target, type) else "a"
+            raise UnsafeCheckpoint(
+                f"it sets attributes of {kind} {what}, which DCP metadata never does: refused "
+                "(a crafted checkpoint could patch classes of this process that way)"
+            )
+        super().load_build()
+
+    dispatch[pickle.BUILD[0]] = load_build
 
 
 class SafeReader(FileSystemReader):
@@ -79,11 +124,42 @@ class SafeReader(FileSystemReader):
             metadata = MetadataUnpickler(stream).load()
         if not isinstance(metadata, Metadata):
             raise UnsafeCheckpoint(f"it holds a {type(metadata).__name__}, not DCP metadata")
+        check_storage_data(metadata.storage_data)
         # What FileSystemReader.read_metadata does after its own unpickling.
         if getattr(metadata, "storage_meta", None) is None:
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = self.load_id
         return metadata
+
+
+def check_storage_data(storage_data: Any) -> None:
+    """Each shard DCP would read: a plain file name in this folder, a non-negative byte range."""
+    if not isinstance(storage_data, dict):
+        raise UnsafeCheckpoint(f"its storage data is a {type(storage_data).__name__}, not a dict")
+    for info in storage_data.values():
+        if not isinstance(info, _StorageInfo):
+            raise UnsafeCheckpoint(f"its storage data holds a {type(info).__name__}")
+        check_shard_name(info.relative_path)
+        for field in ("offset", "length"):
+            value = getattr(info, field)
+            if type(value) is not int or value < 0:
+                raise UnsafeCheckpoint(f"a shard's {field} is {value!r}, not a byte count")
+
+
+def check_shard_name(name: Any) -> None:
+    """A plain file name: no directory part, nothing that leaves the checkpoint's folder."""
+    plain = (
+        isinstance(name, str)
+        and name not in ("", ".", "..")
+        and "/" not in name
+        and "\0" not in name
+    )
+    if not plain:
+        raise UnsafeCheckpoint(
+            f"it names the shard file {name!r}, which is not a plain file name inside the "
+            "checkpoint's folder (an absolute path or '..' would read another folder's data): "
+            "refused"
+        )
 
 
 class _WeightsOnlyBytes:

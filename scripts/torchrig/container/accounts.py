@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchrig import ownership
 from torchrig.container.log import SetupError
 
 USER = "dev"
@@ -138,18 +139,20 @@ def apply_remap(uid: int | None, gid: int | None, etc: Path = Path("/etc")) -> b
     return remap.changed
 
 
-def chown_tree(root: Path, uid: int, gid: int) -> None:
-    """chown a small tree (home, state dir) as root, never through a symlink and never into a
-    mount point (volumes). os.fwalk holds each directory open and changes entries by name inside
-    it, so a directory swapped for a symlink mid-walk is neither followed nor changed through."""
-    os.chown(root, uid, gid, follow_symlinks=False)
-    for _, dirnames, filenames, dirfd in os.fwalk(root, follow_symlinks=False):
-        here = os.fstat(dirfd).st_dev
-        for name in [*dirnames, *filenames]:
-            os.chown(name, uid, gid, dir_fd=dirfd, follow_symlinks=False)
-        for name in list(dirnames):
-            if os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_dev != here:
-                dirnames.remove(name)  # a volume: its top is ours, its content is not ours to walk
+def chown_tree(root: Path, uid: int, gid: int) -> list[Path]:
+    """Hand a small tree of dev's (home, state dir, host keys) to uid:gid as root, by
+    torchrig.ownership's one rule: never through a symlink, never a regular file with other hard
+    links (dev could have linked root's own file in), never into a mount point below it (a
+    volume: its top changes, its content is not this walk's). Returns the files left alone.
+
+    Every chown of dev's trees goes through here, so the rule holds for each of them."""
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchown(top, uid, gid)
+        handover = ownership.hand_over_tree(top, uid, gid, one_filesystem=True)
+    finally:
+        os.close(top)
+    return [root / relative for relative in handover.left_alone]
 
 
 def claim_if_fresh_mount(path: Path, uid: int, gid: int) -> bool:

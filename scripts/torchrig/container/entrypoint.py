@@ -3,6 +3,7 @@
 1. Read and check the settings.
 2. As root: remap dev to PUID/PGID, fix ownership where needed, sudo when GRANT_SUDO=1, read
    the SSH keys; then drop to dev for good. Started with `--user`: those steps are skipped.
+   Unless GRANT_SUDO=1, no-new-privileges from here on (privileges.py).
    Root runs this module from its own root-owned copy with `python3 -I -S` (no site-packages,
    nothing dev can write; see root_main.py).
 3. As dev: the venv's packages become readable (for the banner), print the banner (versions,
@@ -17,10 +18,10 @@ import os
 import sys
 from pathlib import Path
 
-from torchrig.container import accounts, banner, jupyter, log, ssh
+from torchrig.container import accounts, banner, jupyter, log, privileges, ssh
 from torchrig.container.log import SetupError
 from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings, stop_environment
-from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, state_dir
+from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, STATE_DIR, state_dir
 from torchrig.container.supervisor import ServiceSpec, Supervisor
 
 HOME = Path("/home/dev")
@@ -46,11 +47,14 @@ def main(argv: list[str] | None = None) -> int:
 def start(command: list[str]) -> int:
     settings = read_settings(os.environ)
     keys_file = settings.ssh_authorized_keys_file
+    # With sudo granted, dev may become root anyway; else nothing started here gains privileges.
+    confine = True
     if os.geteuid() == 0:
         os.environ["PATH"] = ROOT_PATH
         who = prepare_as_root(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)  # file may be root-only
         accounts.drop_privileges(who)
+        confine = not settings.grant_sudo
         home = Path(who.home)
         os.environ.update(
             PATH=settings.path,
@@ -63,6 +67,9 @@ def start(command: list[str]) -> int:
         note_unprivileged(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)
         home = settings.home or HOME
+    if confine:
+        privileges.set_no_new_privileges()
+        log.info("no-new-privileges: setuid programs (su, passwd, sudo) run without privileges")
     use_venv_packages()
     show_banner(settings)
     check_mounts(mount_points())
@@ -94,19 +101,28 @@ def show_banner(settings: Settings) -> None:
 
 
 def prepare_as_root(settings: Settings) -> accounts.Identity:
+    privileges.check_sudo_possible(settings.grant_sudo)
     if accounts.apply_remap(settings.puid, settings.pgid):
         who = accounts.identity()
-        accounts.chown_tree(HOME, who.uid, who.gid)
+        hand_to_dev(HOME, who)
         log.info(f"user dev remapped to uid {who.uid}, gid {who.gid}")
     who = accounts.identity()
-    for path in (Path("/run/torchrig"), ssh.HOST_KEY_DIR):
+    for path in (STATE_DIR, ssh.HOST_KEY_DIR):
         if path.exists():
-            accounts.chown_tree(path, who.uid, who.gid)
+            hand_to_dev(path, who)
     for mount in FRESH_MOUNT_CANDIDATES:
         if accounts.claim_if_fresh_mount(Path(mount), who.uid, who.gid):
             log.info(f"{mount} was created empty by Docker as root: handed to dev")
     configure_sudo(settings.grant_sudo)
     return who
+
+
+def hand_to_dev(tree: Path, who: accounts.Identity) -> None:
+    for path in accounts.chown_tree(tree, who.uid, who.gid):
+        log.warn(
+            f"left {path} to its owner: it has other hard links (perhaps another's file linked "
+            "in), so handing it to dev could hand over that file too; delete it if it is yours"
+        )
 
 
 def configure_sudo(grant: bool) -> None:

@@ -1,12 +1,18 @@
-"""Docker HEALTHCHECK: every service the supervisor runs answers on its port.
+"""Docker HEALTHCHECK: every service the supervisor runs answers on its port, and Jupyter's
+Host check is on.
 
 Reads the services list the entrypoint wrote (sshd may have been skipped for lack of a key),
-so it never reports a service the user did not get. Standard library only, no torch: it runs
-every few seconds.
+so it never reports a service the user did not get. Docker runs this as root, and dev owns the
+state dir: the list is read without following a symlink and up to a size, so dev cannot point
+root at another file or feed it an endless one. Standard library only, no torch: it runs every
+few seconds.
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 import sys
 import urllib.error
 import urllib.request
@@ -21,11 +27,37 @@ PROC_NET_TCP = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
 TCP_LISTEN = "0A"
 
 
+# A Host as a DNS-rebinding page would send it: neither an address nor a name the user allowed
+# (.invalid never resolves, RFC 2606).
+FOREIGN_HOST = "rebinding-check.invalid"
+# A services list is a few words; anything longer is not the entrypoint's.
+MAX_SERVICES_FILE_BYTES = 4096
+
+
 def jupyter_answers(port: int = JUPYTER_PORT) -> str | None:
-    """None when Jupyter's unauthenticated /api answers 200, else what went wrong."""
+    """None when Jupyter's unauthenticated /api answers 200 and refuses a foreign Host with 403
+    (torchrig.jupyter_hosts is loaded), else what went wrong."""
+    url = f"http://127.0.0.1:{port}/api"
+    status = http_status(url)
+    if status != 200:
+        return status if isinstance(status, str) else f"HTTP {status}"
+    foreign = http_status(url, host=FOREIGN_HOST)
+    if foreign != 403:
+        return (
+            f"it answers a request for Host {FOREIGN_HOST!r} with {foreign} instead of 403: its "
+            "Host check (torchrig.jupyter_hosts) is off, so a DNS-rebinding web page could reach it"
+        )
+    return None
+
+
+def http_status(url: str, host: str | None = None) -> int | str:
+    """A GET's HTTP status, or what went wrong."""
+    request = urllib.request.Request(url, headers={"Host": host} if host else {})
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=TIMEOUT_S) as reply:
-            return None if reply.status == 200 else f"HTTP {reply.status}"
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
     except (urllib.error.URLError, OSError) as exc:
         return str(exc)
 
@@ -59,16 +91,61 @@ def listening_ports(proc_net_tcp: str) -> set[int]:
 PROBES = {"jupyter": jupyter_answers, "sshd": sshd_answers}
 
 
+class ServicesFileError(Exception):
+    """The services list is not a small regular file of the state dir: not read."""
+
+
 def running_services(state: Path) -> list[str]:
-    path = state / SERVICES_FILE
-    if not path.exists():
+    text = read_services_file(state)
+    if text is None:
         return []
-    return [name for name in path.read_text(encoding="utf-8").split() if name in PROBES]
+    return [name for name in text.split() if name in PROBES]
+
+
+def read_services_file(state: Path) -> str | None:
+    """The services list's text; None while there is none. Opened without following a symlink
+    (the directory or the file), without blocking (a FIFO), and read up to a size limit."""
+    path = state / SERVICES_FILE
+    try:
+        directory = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ServicesFileError(f"{state}: {describe(state, exc)}") from None
+    try:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(SERVICES_FILE, flags, dir_fd=directory)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ServicesFileError(f"{path}: {describe(path, exc)}") from None
+    finally:
+        os.close(directory)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ServicesFileError(f"{path}: not a regular file, not read")
+        data = handle.read(MAX_SERVICES_FILE_BYTES + 1)
+    if len(data) > MAX_SERVICES_FILE_BYTES:
+        raise ServicesFileError(
+            f"{path}: longer than a services list ({MAX_SERVICES_FILE_BYTES} bytes), not read"
+        )
+    return data.decode("utf-8", errors="replace")
+
+
+def describe(path: Path, error: OSError) -> str:
+    if error.errno in (errno.ELOOP, errno.ENOTDIR) and path.is_symlink():
+        return "a symlink, not followed"
+    return error.strerror or str(error)
 
 
 def main() -> int:
+    try:
+        services = running_services(readable_state_dir())
+    except ServicesFileError as exc:
+        print(f"unhealthy: the services list: {exc}")
+        return 1
     failures = []
-    for name in running_services(readable_state_dir()):
+    for name in services:
         problem = PROBES[name]()
         if problem is not None:
             failures.append(f"{name}: {problem}")

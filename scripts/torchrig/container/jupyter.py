@@ -63,9 +63,14 @@ def jupyter_command(hostnames: tuple[str, ...] = ()) -> list[str]:
 def host_check_arguments(hostnames: tuple[str, ...]) -> list[str]:
     """The Host-header (DNS-rebinding) check: torchrig's extension (jupyter_hosts.py) in place of
     jupyter_server's own, which listening on 0.0.0.0 turns off and which, turned on, would refuse
-    every address but loopback. `allow_remote_access` only switches jupyter_server's check."""
+    every address but loopback. `allow_remote_access` only switches jupyter_server's check.
+
+    jupyter_server only logs a warning for an extension that fails to import or load, and serves
+    without it: without the check. `reraise_server_extension_failures` makes that failure stop
+    Jupyter instead (any extension's: the image's all load), so the supervisor reports it."""
     return [
         f"--ServerApp.jpserver_extensions={{{HOST_CHECK_EXTENSION!r}: True}}",
+        "--ServerApp.reraise_server_extension_failures=True",
         "--ServerApp.allow_remote_access=True",
         *(f"--ServerApp.local_hostnames={name}" for name in ("localhost", *hostnames)),
     ]

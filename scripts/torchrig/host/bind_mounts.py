@@ -17,10 +17,9 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from stat import S_ISREG
 from typing import Any
 
-from torchrig import user_ids
+from torchrig import ownership, user_ids
 
 
 def bind_sources(config: dict[str, Any]) -> list[Path]:
@@ -100,38 +99,25 @@ class Handed:
 
 
 def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> Handed:
-    """Chown every root-owned entry below `sources` to uid:gid, never through a symlink.
+    """Chown every root-owned entry below `sources` to uid:gid, by torchrig.ownership's rule (no
+    symlink followed, no multiply-linked file handed over).
 
-    Each source is opened one path component at a time with O_NOFOLLOW, then walked with
-    os.fwalk, which holds each directory open: entries are changed by name inside it, so a
-    directory swapped for a symlink mid-walk is neither followed nor changed through."""
+    Each source is opened one path component at a time with O_NOFOLLOW, then walked from that
+    descriptor. The walk crosses mount points below a source: the user's own mounts inside a
+    project folder are the project's."""
     handed = Handed()
     for source in sources:
         top = open_directory_no_follow(os.path.realpath(source))
         try:
             if os.fstat(top).st_uid == 0:
-                os.chown(top, uid, gid)
+                os.fchown(top, uid, gid)
                 handed.changed += 1
-            for where, dirnames, filenames, dirfd in os.fwalk(
-                ".", dir_fd=top, follow_symlinks=False
-            ):
-                for name in [*dirnames, *filenames]:
-                    hand_entry(Path(source, where, name), name, dirfd, uid, gid, handed)
+            handover = ownership.hand_over_tree(top, uid, gid, only_owner=0, one_filesystem=False)
         finally:
             os.close(top)
+        handed.changed += handover.changed
+        handed.left_alone += [Path(source, relative) for relative in handover.left_alone]
     return handed
-
-
-def hand_entry(path: Path, name: str, dirfd: int, uid: int, gid: int, handed: Handed) -> None:
-    """One entry of a walked directory (`name` inside `dirfd`; `path` is for messages)."""
-    entry = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-    if entry.st_uid != 0:
-        return
-    if S_ISREG(entry.st_mode) and entry.st_nlink > 1:
-        handed.left_alone.append(Path(os.path.normpath(path)))
-        return
-    os.chown(name, uid, gid, dir_fd=dirfd, follow_symlinks=False)
-    handed.changed += 1
 
 
 def open_directory_no_follow(real_path: str) -> int:

@@ -135,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
     except LaunchError as exc:
         print(f"torchrig launch: {exc}", file=sys.stderr)
         return 2
+    exposure = preflight.exposure_here(request.torchrun_flags)
+    if exposure is not None:
+        print(f"torchrig launch: warning: {exposure}", file=sys.stderr)
     print(f"+ {launch_plan.display()}", flush=True)
     if args.dry_run:
         return 0

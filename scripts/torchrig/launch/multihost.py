@@ -21,6 +21,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,8 +191,15 @@ def probe_answer(host: str, captured: Captured) -> tuple[dict[str, Any] | None, 
 
 
 def preflight_problems(
-    hosts: list[Host], layout: Layout, python: str, cwd: str, script: str | None
+    hosts: list[Host],
+    layout: Layout,
+    python: str,
+    cwd: str,
+    script: str | None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[str]:
+    """Every host's probe, side by side: the problems that stop the launch. `warn` gets what
+    does not stop it (a host with a public address)."""
     answers = fanout.capture_all(
         probe_commands(hosts, layout, python, cwd, script),
         PREFLIGHT_TIMEOUT_S,
@@ -208,6 +216,9 @@ def preflight_problems(
     if problems:
         return problems  # the rest compares hosts, which needs all of them
     skews = {host: answer["time"] - answer["received"] for host, answer in facts.items()}
+    if warn is not None:
+        for warning in preflight.exposure_warnings(facts, layout.endpoint):
+            warn(warning)
     return preflight.problems_of(facts, skews, script, layout.endpoint)
 
 
@@ -237,7 +248,9 @@ def run_on_hosts(
             printer(host, "out", "+ " + shlex.join(argv))
         return 0
     script = None if torchrun.runs_something_else(request.torchrun_flags) else request.script
-    problems = preflight_problems(hosts, layout, python, cwd, script)
+    problems = preflight_problems(
+        hosts, layout, python, cwd, script, lambda text: printer.note(f"warning: {text}")
+    )
     if problems:
         for problem in problems:
             printer.note(problem)

@@ -7,6 +7,8 @@
 - whether the endpoint answers a TCP connection, and how it fails: a refused connection is a host
   that is up with nothing listening yet; a timeout is a firewall that drops packets, which
   torchrun would only report as a rendezvous timeout a minute later.
+- which of this machine's addresses are public: torch's stores listen on every interface
+  (`--local-addr` only changes the address advertised), so a job's ports are open on those too.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import ipaddress
 import socket
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 
 # torchrun's own default port for the c10d rendezvous.
 DEFAULT_RDZV_PORT = 29400
 SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
+IF_INET6 = Path("/proc/net/if_inet6")  # Linux: every IPv6 address, one per line
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,31 @@ def interface_addresses() -> dict[str, str]:
                 continue  # down, or no IPv4 address
             found[socket.inet_ntoa(reply[20:24])] = name
     return found
+
+
+def all_addresses(if_inet6: Path = IF_INET6) -> dict[str, str]:
+    """Every address of this machine's interfaces (IPv4 and IPv6) -> the interface's name."""
+    found = interface_addresses()
+    try:
+        lines = if_inet6.read_text(encoding="ascii").splitlines()
+    except OSError:
+        lines = []  # no IPv6
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6:
+            found[str(ipaddress.IPv6Address(bytes.fromhex(fields[0])))] = fields[5]
+    return found
+
+
+def public_addresses(addresses: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(address, interface) for each address of this machine that is globally routable: not
+    private, loopback, link-local or shared (carrier-grade NAT)."""
+    chosen = all_addresses() if addresses is None else addresses
+    return sorted(
+        (address, interface)
+        for address, interface in chosen.items()
+        if ipaddress.ip_address(address).is_global
+    )
 
 
 def route_to(host: str) -> Route | None:

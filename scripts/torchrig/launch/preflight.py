@@ -9,12 +9,16 @@ cannot reach, or that refuses the key, is named with the fix; so is a host whose
 Python or torchrig differs from the others, whose copy of the script differs, whose clock is off,
 or that cannot reach the rendezvous port on the first host; and a first host whose rendezvous port
 is already taken. All of it pure functions of the probes' answers, except `check_rendezvous`.
+
+Warnings, which do not stop the launch: a host with a public address, where the job's ports are
+open to whoever can reach them (torch's stores listen on every interface, and torch unpickles
+the rendezvous state it reads from them).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from torchrig.launch import network, torchrun
@@ -72,6 +76,33 @@ def check_rendezvous(flags: list[Flag], timeout_s: float = 5.0) -> Route | None:
         if outcome == Reach.UNREACHABLE:
             raise LaunchError(unreachable_message(endpoint, detail))
     return route
+
+
+def exposure_warning(where: str, public: Sequence[Sequence[str]], ports: str) -> str:
+    """What a machine with public addresses risks: torch's stores listen on every interface."""
+    listed = ", ".join(f"{address} ({interface})" for address, interface in public)
+    return (
+        f"{where} has public address(es) {listed}, and the job listens there too: torch's stores "
+        f"listen on every interface ({ports}), and gloo and NCCL open ports as well. Whoever can "
+        "connect can write rendezvous state, which torch unpickles: their code, run as this user "
+        "on every node. Allow these ports only from the job's machines (a firewall or security "
+        "group): docs/multinode.md, Network exposure"
+    )
+
+
+def exposure_here(flags: list[Flag]) -> str | None:
+    """The warning for this machine, when it has a public address; else None."""
+    public = network.public_addresses()
+    if not public:
+        return None
+    given = torchrun.flag_given(flags, "--rdzv-endpoint")
+    ports = "the rendezvous store on a free port, the workers' store on another"
+    if given:
+        port = network.parse_endpoint(given).port
+        ports = (
+            f"the rendezvous store on port {port} of its host, the workers' store on a free port"
+        )
+    return exposure_warning("this machine", public, ports)
 
 
 def is_local(host: str, route: Route) -> bool:
@@ -175,6 +206,43 @@ def network_problems(
     return problems
 
 
+def exposure_warnings(
+    facts: Mapping[str, Mapping[str, Any]], endpoint: network.Endpoint
+) -> list[str]:
+    """One warning per host that has a public address (every host opens ports for the job)."""
+    ports = (
+        f"the rendezvous store on port {endpoint.port} of the first host, the workers' store "
+        "on a free port of rank 0's"
+    )
+    return [
+        exposure_warning(host, host_facts["public_addresses"], ports)
+        for host, host_facts in facts.items()
+        if host_facts.get("public_addresses")
+    ]
+
+
+SHELL_FAMILY_POSIX = frozenset(
+    {"sh", "bash", "dash", "ash", "ksh", "ksh93", "mksh", "lksh", "pdksh", "zsh", "yash", "posh",
+     "busybox"}
+)  # fmt: skip
+
+
+def shell_problems(facts: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A login shell that reads other quoting than POSIX's (fish, csh, nushell...): the commands
+    sent over SSH are quoted for POSIX shells (shlex), and another shell could misread them."""
+    problems = []
+    for host, host_facts in facts.items():
+        shell = host_facts.get("login_shell")
+        if shell and shell.rsplit("/", 1)[-1] not in SHELL_FAMILY_POSIX:
+            problems.append(
+                f"{host}: the login shell there is {shell}, which does not read POSIX shell "
+                "quoting, so the commands sent over SSH could be misread: make a POSIX shell "
+                "(bash, sh, zsh) that user's login shell (`chsh -s /bin/bash`), or log in as the "
+                "image's dev, whose shell is bash"
+            )
+    return problems
+
+
 def problems_of(
     facts: Mapping[str, Mapping[str, Any]],
     skews: Mapping[str, float],
@@ -182,7 +250,8 @@ def problems_of(
     endpoint: network.Endpoint,
 ) -> list[str]:
     """Everything that would make the hosts fail together, one line each."""
-    problems = version_problems(facts)
+    problems = shell_problems(facts)
+    problems += version_problems(facts)
     if script is not None:
         problems += script_problems(facts, script)
     problems += clock_problems(skews)

@@ -19,6 +19,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import pwd
 import socket
 import sys
 import threading
@@ -70,6 +71,14 @@ def script_facts(cwd: str, script: str | None) -> dict[str, Any]:
     return {"script_sha256": digest}
 
 
+def login_shell() -> str | None:
+    """The shell sshd runs the commands in: this user's login shell (`-c COMMAND`)."""
+    try:
+        return pwd.getpwuid(os.getuid()).pw_shell or None
+    except KeyError:
+        return None
+
+
 def facts(cwd: str, script: str | None, endpoint: network.Endpoint) -> dict[str, Any]:
     route = network.route_to(endpoint.host)
     return {
@@ -80,6 +89,8 @@ def facts(cwd: str, script: str | None, endpoint: network.Endpoint) -> dict[str,
         "torchrig": __version__,
         "cuda_flavour": os.environ.get("TORCHRIG_CUDA_FLAVOUR"),
         "route": None if route is None else [route.address, route.interface],
+        "public_addresses": network.public_addresses(),
+        "login_shell": login_shell(),
         **script_facts(cwd, script),
     }
 

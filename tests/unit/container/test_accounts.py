@@ -144,3 +144,20 @@ def test_chown_tree_changes_links_not_what_they_point_to(tmp_path: Path) -> None
     assert os.lstat(home / "to-file").st_uid == 4321
     for path in (outside, outside / "secret"):
         assert path.stat().st_uid == 0, path
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_chown_tree_leaves_a_root_file_hard_linked_into_the_tree_to_root(tmp_path: Path) -> None:
+    # dev hard-links root's file into /run/torchrig (fs.protected_hardlinks=0), then makes the
+    # container restart: the start's chown_tree must not hand root's file to dev.
+    roots = tmp_path / "roots-start-up-module.py"
+    roots.write_text("root's code")
+    os.chown(roots, 0, 0)
+    state = tmp_path / "run-torchrig"
+    state.mkdir()
+    (state / "services").write_text("jupyter")
+    os.link(roots, state / "planted")
+    left = accounts.chown_tree(state, 4321, 4322)
+    assert left == [state / "planted"]
+    assert roots.stat().st_uid == 0
+    assert (state / "services").stat().st_uid == 4321

@@ -176,6 +176,44 @@ def test_root_steps_resolve_commands_in_system_directories_only(
     monkeypatch.setattr(entrypoint, "show_banner", lambda settings: None)
     monkeypatch.setattr(entrypoint, "state_dir", lambda: tmp_path)
     monkeypatch.setattr(entrypoint, "run_command", run_command)
+    monkeypatch.setattr(entrypoint.privileges, "set_no_new_privileges", lambda: None)
     assert entrypoint.start(["true"]) == 0
     assert seen == {"root": entrypoint.ROOT_PATH, "dev": container_path}
     assert "/opt/venv" not in entrypoint.ROOT_PATH
+
+
+@pytest.mark.parametrize(
+    ("euid", "environ", "confined"),
+    [
+        (0, {}, True),
+        (0, {"GRANT_SUDO": "1"}, False),  # sudo must work
+        (4242, {}, True),
+        (4242, {"GRANT_SUDO": "1"}, True),  # started as dev: no sudo is set up, nothing to keep
+    ],
+)
+def test_no_new_privileges_for_everything_the_start_runs_unless_sudo_is_granted(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    euid: int,
+    environ: dict[str, str],
+    confined: bool,
+) -> None:
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    order: list[str] = []
+    dev = accounts.Identity(4242, 4343, (), str(tmp_path / "home"), "/bin/bash")
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
+    monkeypatch.setattr(entrypoint, "prepare_as_root", lambda settings: dev)
+    monkeypatch.setattr(
+        entrypoint.accounts, "drop_privileges", lambda who: order.append("drop to dev")
+    )
+    monkeypatch.setattr(
+        entrypoint.privileges, "set_no_new_privileges", lambda: order.append("no-new-privileges")
+    )
+    monkeypatch.setattr(entrypoint, "show_banner", lambda settings: None)
+    monkeypatch.setattr(entrypoint, "state_dir", lambda: tmp_path)
+    monkeypatch.setattr(entrypoint, "run_command", lambda command: order.append("command") or 0)
+    assert entrypoint.start(["true"]) == 0
+    expected = ["drop to dev"] if euid == 0 else []
+    expected += ["no-new-privileges"] if confined else []
+    assert order == [*expected, "command"]

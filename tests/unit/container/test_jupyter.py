@@ -41,6 +41,8 @@ def test_the_host_check_is_torchrigs_with_localhost_and_the_listed_names() -> No
     assert "--ServerApp.jpserver_extensions={'torchrig.jupyter_hosts': True}" in command
     # jupyter_server's own check (loopback addresses only) is replaced, not just dropped.
     assert "--ServerApp.allow_remote_access=True" in command
+    # An extension that fails to load stops Jupyter, rather than leaving it without the check.
+    assert "--ServerApp.reraise_server_extension_failures=True" in command
     names = [arg.partition("=")[2] for arg in command if "local_hostnames" in arg]
     assert names == ["localhost", "gpubox", "gpubox.lan"]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,77 @@ def test_no_dotenv_when_compose_reads_other_env_files(
     monkeypatch.setenv("COMPOSE_ENV_FILES", str(tmp_path / "stack.env"))
     assert dotenv.main(["--path", str(tmp_path / ".env")]) == 0
     assert not (tmp_path / ".env").exists()
+
+
+def mode_of(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def existing(path: Path, text: str, mode: int) -> Path:
+    path.write_text(text)
+    path.chmod(mode)
+    return path
+
+
+def test_a_new_dotenv_is_readable_by_its_owner_alone_whatever_the_umask(tmp_path: Path) -> None:
+    path = tmp_path / ".env"
+    old = os.umask(0o002)  # a umask that would leave it world-readable
+    try:
+        assert dotenv.main(["--path", str(path)]) == 0
+    finally:
+        os.umask(old)
+    assert mode_of(path) == 0o600
+
+
+def test_an_existing_world_readable_dotenv_is_tightened_with_a_notice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = existing(tmp_path / ".env", "JUPYTER_TOKEN=secret\n", 0o644)
+    assert dotenv.main(["--path", str(path)]) == 0
+    assert mode_of(path) == 0o600
+    assert path.read_text() == "JUPYTER_TOKEN=secret\n"
+    notice = capsys.readouterr().err.splitlines()[0]
+    assert notice == (
+        f"tightened {path} from mode 644 to 600: it may hold JUPYTER_TOKEN, which other users "
+        "of this machine could read"
+    )
+
+
+def test_a_private_dotenv_is_left_without_a_notice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = existing(tmp_path / ".env", "PUID=4242\n", 0o600)
+    assert dotenv.main(["--path", str(path)]) == 0
+    assert mode_of(path) == 0o600
+    assert "tightened" not in capsys.readouterr().err
+
+
+def test_a_symlinked_dotenv_is_not_followed_and_said_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = existing(tmp_path / "shared.env", "PUID=4242\n", 0o644)
+    (tmp_path / ".env").symlink_to(target)
+    assert dotenv.main(["--path", str(tmp_path / ".env")]) == 0
+    assert mode_of(target) == 0o644  # what it points to is not ours to decide
+    assert "is a symlink, left as it is" in capsys.readouterr().err
+
+
+def test_a_dangling_symlink_is_never_written_through(tmp_path: Path) -> None:
+    (tmp_path / ".env").symlink_to(tmp_path / "elsewhere")
+    assert dotenv.main(["--path", str(tmp_path / ".env")]) == 0
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_world_readable_dotenv_that_is_not_ours_gets_a_warning_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = existing(tmp_path / ".env", "PUID=4242\n", 0o644)
+
+    def not_the_owner(fd: int, mode: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "fchmod", not_the_owner)
+    notice = dotenv.tighten(path)
+    assert notice is not None
+    assert notice.startswith(f"warning: {path} is readable by other users (mode 644)")
+    assert notice.endswith(f"run `chmod 600 {path}` as its owner")

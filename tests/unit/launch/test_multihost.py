@@ -146,3 +146,28 @@ def wrap_with_config(run, config: Path):
         return run([argv[0], "-F", str(config), *argv[1:]], **kwargs)
 
     return with_config
+
+
+def test_the_preflight_warns_of_a_public_address_and_refuses_a_fish_login_shell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    common = {"torch": "2.13.0", "python": "3.11.2", "login_shell": "/bin/bash", "time": 5.0}
+    answers = {
+        "a": {**common, "public_addresses": [["203.0.114.9", "eth0"]]},
+        "b": {**common, "login_shell": "/usr/bin/fish", "reach": ["open", "10.0.0.1"]},
+    }
+    monkeypatch.setattr(
+        multihost.fanout,
+        "capture_all",
+        lambda commands, *args, **kwargs: {
+            host: Captured(0, out=[(5.0, json.dumps(answers[host]))]) for host in commands
+        },
+    )
+    warnings: list[str] = []
+    layout = multihost.Layout(Endpoint("a", 29400), "run", "1:2")
+    problems = multihost.preflight_problems(
+        [Host("a"), Host("b")], layout, "py", "/w", None, warnings.append
+    )
+    assert [problem.split(":")[0] for problem in problems] == ["b"]
+    assert "/usr/bin/fish, which does not read POSIX shell quoting" in problems[0]
+    assert len(warnings) == 1 and warnings[0].startswith("a has public address(es) 203.0.114.9")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 from torchrig.launch import network
@@ -70,3 +71,31 @@ def test_a_taken_port_cannot_be_listened_on(listener: socket.socket) -> None:
     with pytest.raises(OSError) as raised:
         network.listen(listener.getsockname()[1])
     assert raised.value.strerror == "Address already in use"
+
+
+IF_INET6 = """\
+00000000000000000000000000000001 01 80 10 80       lo
+fe800000000000000042e4fffe602754 05 40 20 80  docker0
+20010db8000000000000000000000005 02 40 00 80     eth0
+2a0104f8000000000000000000000002 02 40 00 80     eth0
+fd000000000000000000000000000002 02 40 00 80     eth0
+"""
+
+
+def test_every_address_of_the_machine_is_listed_with_its_interface(tmp_path: Path) -> None:
+    table = tmp_path / "if_inet6"
+    table.write_text(IF_INET6)
+    found = network.all_addresses(table)
+    assert found["127.0.0.1"] == "lo"  # IPv4, from the interfaces themselves
+    assert {found["::1"], found["2a01:4f8::2"], found["fd00::2"]} == {"lo", "eth0"}
+    assert network.all_addresses(tmp_path / "no-ipv6")["127.0.0.1"] == "lo"
+
+
+def test_only_globally_routable_addresses_are_public() -> None:
+    addresses = {
+        "127.0.0.1": "lo", "10.1.2.3": "eth0", "172.17.0.1": "docker0", "192.168.1.5": "wlan0",
+        "100.64.0.7": "tailscale0", "169.254.1.1": "eth1", "192.0.2.7": "doc",
+        "203.0.113.0": "doc", "8.8.4.4": "eth2", "fe80::1": "eth0", "fd00::2": "eth0",
+        "2001:db8::5": "doc", "2a01:4f8::2": "eth0",
+    }  # fmt: skip
+    assert network.public_addresses(addresses) == [("2a01:4f8::2", "eth0"), ("8.8.4.4", "eth2")]

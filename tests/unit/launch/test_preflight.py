@@ -138,3 +138,50 @@ def test_the_rendezvous_port_and_the_way_to_it() -> None:
         "c: the rendezvous host 'a' does not resolve there: give --rdzv-endpoint ADDRESS:PORT "
         "with an address every host reaches",
     ]
+
+
+# --- what the job exposes, and the shells the commands go through ----------------------------
+
+
+def test_a_host_with_a_public_address_gets_a_warning_and_the_launch_goes_on() -> None:
+    facts = hosts(b={"public_addresses": [["203.0.114.9", "eth0"]]})
+    assert preflight.problems_of(facts, {}, "t.py", ENDPOINT) == []
+    assert preflight.exposure_warnings(facts, ENDPOINT) == [
+        "b has public address(es) 203.0.114.9 (eth0), and the job listens there too: torch's "
+        "stores listen on every interface (the rendezvous store on port 29400 of the first host, "
+        "the workers' store on a free port of rank 0's), and gloo and NCCL open ports as well. "
+        "Whoever can connect can write rendezvous state, which torch unpickles: their code, run "
+        "as this user on every node. Allow these ports only from the job's machines (a firewall "
+        "or security group): docs/multinode.md, Network exposure"
+    ]
+    assert preflight.exposure_warnings(hosts(), ENDPOINT) == []
+
+
+def test_this_machine_warns_of_its_public_addresses_for_any_launch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(network, "public_addresses", lambda: [("203.0.114.9", "eth0")])
+    by_hand = preflight.exposure_here([("--rdzv-endpoint", "head:29555")])
+    assert by_hand is not None
+    assert by_hand.startswith("this machine has public address(es) 203.0.114.9 (eth0)")
+    assert "the rendezvous store on port 29555 of its host" in by_hand
+    alone = preflight.exposure_here([])  # --standalone: its store on a free port, all interfaces
+    assert alone is not None and "the rendezvous store on a free port" in alone
+    monkeypatch.setattr(network, "public_addresses", lambda: [])
+    assert preflight.exposure_here([("--rdzv-endpoint", "head:29555")]) is None
+
+
+@pytest.mark.parametrize("shell", ["/usr/bin/fish", "/bin/tcsh", "/bin/csh", "/usr/bin/nu"])
+def test_a_login_shell_that_is_not_posix_stops_the_launch(shell: str) -> None:
+    problems = preflight.problems_of(hosts(c={"login_shell": shell}), {}, None, ENDPOINT)
+    assert problems == [
+        f"c: the login shell there is {shell}, which does not read POSIX shell quoting, so the "
+        "commands sent over SSH could be misread: make a POSIX shell (bash, sh, zsh) that "
+        "user's login shell (`chsh -s /bin/bash`), or log in as the image's dev, whose shell is "
+        "bash"
+    ]
+
+
+@pytest.mark.parametrize("shell", ["/bin/bash", "/bin/sh", "/usr/bin/dash", "/bin/zsh", None])
+def test_posix_login_shells_pass(shell: str | None) -> None:
+    assert preflight.problems_of(hosts(a={"login_shell": shell}), {}, None, ENDPOINT) == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +80,9 @@ def test_a_connecting_probe_gives_up_when_its_stdin_ends(tmp_path: Path) -> None
         input="", capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert answer.returncode == 3 and answer.stdout == ""
+
+
+def test_facts_name_the_login_shell_and_the_public_addresses(tmp_path: Path) -> None:
+    facts = probe.facts(str(tmp_path), None, network.Endpoint("127.0.0.1", 1))
+    assert facts["login_shell"] == pwd.getpwuid(os.getuid()).pw_shell
+    assert facts["public_addresses"] == network.public_addresses()

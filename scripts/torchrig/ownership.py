@@ -1,0 +1,101 @@
+"""Handing a tree to another owner as root: the one rule both sides of Docker follow.
+
+Root changes owners inside trees that someone else controls: `make up` as root hands the root-owned
+files of the workspace to the container's dev (host/bind_mounts.py), and the container's start
+hands dev's home, state dir and SSH host keys to PUID/PGID (container/accounts.py). The tree's
+owner may have prepared it, so:
+
+- no symlink is followed. Each directory is held open (os.fwalk) and its entries are changed by
+  name inside it, so a directory swapped for a symlink mid-walk is neither followed nor changed
+  through. A symlink itself changes owner; what it points to does not.
+- a regular file with more than one hard link is left alone. It may be another's file (root's own
+  start-up code, /etc/shadow) linked into the tree, and a chown would hand over that file too.
+  Where the kernel lets users hard-link files they do not own (`fs.protected_hardlinks=0`, its
+  default, though systemd distributions set 1) that is the whole attack.
+- a regular file or directory is checked and changed through one descriptor, opened without
+  following a symlink: the file whose links were counted is the file that changes, even if its
+  name is swapped meanwhile.
+
+Standard library only: both sides import it (the host's plain python3, root's `python3 -I -S`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass, field
+
+# Open for fstat/fchown only: never block (a FIFO), never take a terminal, never follow a symlink.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+
+@dataclass
+class Handover:
+    changed: int = 0
+    # Multiply-linked regular files, relative to the top: possibly another's file linked in.
+    left_alone: list[str] = field(default_factory=list)
+
+
+def linked_elsewhere(entry: os.stat_result) -> bool:
+    """A regular file with more than one hard link: it may be another's file linked in here."""
+    return stat.S_ISREG(entry.st_mode) and entry.st_nlink > 1
+
+
+def hand_over_tree(
+    top: int, uid: int, gid: int, *, only_owner: int | None = None, one_filesystem: bool = True
+) -> Handover:
+    """Hand every entry below the open directory `top` (not `top` itself) to uid:gid, by the
+    rules in the module docstring.
+
+    `only_owner`: change only the entries that uid owns (the host side hands over root's only).
+    `one_filesystem`: do not descend into a mount point below `top` (a volume: its top directory
+    changes, its content is not this walk's to change)."""
+    handover = Handover()
+    device = os.fstat(top).st_dev
+    for where, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
+        for name in [*dirnames, *filenames]:
+            outcome = hand_over_entry(name, dirfd, uid, gid, only_owner)
+            if outcome == CHANGED:
+                handover.changed += 1
+            elif outcome == LINKED:
+                handover.left_alone.append(os.path.normpath(os.path.join(where, name)))
+        if one_filesystem:
+            dirnames[:] = [
+                name
+                for name in dirnames
+                if os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_dev == device
+            ]
+    return handover
+
+
+CHANGED, KEPT, LINKED = "changed", "kept", "linked"
+
+
+def hand_over_entry(name: str, dirfd: int, uid: int, gid: int, only_owner: int | None) -> str:
+    """One entry of a walked directory: CHANGED, KEPT (not `only_owner`'s, or it changed type
+    under the walk) or LINKED (left alone: other hard links)."""
+    entry = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    if only_owner is not None and entry.st_uid != only_owner:
+        return KEPT
+    if not (stat.S_ISREG(entry.st_mode) or stat.S_ISDIR(entry.st_mode)):
+        # A symlink, socket or FIFO: its own owner, by name. None of them can be a hard link
+        # to a regular file, and opening them would follow, fail or block.
+        os.chown(name, uid, gid, dir_fd=dirfd, follow_symlinks=False)
+        return CHANGED
+    try:
+        fd = os.open(name, _OPEN_FLAGS, dir_fd=dirfd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):
+            return KEPT  # swapped for a symlink or socket since the lstat: not what was checked
+        raise
+    try:
+        opened = os.fstat(fd)
+        if only_owner is not None and opened.st_uid != only_owner:
+            return KEPT
+        if linked_elsewhere(opened):
+            return LINKED
+        os.fchown(fd, uid, gid)
+    finally:
+        os.close(fd)
+    return CHANGED
