@@ -1,6 +1,6 @@
 """Train an image classifier with DistributedDataParallel, and resume exactly after a crash.
 
-Run it with torchrun (or `torchrig launch`, which picks the process count and restart defaults):
+Run it with torchrun (or `torchrig launch`, which picks the process count and thread defaults):
 
     torchrun --nproc-per-node 4 workspace/examples/train_ddp.py                  # GPUs, resnet18
     torchrun --nproc-per-node 2 workspace/examples/train_ddp.py --device cpu \

@@ -7,9 +7,13 @@ flag passes through unchanged. What this package adds, one module each:
 - `environment`: what a scheduler already said in the environment (Kubeflow's `PET_*`), so an
   explicit default from us never overrides it.
 - `plan`: the local plan: process count (one per visible GPU; on a CPU a few), `--standalone` on
-  one machine, `--max-restarts 3`, threads per rank, NCCL's async error handling and a collective
-  timeout; a pure function from the request and the machine's facts to a command line.
-- `cli`: the command: parse, plan, print the torchrun command line, become it.
+  one machine, `--max-restarts 0` unless asked, threads per rank, NCCL's async error handling, a
+  collective timeout, a rendezvous store per restart round and the worker guard; a pure function
+  from the request and the machine's facts to a command line.
+- `child`: torchrun as launch's child (signals passed on, 75 for a resumable stop).
+- `worker` and `guarded`: the worker guard torchrun runs each worker under, so that a rank whose
+  script finished is not failed by Python's teardown.
+- `cli`: the command: parse, plan, print the torchrun command line, run it.
 
 Standard library only at import time; GPUs are counted when the command runs.
 """

@@ -1,0 +1,146 @@
+"""Users' own code under the launcher: how many runs out of N exit 0 with the job run once, and
+how long a restart round takes to start after a worker died.
+
+    python benchmarks/own_code.py --runs 20 [--load] [--without-fixes] > result.json
+
+Each run starts one of tests/users_code/ (a plain torch.distributed script, accelerate, Lightning
+Fabric; the last two must be installed: tests/users_code/frameworks.txt) on 2 CPU processes with
+`--max-restarts 1`, so that a rank dying in Python's teardown would re-run the job: a run counts
+as good when it exits 0 and every rank started once. The restart case kills rank 1 of the plain
+script in round 0 and counts the runs whose round 1 finished; its time is from the kill to the
+first start of a round-1 worker.
+
+`--without-fixes` runs plain torchrun with neither of the workstation's fixes (no worker guard,
+the agent's shared store), for the comparison. `--load` keeps every core busy with spinning
+processes meanwhile (a loaded machine is where the teardown race shows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CODE = REPO / "tests" / "users_code"
+SCRIPTS = {
+    "plain": ("plain_dist.py",),
+    "accelerate": ("accelerate_train.py",),
+    "fabric": ("fabric_train.py", "2"),
+}
+
+
+def spin() -> None:
+    while True:
+        pass
+
+
+def environment(without_fixes: bool) -> dict[str, str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if without_fixes:
+        env["TORCHRIG_WORKER_GUARD"] = "off"
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"
+        env.pop("PYTHON_EXEC", None)
+    return env
+
+
+def command(script: tuple[str, ...], out: Path, without_fixes: bool, *extra: str) -> list[str]:
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        if without_fixes
+        else [sys.executable, "-m", "torchrig", "launch"]
+    )
+    name, *args = script
+    return [*launcher, "--nproc-per-node", "2", "--max-restarts", "1", str(CODE / name),
+            str(out), *args, *extra]  # fmt: skip
+
+
+def one_run(argv: list[str], env: dict[str, str], out: Path) -> tuple[bool, str]:
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return False, "hung (300 s)"
+    runs = (out / "runs.log").read_text().splitlines() if (out / "runs.log").exists() else []
+    ranks = sorted(line.split()[1] for line in runs)
+    if done.returncode != 0:
+        return False, f"exit {done.returncode}"
+    if ranks != ["0", "1"]:
+        return False, f"ran {len(runs) // 2} times"
+    return True, "ok"
+
+
+def restart_time(out: Path) -> float | None:
+    killed = out / "killed"
+    round_1 = sorted(out.glob("started-*-1"))
+    if not killed.exists() or not round_1:
+        return None
+    first = min(float(path.read_text()) for path in round_1)
+    return first - float(killed.read_text())
+
+
+def measure(runs: int, without_fixes: bool) -> dict:
+    env = environment(without_fixes)
+    results: dict = {}
+    for name, script in SCRIPTS.items():
+        outcomes = []
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory() as folder:
+                outcomes.append(one_run(command(script, Path(folder), without_fixes), env,
+                                        Path(folder))[1])  # fmt: skip
+        results[name] = {"good": outcomes.count("ok"), "of": runs, "failures": sorted(
+            {o: outcomes.count(o) for o in outcomes if o != "ok"}.items())}  # fmt: skip
+    times, good = [], 0
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as folder:
+            out = Path(folder)
+            argv = command(SCRIPTS["plain"], out, without_fixes, "--kill-rank", "1")
+            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+            finished = sorted(out.glob("result-*.txt"))
+            if done.returncode == 0 and len(finished) == 2:
+                good += 1
+                seconds = restart_time(out)
+                if seconds is not None:
+                    times.append(seconds)
+    results["restart"] = {
+        "good": good,
+        "of": runs,
+        "death_to_next_round_s_median": round(statistics.median(times), 2) if times else None,
+        "death_to_next_round_s_max": round(max(times), 2) if times else None,
+    }
+    return results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--load", action="store_true", help="keep every core busy meanwhile")
+    parser.add_argument("--without-fixes", action="store_true", help="plain torchrun, no fixes")
+    args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs must be >= 1")
+    spinners = []
+    if args.load:
+        spinners = [multiprocessing.Process(target=spin, daemon=True)
+                    for _ in range(os.cpu_count() or 1)]  # fmt: skip
+        for spinner in spinners:
+            spinner.start()
+    started = time.time()
+    try:
+        results = measure(args.runs, args.without_fixes)
+    finally:
+        for spinner in spinners:
+            spinner.terminate()
+    print(json.dumps({"load": args.load, "without_fixes": args.without_fixes,
+                      "seconds": round(time.time() - started), **results}, indent=2))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
