@@ -43,7 +43,7 @@ TINY = [
 ]  # fmt: skip
 RUN_TIMEOUT_S = 900
 # Only the job's own processes: the launcher, the remote wrapper, torchrun and its workers.
-JOB_PROCESS = re.compile(r"torchrig(\.launch\.remote| launch)|torch\.distributed\.run|train_ddp")
+JOB_PROCESS = re.compile(r"torchrig(\.multihost\.remote| launch)|torch\.distributed\.run|train_ddp")
 # Set to 1 to start the nodes with torch's shared rendezvous store (the rejoin bug) on purpose:
 # the rejoin test must then fail, which proves it tests the fix.
 WITHOUT_REJOIN_FIX = os.environ.get("TORCHRIG_TEST_WITHOUT_REJOIN_FIX") == "1"

@@ -18,9 +18,10 @@ from collections.abc import Callable
 
 from torchrig.checkpoint.stop import RESUMABLE_EXIT
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
-from torchrig.launch import child, environment, hostfile, multihost, plan, preflight, torchrun
+from torchrig.launch import child, environment, multihost, plan, preflight, torchrun
 from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, MAX_CPU_PROCESSES, LaunchError
 from torchrig.launch.worker import guard_command
+from torchrig.multihost import hostfile
 
 USAGE = "torchrig launch [options] [torchrun flags...] script.py [script args...]"
 

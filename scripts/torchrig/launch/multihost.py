@@ -25,12 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from torchrig.launch import fanout, network, preflight, torchrun
-from torchrig.launch.fanout import Captured, JobPolicy, Printer
-from torchrig.launch.hostfile import Host
-from torchrig.launch.network import Endpoint
+from torchrig.facts import network
+from torchrig.facts.network import Endpoint
+from torchrig.launch import preflight, torchrun
 from torchrig.launch.plan import LaunchError, LaunchRequest
 from torchrig.launch.torchrun import Flag
+from torchrig.multihost import fanout
+from torchrig.multihost.fanout import Captured, JobPolicy, Printer
+from torchrig.multihost.hostfile import Host
 
 # Flags the fan-out sets per host or forbids: torchrun's static rendezvous has fixed ranks and
 # one master address, which the hosts of an elastic job do not have.
@@ -135,7 +137,7 @@ def host_commands(
     commands = {}
     for index, host in enumerate(hosts):
         remote = [
-            python, "-m", "torchrig.launch.remote", "--",
+            python, "-m", "torchrig.multihost.remote", "--",
             python, "-m", "torchrig", "launch", *launch_argv(request, host, index == 0, layout),
         ]  # fmt: skip
         commands[host.name] = fanout.ssh_command(host.name, remote, cwd)
@@ -147,7 +149,7 @@ def probe_commands(
 ) -> dict[str, list[str]]:
     commands = {}
     for index, host in enumerate(hosts):
-        remote = [python, "-m", "torchrig.launch.probe", "--cwd", cwd,
+        remote = [python, "-m", "torchrig.multihost.probe", "--cwd", cwd,
                   "--endpoint", str(layout.endpoint)]  # fmt: skip
         if script is not None:
             remote += ["--script", script]

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.facts import nvml
+from torchrig.facts.network import Route
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
 from torchrig.launch import environment, torchrun
-from torchrig.launch.network import Route
 from torchrig.launch.torchrun import Flag
 
 # torchrun's own default. A restart runs the script again from its start, which only a script

@@ -21,8 +21,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from torchrig.launch import network, torchrun
-from torchrig.launch.network import Reach, Route
+from torchrig.facts import network
+from torchrig.facts.network import Reach, Route
+from torchrig.launch import torchrun
 from torchrig.launch.plan import LaunchError
 from torchrig.launch.torchrun import Flag
 

@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchrig.facts.verdict import Check, Verdict, failed, passed
-from torchrig.launch import fanout, multihost, preflight
-from torchrig.launch.hostfile import Host
+from torchrig.launch import multihost, preflight
 from torchrig.launch.plan import LaunchRequest
+from torchrig.multihost import fanout
+from torchrig.multihost.hostfile import Host
 from torchrig.verify import collectives, report, spawn
 from torchrig.verify.model import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, check_to_dict
 

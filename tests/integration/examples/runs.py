@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 from torchrig.launch.plan import SHARED_STORE_BUG_FIX, WORKER_INTERPRETER
-from torchrig.launch.remote import descendants
 from torchrig.launch.worker import GUARD_ENV, guard_command
+from torchrig.multihost.remote import descendants
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"

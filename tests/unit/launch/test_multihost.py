@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from torchrig.cli import main
+from torchrig.facts.network import Endpoint
 from torchrig.launch import multihost
-from torchrig.launch.fanout import SSH_FAILED, Captured
-from torchrig.launch.hostfile import Host
-from torchrig.launch.network import Endpoint
 from torchrig.launch.plan import LaunchError
+from torchrig.multihost.fanout import SSH_FAILED, Captured
+from torchrig.multihost.hostfile import Host
 
 from .test_plan import parse
 from .test_plan import request_from_args as request_of
@@ -85,7 +85,8 @@ def test_the_commands_run_under_the_remote_wrapper_in_the_same_folder() -> None:
     remote = commands["b"][-1]
     assert commands["b"][-2] == "b"
     assert remote.startswith(
-        "cd /w && exec /venv/python -m torchrig.launch.remote -- /venv/python -m torchrig launch "
+        "cd /w && exec /venv/python -m torchrig.multihost.remote -- "
+        "/venv/python -m torchrig launch "
     )
     assert shlex.split(remote)[-1] == "t.py"
 
@@ -94,7 +95,7 @@ def test_the_probes_listen_on_the_first_host_and_connect_from_the_others() -> No
     layout = multihost.Layout(Endpoint("a", 29400), "run", "1:3")
     commands = multihost.probe_commands(HOSTS, layout, "py", "/w", "t.py")
     assert shlex.split(commands["a"][-1]) == [
-        "py", "-m", "torchrig.launch.probe", "--cwd", "/w", "--endpoint", "a:29400",
+        "py", "-m", "torchrig.multihost.probe", "--cwd", "/w", "--endpoint", "a:29400",
         "--script", "t.py", "--listen",
     ]  # fmt: skip
     assert shlex.split(commands["c"][-1])[-2:] == ["--connect-for", "30"]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from torchrig.launch import network, preflight
-from torchrig.launch.network import Endpoint, Reach, Route
+from torchrig.facts import network
+from torchrig.facts.network import Endpoint, Reach, Route
+from torchrig.launch import preflight
 from torchrig.launch.plan import LaunchError
 
 ENDPOINT = Endpoint("a", 29400)

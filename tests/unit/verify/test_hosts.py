@@ -8,8 +8,8 @@ import json
 
 import pytest
 from torchrig.facts.verdict import Verdict, failed, passed, warned
-from torchrig.launch.fanout import SSH_FAILED, Captured
-from torchrig.launch.hostfile import Host
+from torchrig.multihost.fanout import SSH_FAILED, Captured
+from torchrig.multihost.hostfile import Host
 from torchrig.verify import hosts
 from torchrig.verify.model import Report, check_to_dict
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from torchrig.launch.remote import STARTED
+from torchrig.multihost.remote import STARTED
 
 # BatchMode: fail instead of asking for a password or passphrase nobody will type. The keep-alive
 # notices a host that vanished (a killed container, a pulled cable) in about 15 s.

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from torchrig.launch.hostfile import Host, hosts_from, parse_host_list, parse_hostfile
 from torchrig.launch.plan import LaunchError
+from torchrig.multihost.hostfile import Host, hosts_from, parse_host_list, parse_hostfile
 
 
 def test_hosts_slots_comments_and_blank_lines() -> None:
