@@ -4,7 +4,7 @@
     python benchmarks/multinode.py allreduce
     python benchmarks/multinode.py recovery
 
-The nodes are the ones the container tests make (tests/container/multinode.py): sshd, one key,
+The nodes are the ones the container tests make (testbed/docker_nodes.py): sshd, one key,
 a shared /checkpoints volume; node a launches. Needs a built image (TORCHRIG_TEST_IMAGE, default
 torchrig/workstation:latest) and the test venv (docker, paramiko). The nodes share this machine's
 kernel, so its clock times every event, read as lines arrive from `docker exec`.
@@ -35,14 +35,14 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from tests.container.multinode import (  # noqa: E402
+from testbed.docker_nodes import (  # noqa: E402
     Cluster,
     Node,
     file_exists,
     launch_argv,
     training_args,
 )
-from tests.container.ssh import new_key_pair  # noqa: E402
+from testbed.ssh_keys import new_key_pair  # noqa: E402
 
 RANK_SCRIPT = (
     "import os, time\nprint(f\"RANK_START {os.environ['RANK']} {time.time():.3f}\", flush=True)\n"

@@ -3,7 +3,7 @@ to the resumed training's first step.
 
     python benchmarks/slurm_requeue.py [--repeats 3] [--json]
 
-Starts the Slurm tests' cluster (tests/slurm/cluster.py: munged, slurmctld and two slurmd on this
+Starts the Slurm tests' cluster (testbed/slurm_cluster.py: munged, slurmctld and two slurmd on this
 machine; needs root, slurm-wlm and munge), submits deploy/slurm/train.sbatch with the tiny CPU
 model and one process per node, and polls the job's output every 50 ms. Once the first run has
 logged a step after a checkpoint, `scontrol requeue` stops it (SIGTERM to every process, as a
@@ -26,8 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.slurm.cluster import CRED_EXPIRE_S, SlurmCluster  # noqa: E402
-from tests.slurm.jobs import read_runs, submit_training  # noqa: E402
+from testbed.slurm_cluster import CRED_EXPIRE_S, SlurmCluster  # noqa: E402
+from testbed.slurm_jobs import read_runs, submit_training  # noqa: E402
 
 POLL_S = 0.05
 TIMEOUT_S = 600

@@ -6,7 +6,8 @@ Each repeat starts the stack and times `docker compose stop` with nothing runnin
 services; then starts it again, runs the training example (2 processes, CPU, tiny model, a
 step every ~0.6 s) in the background as dev, waits until it is past step 4, and times the stop.
 For that stop it also reports the step the job saved and the last step any rank trained (from
---log-samples): steps lost is the difference, 0 when the save-on-stop works. Uses the compose
+--log-samples of testbed's traced wrapper, which also slows the steps): steps lost is the
+difference, 0 when the save-on-stop works. Uses the compose
 project `torchrig-bench-stop`, free ports and temporary folders. Needs a built image
 (`make build`; TORCHRIG_IMAGE picks it); set MEMLOCK where the engine caps it.
 """
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -28,13 +30,20 @@ from pathlib import Path
 from startup import bench_env, free_port
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from testbed import traced_train  # noqa: E402
+
 PROJECT = "torchrig-bench-stop"
+ARGS = (
+    "--device cpu --model tiny --image-size 8 --num-classes 4 --synthetic-size 96 --batch-size 4 "
+    "--steps 200 --step-delay 0.6 --checkpoint-every 1000 --log-every 1 "
+    "--checkpoint-dir /checkpoints/run --log-samples /checkpoints/samples.jsonl"
+)
+SCRIPT = shlex.join(traced_train.command("train_ddp.py", ARGS.split(), traced_train.PATH.name))
 TRAIN = (
     "cd /workspace && OMP_NUM_THREADS=1 nohup torchrun --standalone --nproc-per-node 2 "
-    "train_ddp.py --device cpu --model tiny --image-size 8 --num-classes 4 --synthetic-size 96 "
-    "--batch-size 4 --steps 200 --step-delay 0.6 --checkpoint-every 1000 --log-every 1 "
-    "--checkpoint-dir /checkpoints/run --log-samples /checkpoints/samples.jsonl "
-    "> /checkpoints/train.log 2>&1 &"
+    f"{SCRIPT} > /checkpoints/train.log 2>&1 &"
 )
 SAVED = re.compile(r"saved step (\d+) in /checkpoints/run; exiting with 75")
 
@@ -87,6 +96,7 @@ def main() -> int:
         folder = Path(tmp)
         env = bench_env(folder, ports)
         shutil.copy(REPO / "workspace" / "examples" / "train_ddp.py", folder / "workspace")
+        shutil.copy(traced_train.PATH, folder / "workspace")
         try:
             for _ in range(args.repeats):
                 compose(["up", "-d", "--wait"], env, args.cpu)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Every process below a pid, read from /proc: the one reader, shared with launch's remote end.
-from torchrig.launch.remote import descendants
+from torchrig.multihost.remote import descendants
 
 POLL_S = 0.05
 

@@ -3,8 +3,9 @@ set against the same run left alone: the loss curves and the final weights.
 
 Three runs of one command (`workspace/examples/train_ddp.py --fsdp` with sharded checkpoints):
 1. uninterrupted, to the end;
-2. slowed by --step-delay, SIGKILLed (torchrun and every worker, as a crash would) as soon as its
-   first checkpoint is complete on disk (`latest` exists);
+2. slowed by --step-delay (testbed's traced wrapper of the example), SIGKILLed (torchrun and
+   every worker, as a crash would) as soon as its first checkpoint is complete on disk (`latest`
+   exists);
 3. the same command again in the same folder: it resumes from that checkpoint.
 The loss curve of 2+3 (2's steps up to the checkpoint, 3's after) is compared step by step with
 1's, and 3's final weights with 1's, bit for bit.
@@ -17,9 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from testbed import traced_train
+
 from . import procs, readers
 
 EXAMPLE = Path("workspace") / "examples" / "train_ddp.py"
+TRACED = Path("testbed") / "traced_train.py"
 
 
 class ResumeFailed(RuntimeError):
@@ -40,10 +44,12 @@ Start = Callable[[str, list[str]], Any]  # (name, argv) -> Popen
 
 
 def torchrun_argv(python: str, plan: ResumePlan, folder: Path, *extra: str) -> list[str]:
+    """torchrun of the example in `folder`; `extra` may hold the traced wrapper's --step-delay."""
+    args = [*plan.example_args, "--checkpoint-dir", str(folder),
+            "--save-final", str(folder / "final.pt"), *extra]  # fmt: skip
     return [
-        python, "-m", "torch.distributed.run", "--standalone",
-        "--nproc-per-node", str(plan.nproc), str(EXAMPLE), *plan.example_args,
-        "--checkpoint-dir", str(folder), "--save-final", str(folder / "final.pt"), *extra,
+        python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+        str(plan.nproc), *traced_train.command(str(EXAMPLE), args, TRACED),
     ]  # fmt: skip
 
 

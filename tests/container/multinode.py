@@ -1,182 +1,19 @@
-"""Emulated nodes for the multi-node tests: containers of our image on one Docker network.
-
-Each node is a container with the hostname and network alias `a`, `b`, ... on a user-defined
-network of its own (Docker's DNS resolves the names), sshd only, and the session's public key. A
-named volume at /checkpoints is the shared folder every node saves to. The first node is the
-launcher: it holds the private key, an ~/.ssh/config with the image's port (2222) and user (dev),
-and the hostfiles. The training example is copied to /workspace/examples on every node: the same
-code at the same path, as on real machines.
-"""
+"""What the multi-node tests ask of the emulated nodes (testbed/docker_nodes.py): a launch run to
+its end or in the background, the launcher's pid, each host's lines and the launcher's notes, the
+final weights compared, the job's processes left over."""
 
 from __future__ import annotations
 
-import io
-import os
 import re
-import secrets
 import shlex
 import signal
 import subprocess
-import tarfile
-import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import docker
-from docker.models.containers import Container
-
-from .ssh import KeyPair
-from .stack import LIST_PROCESSES, REPO_ROOT, StackError, wait_until
-
-EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
-WORKSPACE = "/workspace"
-SCRIPT = "examples/train_ddp.py"
-HOME = "/home/dev"
-DEV_UID = 1000
-SSH_CONFIG = "Host *\n  Port 2222\n  User dev\n  StrictHostKeyChecking accept-new\n"
-# A run that takes seconds per step even on two busy cores: a tiny model on tiny images.
-TINY = [
-    "--device", "cpu", "--model", "tiny", "--image-size", "8", "--num-classes", "4",
-    "--synthetic-size", "48", "--batch-size", "4", "--steps", "4", "--warmup-steps", "1",
-    "--checkpoint-every", "2", "--log-every", "2", "--seed", "7",
-]  # fmt: skip
-RUN_TIMEOUT_S = 900
-# Only the job's own processes: the launcher, the remote wrapper, torchrun and its workers.
-JOB_PROCESS = re.compile(r"torchrig(\.launch\.remote| launch)|torch\.distributed\.run|train_ddp")
-# Set to 1 to start the nodes with torch's shared rendezvous store (the rejoin bug) on purpose:
-# the rejoin test must then fail, which proves it tests the fix.
-WITHOUT_REJOIN_FIX = os.environ.get("TORCHRIG_TEST_WITHOUT_REJOIN_FIX") == "1"
-
-
-def tar_of(files: dict[str, tuple[bytes, int]]) -> bytes:
-    """A tar of (content, mode) by path, owned by dev, for put_archive at /."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for path, (content, mode) in files.items():
-            info = tarfile.TarInfo(path.lstrip("/"))
-            info.size, info.mode, info.uid, info.gid = len(content), mode, DEV_UID, DEV_UID
-            info.mtime = int(time.time())
-            archive.addfile(info, io.BytesIO(content))
-    return buffer.getvalue()
-
-
-@dataclass
-class Node:
-    name: str
-    container: Container
-
-    def exec(self, command: str, user: str = "dev") -> tuple[int, str]:
-        """A shell command in the node (as dev, in /workspace), output merged."""
-        code, output = self.container.exec_run(["sh", "-c", command], user=user, workdir=WORKSPACE)
-        return int(code), output.decode(errors="replace")
-
-    def put(self, files: dict[str, tuple[bytes, int]]) -> None:
-        self.container.put_archive("/", tar_of(files))
-
-    def processes(self) -> list[tuple[int, str]]:
-        code, output = self.exec(f"python -c {shlex.quote(LIST_PROCESSES)}", user="root")
-        if code != 0:
-            raise StackError(f"{self.name}: listing processes failed: {output}")
-        rows = [line.split(" ", 1) for line in output.splitlines() if line.strip()]
-        return [(int(pid), args) for pid, args in rows]
-
-    def job_processes(self) -> list[tuple[int, str]]:
-        return [(pid, args) for pid, args in self.processes() if JOB_PROCESS.search(args)]
-
-    def sshd_listens(self) -> bool:
-        check = "import socket; socket.create_connection(('127.0.0.1', 2222), timeout=2).close()"
-        return self.exec(f"python -c {shlex.quote(check)}")[0] == 0
-
-
-@dataclass
-class Cluster:
-    """The nodes, their network and their shared checkpoint volume; `remove` deletes all."""
-
-    image: str
-    keys: KeyPair
-    tag: str = field(default_factory=lambda: f"trmn-{secrets.token_hex(4)}")
-    nodes: dict[str, Node] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.client = docker.from_env()
-        self.network = self.client.networks.create(self.tag, driver="bridge")
-        self.volume = self.client.volumes.create(f"{self.tag}-checkpoints")
-
-    def add(self, name: str, public_key: str | None = None, **env: str) -> Node:
-        environment = {
-            "SERVICES": "sshd",
-            "SSH_PUBLIC_KEY": public_key or self.keys.public_line,
-            "TORCHRIG_CPU_ONLY": "1",
-            **env,
-        }
-        if WITHOUT_REJOIN_FIX:
-            environment["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"
-        memlock = int(os.environ.get("MEMLOCK", "-1"))
-        container = self.client.containers.run(
-            self.image,
-            name=f"{self.tag}-{name}",
-            hostname=name,
-            network=self.network.name,
-            # The alias makes the bare name resolve on the other nodes (Docker's embedded DNS).
-            networking_config={
-                self.network.name: self.client.api.create_endpoint_config(aliases=[name])
-            },
-            environment=environment,
-            volumes={self.volume.name: {"bind": "/checkpoints", "mode": "rw"}},
-            shm_size="256m",
-            ulimits=[docker.types.Ulimit(name="memlock", soft=memlock, hard=memlock)],
-            detach=True,
-        )
-        node = Node(name, container)
-        self.nodes[name] = node
-        node.put({f"{WORKSPACE}/{SCRIPT}": (EXAMPLE.read_bytes(), 0o644)})
-        self.wait_for_sshd(node)
-        return node
-
-    def wait_for_sshd(self, node: Node) -> None:
-        wait_until(
-            f"sshd on node {node.name}",
-            node.sshd_listens,
-            on_timeout=lambda: node.container.logs().decode(errors="replace")[-3000:],
-        )
-
-    def make_launcher(self, node: Node) -> None:
-        """The private key and ~/.ssh/config, as a person would set up their first machine."""
-        node.put(
-            {
-                f"{HOME}/.ssh/id_ed25519": (self.keys.private_text.encode(), 0o600),
-                f"{HOME}/.ssh/config": (SSH_CONFIG.encode(), 0o600),
-            }
-        )
-
-    def write_hostfile(self, name: str, text: str) -> str:
-        path = f"{WORKSPACE}/{name}"
-        self.nodes["a"].put({path: (text.encode(), 0o644)})
-        return path
-
-    def kill(self, name: str) -> None:
-        """SIGKILL the whole container: the node dies as a machine would, mid-step."""
-        self.nodes[name].container.kill()
-
-    def restart(self, name: str) -> None:
-        node = self.nodes[name]
-        node.container.start()
-        self.wait_for_sshd(node)
-
-    def remove(self) -> None:
-        for node in self.nodes.values():
-            node.container.remove(force=True, v=True)
-        self.network.remove()
-        self.volume.remove(force=True)
-
-
-def launch_argv(node: Node, *args: str) -> list[str]:
-    """`docker exec` of `torchrig launch ARGS` on `node` as dev, in /workspace."""
-    return [
-        "docker", "exec", "-u", "dev", "-w", WORKSPACE, node.container.name,
-        "timeout", str(RUN_TIMEOUT_S), "torchrig", "launch", *args,
-    ]  # fmt: skip
+from testbed.docker_nodes import RUN_TIMEOUT_S, Node, launch_argv
+from testbed.waiting import wait_until
 
 
 def run_launch(node: Node, *args: str) -> tuple[int, str]:
@@ -267,16 +104,6 @@ def same_weights(node: Node, first: str, second: str) -> tuple[bool, str]:
     )
     code, output = node.exec(f"python -c {shlex.quote(compare)} {first} {second}")
     return code == 0, output
-
-
-def file_exists(node: Node, path: str) -> bool:
-    return node.exec(f"test -f {shlex.quote(path)}")[0] == 0
-
-
-def training_args(run: str, *extra: str) -> list[str]:
-    folder = f"/checkpoints/{run}"
-    return [SCRIPT, *TINY, "--checkpoint-dir", folder, "--save-final", f"{folder}/final.pt",
-            *extra]  # fmt: skip
 
 
 def world_sizes(output: str) -> list[int]:

@@ -7,7 +7,8 @@ Each pod becomes one container with what the pod spec says, translated to Docker
 - its volumes: a memory emptyDir is a tmpfs of the same size, a PVC is a named Docker volume that
   every pod of the job shares (ReadWriteMany);
 - its command (ENTRYPOINT) and args (CMD), exactly as Kubernetes reads them;
-- the environment the operator would inject (tests/deploy/k8s/operators.py).
+- the environment the operator would inject (tests/deploy/k8s/operators.py);
+- files a test adds, as a ConfigMap volume would (testbed's traced wrapper of the example).
 Resource requests are not translated: Docker has no GPUs here and the job runs on CPU.
 Everything made here has a unique name and is removed at the end, even when the run fails.
 """
@@ -19,12 +20,14 @@ import re
 import secrets
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import docker
 import requests
 from docker.models.containers import Container
+
+from testbed.docker_nodes import tar_of
 
 from ..deploy.k8s.operators import EmulationError, Pod
 
@@ -104,6 +107,7 @@ class Cluster:
     image: str
     network: str
     claims: dict[str, str]  # PVC name -> Docker volume name
+    files: dict[str, tuple[bytes, int]] = field(default_factory=dict)  # path -> (content, mode)
 
     def create(self, pod: Pod) -> Container:
         endpoint = self.client.api.create_endpoint_config(aliases=list(pod.dns_names))
@@ -120,9 +124,12 @@ class Cluster:
             kwargs["entrypoint"] = pod.container["command"]
         if "workingDir" in pod.container:
             kwargs["working_dir"] = pod.container["workingDir"]
-        return self.client.containers.create(
+        container = self.client.containers.create(
             self.image, command=pod.container.get("args"), detach=True, **kwargs
         )
+        if self.files:
+            container.put_archive("/", tar_of(self.files))
+        return container
 
     def start(self, pods: list[Pod]) -> list[Container]:
         """Start every pod at once, as the operator does."""
@@ -186,14 +193,18 @@ def wait_for(container: Container, deadline: float) -> int:
 
 
 @contextlib.contextmanager
-def cluster(image: str, pods: list[Pod]) -> Iterator[Cluster]:
-    """A fresh network and one fresh volume per PVC the pods name; all removed afterwards."""
+def cluster(
+    image: str, pods: list[Pod], files: dict[str, tuple[bytes, int]] | None = None
+) -> Iterator[Cluster]:
+    """A fresh network and one fresh volume per PVC the pods name; all removed afterwards.
+    `files` are put into every pod's container before it starts."""
     client = docker.from_env()
     name = f"torchrig-k8s-{secrets.token_hex(4)}"
     network = client.networks.create(name, driver="bridge")
     volumes = {claim: client.volumes.create(f"{name}-{claim}") for claim in claim_names(pods)}
     try:
-        yield Cluster(client, image, name, {claim: v.name for claim, v in volumes.items()})
+        claims = {claim: volume.name for claim, volume in volumes.items()}
+        yield Cluster(client, image, name, claims, files or {})
     finally:
         for container in client.containers.list(all=True, filters={"network": name}):
             container.remove(force=True)

@@ -2,38 +2,15 @@
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 
 import paramiko
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ed25519
+
+from testbed.ssh_keys import KeyPair, new_key_pair
+
+__all__ = ["KeyPair", "connect", "new_key_pair", "run"]
 
 USER = "dev"
-
-
-@dataclass(frozen=True)
-class KeyPair:
-    private: paramiko.Ed25519Key
-    public_line: str  # "ssh-ed25519 AAAA... comment", what SSH_PUBLIC_KEY takes
-    private_text: str  # the OpenSSH private key file's text, for the real `ssh -i`
-
-
-def new_key_pair() -> KeyPair:
-    """A fresh ed25519 pair (cryptography, so no ssh-keygen is needed on the test machine)."""
-    key = ed25519.Ed25519PrivateKey.generate()
-    private_text = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.OpenSSH,
-        serialization.NoEncryption(),
-    ).decode()
-    public = key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    )
-    private = paramiko.Ed25519Key.from_private_key(io.StringIO(private_text))
-    return KeyPair(
-        private=private, public_line=public.decode() + " torchrig-test", private_text=private_text
-    )
 
 
 def connect(

@@ -13,10 +13,9 @@ import secrets
 import shlex
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,28 +24,19 @@ import docker
 import paramiko
 from docker.models.containers import Container
 
+from testbed.docker_nodes import LIST_PROCESSES
+from testbed.waiting import DEFAULT_TIMEOUT_S, wait_until
+
 from . import ssh
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVICE = "workstation"
 # Two cores shared with a browser and other stacks: generous, but a hang still fails.
-READY_TIMEOUT_S = 180.0
+READY_TIMEOUT_S = DEFAULT_TIMEOUT_S
 COMPOSE_TIMEOUT_S = 300.0
 PORT_RETRIES = 3
 ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 PORT_TAKEN = re.compile(r"port is already allocated|address already in use", re.IGNORECASE)
-# Read /proc with the image's Python: no dependence on procps being installed.
-LIST_PROCESSES = """
-import os
-for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
-    try:
-        raw = open(f"/proc/{pid}/cmdline", "rb").read()
-    except OSError:
-        continue
-    if raw and pid != os.getpid():
-        args = raw.replace(b"\\0", b" ").replace(b"\\n", b" ").decode(errors="replace")
-        print(pid, args.strip())
-"""
 
 
 class StackError(AssertionError):
@@ -58,23 +48,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def wait_until(
-    what: str,
-    probe: Callable[[], bool],
-    timeout_s: float = READY_TIMEOUT_S,
-    interval_s: float = 1.0,
-    on_timeout: Callable[[], str] | None = None,
-) -> None:
-    """Poll `probe` until it is true or the deadline passes (then fail with evidence)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if probe():
-            return
-        time.sleep(interval_s)
-    evidence = on_timeout() if on_timeout else ""
-    raise StackError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{evidence}")
 
 
 def http_status(url: str, headers: dict[str, str] | None = None) -> int:

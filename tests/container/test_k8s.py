@@ -16,6 +16,8 @@ import re
 
 import pytest
 
+from testbed import traced_train
+
 from ..deploy.k8s.manifests import DEPLOY_DIR, Document, load
 from ..deploy.k8s.operators import Pod, operator_pods
 from .pods import Cluster, Finished, cluster, wait_for_log
@@ -32,6 +34,10 @@ TINY = [
 # Two containers x two ranks on two shared cores, plus start-up: generous, but a hang fails.
 RUN_TIMEOUT_S = 600
 JOBS = ["trainjob.yaml", "pytorchjob.yaml", "indexed-job.yaml"]
+EXAMPLE = "/workspace/examples/train_ddp.py"  # in the image, where the manifests run it
+# testbed's wrapper of the example, for --step-delay: put into each pod as a ConfigMap would.
+TRACED = "/workspace/traced_train.py"
+WRAPPER = {TRACED: (traced_train.PATH.read_bytes(), 0o644)}
 
 
 def on_cpu(documents: list[Document]) -> list[Document]:
@@ -50,6 +56,13 @@ def on_cpu(documents: list[Document]) -> list[Document]:
                     {"name": "PET_NPROC_PER_NODE", "value": str(PROCS_PER_NODE)}
                 )
     return documents
+
+
+def with_args(args: list[str], *extra: str) -> list[str]:
+    """The pod's args with `extra` for the script; its script under the traced wrapper when they
+    ask for its knobs (--step-delay)."""
+    script = args.index(EXAMPLE)
+    return [*args[:script], *traced_train.command(EXAMPLE, [*args[script + 1 :], *extra], TRACED)]
 
 
 def checkpoint_dir(pod: Pod) -> str:
@@ -110,10 +123,10 @@ def test_a_trainjob_restarted_after_losing_a_node_resumes_from_the_claim(image: 
     slow = ["--steps", str(steps), "--checkpoint-every", str(every), "--log-every", str(every),
             "--step-delay", "0.3"]  # fmt: skip
     for pod in pods:
-        pod.container["args"] = [*pod.container["args"], *TINY, *slow]
+        pod.container["args"] = with_args(pod.container["args"], *TINY, *slow)
     main, lost = sorted(pods, key=lambda pod: pod.node_rank)
 
-    with cluster(image, pods) as job:
+    with cluster(image, pods, WRAPPER) as job:
         main_container, lost_container = job.start([main, lost])
         # Step 10 logged: the checkpoint of step 5 is on the claim.
         wait_for_log(main_container, re.compile(r"step\s+10 \|"), RUN_TIMEOUT_S)

@@ -18,18 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from testbed.docker_nodes import Cluster, Node, file_exists, training_args
+
 from .multinode import (
     Background,
-    Cluster,
-    Node,
-    file_exists,
     host_lines,
     launcher_pid,
     leftovers,
     notes,
     run_launch,
     same_weights,
-    training_args,
     world_sizes,
 )
 from .ssh import KeyPair

@@ -49,7 +49,7 @@ def test_status_shows_the_running_job_and_its_last_checkpoint(running_stack: Sta
         assert [worker["rank"] for worker in job["workers"]] == [0]
         assert job["running_s"] > 0
         assert job["checkpoint_dir"] == CHECKPOINT_DIR
-        assert job["checkpoint_dir_source"] == "--checkpoint-dir"
+        assert job["checkpoint_dir_source"] == "recorded by rank 0"
         last = job["last_checkpoint"]
         assert last is not None and last["step"] >= 5 and last["step"] % 5 == 0
         assert last["path"].startswith(CHECKPOINT_DIR + "/step_")
@@ -58,6 +58,6 @@ def test_status_shows_the_running_job_and_its_last_checkpoint(running_stack: Sta
         code, text = running_stack.exec("torchrig status", user="dev")
         assert code == 0, text
         assert "no NVIDIA GPU here (CPU mode)" in text
-        assert f"{CHECKPOINT_DIR} (--checkpoint-dir): last step" in text
+        assert f"{CHECKPOINT_DIR} (recorded by rank 0): last step" in text
     finally:
         running_stack.exec(f"test -s {pid_file} && kill $(cat {pid_file})", user="dev")

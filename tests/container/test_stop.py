@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from testbed import traced_train
+
 from ..integration.examples.runs import EXAMPLE, TINY
 from . import ssh
 from .ssh import KeyPair
@@ -36,15 +38,16 @@ def train_command(run: str, *extra: str) -> str:
         *TINY, "--checkpoint-dir", f"/checkpoints/{run}",
         "--save-final", f"/checkpoints/{run}/final.pt", *extra,
     ]  # fmt: skip
+    script = traced_train.command("examples/train_ddp.py", args, traced_train.PATH.name)
     return (
         "cd /workspace && OMP_NUM_THREADS=1 torchrun --standalone --nproc-per-node 2 "
-        f"examples/train_ddp.py {shlex.join(args)}"
+        f"{shlex.join(script)}"
     )
 
 
 def stoppable_command(run: str) -> str:
     """Slow steps (a stop lands mid-run), a periodic checkpoint at PERIODIC, a line per step, and
-    the steps each rank trained (--log-samples)."""
+    the steps each rank trained (--log-samples): testbed's traced wrapper runs the example."""
     return train_command(
         run, "--step-delay", "0.6", "--checkpoint-every", str(PERIODIC), "--log-every", "1",
         "--log-samples", f"/checkpoints/{run}/samples.jsonl",
@@ -101,6 +104,7 @@ def test_compose_stop_saves_jobs_started_over_ssh_and_they_resume_bitwise_equal(
     stack.wait_ready()
     (stack.workspace / "examples").mkdir()
     shutil.copy(EXAMPLE, stack.workspace / "examples" / "train_ddp.py")
+    shutil.copy(traced_train.PATH, stack.workspace / traced_train.PATH.name)
     run_over_ssh(stack, ssh_keys, train_command("reference"))
 
     stopped, in_terminal = stack.checkpoints / "stopped", stack.checkpoints / "in-terminal"

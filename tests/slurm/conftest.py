@@ -1,4 +1,4 @@
-"""Fixtures for the Slurm tests: one real two-node cluster per session (see cluster.py).
+"""Fixtures for the Slurm tests: one real two-node cluster per session (testbed/slurm_cluster.py).
 
 Each test gets the cluster with both nodes idle; whatever jobs it left are cancelled after it,
 and the next test starts only when both nodes are idle again. When the cluster does not start,
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import ClusterError, SlurmCluster
+from testbed.slurm_cluster import ClusterError, SlurmCluster
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .jobs import REPO_ROOT
+from testbed import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(120)
 

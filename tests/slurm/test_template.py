@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import SlurmCluster
-from .jobs import JOB_TIMEOUT_S, REPO_ROOT, TEMPLATE, job_environment
+from testbed import REPO_ROOT
+from testbed.slurm_cluster import SlurmCluster
+from testbed.slurm_jobs import JOB_TIMEOUT_S, TEMPLATE, job_environment
 
 pytestmark = pytest.mark.timeout(300)
 

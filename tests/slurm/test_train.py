@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import SlurmCluster, free_port
-from .jobs import (
+from testbed import REPO_ROOT
+from testbed.slurm_cluster import SlurmCluster, free_port
+from testbed.slurm_jobs import (
     JOB_TIMEOUT_S,
     README,
-    REPO_ROOT,
     TINY,
     read_runs,
     submit_training,

@@ -68,8 +68,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     "data": set(),
     "models": set(),
     "checkpoint": {"distributed"},
-    "verify": {"facts", "distributed", "cli", "launch"},  # --hostfile: launch's SSH fan-out
-    "launch": {"facts", "distributed", "checkpoint"},
+    "multihost": {"facts"},
+    "launch": {"facts", "distributed", "checkpoint", "multihost"},
+    "verify": {"facts", "distributed", "cli", "launch", "multihost"},
     "status": {"facts", "checkpoint"},
     "jupyter_hosts": set(),
     "cli": set(),

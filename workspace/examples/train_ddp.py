@@ -7,25 +7,17 @@ Run it with torchrun (or `torchrig launch`, which picks the process count and th
         --model tiny --image-size 32 --batch-size 16 --steps 50                  # CPU, seconds
     torchrun --nproc-per-node 4 --max-restarts 3 workspace/examples/train_ddp.py # survive crashes
 
-Start the same command again after a crash (or let torchrun's --max-restarts do it) and it goes
-on from the newest good checkpoint in --checkpoint-dir, mid-epoch, with the optimizer, LR
-schedule, gradient scaler, sampler position and RNG states restored: on CPU with a fixed seed
-the final weights equal those of a run that never stopped, bit for bit.
+Started again after a crash, it goes on from the newest good checkpoint in --checkpoint-dir,
+mid-epoch, with optimizer, LR schedule, gradient scaler, sampler position and RNG states: on CPU
+with a fixed seed the final weights equal those of a run that never stopped, bit for bit. Stopped
+(SIGTERM from `docker compose stop`, Kubernetes or Slurm; Ctrl-C; SIGUSR1/SIGUSR2 as a
+preemption notice), every rank finishes its step, they save that step together and exit with 75
+(EX_TEMPFAIL): nothing is lost, and the same command carries on from there.
 
-Stopped rather than crashed (SIGTERM from `docker compose stop`, Kubernetes or Slurm; Ctrl-C;
-SIGUSR1/SIGUSR2 as a preemption notice), every rank finishes its step, they save one checkpoint
-of that step together and exit with 75 (EX_TEMPFAIL): nothing is lost, and the same command
-carries on from there.
-
-The file reads top to bottom: settings, process group, data, model, optimizer, resume, loop.
-The reusable parts live in the torchrig package (torchrig.distributed, torchrig.data,
-torchrig.models, torchrig.checkpoint).
+It reads top to bottom: settings, process group, data, model, optimizer, resume, loop.
 """
 
-from __future__ import annotations
-
 import argparse
-import json
 import math
 import os
 import sys
@@ -37,23 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
-from torchrig.checkpoint import (
-    RESUMABLE_EXIT,
-    CheckpointManager,
-    StopSignals,
-    TrainingState,
-    exit_resumable,
-    ignore_stop_signals,
-)
-from torchrig.data import ResumableDistributedSampler, SyntheticImages, WithIndex
-from torchrig.distributed import (
-    all_reduce_mean,
-    broadcast_buffers,
-    init_distributed,
-    shard_model,
-    shutdown_distributed,
-)
-from torchrig.models import TorchvisionUnavailable, build_model, import_torchvision
+from torchrig import checkpoint, data, distributed, models
 
 # -----------------------------------------------------------------------------------------------
 # Settings. Defaults suit a GPU; on a CPU pass a small model and image size.
@@ -86,8 +62,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log-every", type=int, default=20, help="throughput line every N steps")
     p.add_argument("--tensorboard-dir", type=Path, help="default: <checkpoint-dir>/tensorboard")
     p.add_argument("--save-final", type=Path, help="also write the final weights to this file")
-    p.add_argument("--log-samples", type=Path, help="append the sample indices trained on (JSONL)")
-    p.add_argument("--step-delay", type=float, default=0.0, help="sleep per step (crash tests)")
     args = p.parse_args(argv)
     positive = ("synthetic_size", "num_classes", "image_size", "batch_size", "grad_accum", "steps")
     for name in (*positive, "checkpoint_every", "keep", "log_every"):
@@ -95,8 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.warmup_steps is None:
         args.warmup_steps = min(100, args.steps // 10)
-    if args.lr <= 0 or args.warmup_steps < 0 or args.step_delay < 0:
-        p.error("--lr must be > 0, --warmup-steps and --step-delay >= 0")
+    if args.lr <= 0 or args.warmup_steps < 0:
+        p.error("--lr must be > 0 and --warmup-steps >= 0")
     if args.data is not None and not args.data.is_dir():
         p.error(f"--data {args.data}: not a directory")
     # Fail now, not at the first checkpoint an hour in.
@@ -126,19 +100,16 @@ on_gpu = args.device == "cuda"
 if args.sync_bn and not on_gpu:
     sys.exit("--sync-bn needs --device cuda: torch's SyncBatchNorm works only on GPUs")
 # The GPU speed-ups are on by default on a GPU and off on a CPU, where they do not pay.
-if args.channels_last is None:
-    args.channels_last = on_gpu
-if args.compile is None:
-    args.compile = on_gpu
+args.channels_last = on_gpu if args.channels_last is None else args.channels_last
+args.compile = on_gpu if args.compile is None else args.compile
 if args.workers is None:
     args.workers = min(8, (os.cpu_count() or 1) // torch.cuda.device_count()) if on_gpu else 0
 
 # -----------------------------------------------------------------------------------------------
 # Process group. torchrig's init survives torchrun restarts (see torchrig/distributed.py).
 
-dist_info = init_distributed(args.device)
-rank, world_size = dist_info.rank, dist_info.world_size
-is_main = dist_info.is_main
+dist_info = distributed.init_distributed(args.device)
+rank, world_size, is_main = dist_info.rank, dist_info.world_size, dist_info.is_main
 device = torch.device("cuda", dist_info.local_rank) if on_gpu else torch.device("cpu")
 
 
@@ -167,27 +138,21 @@ scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
 
 if args.data is not None:
     try:
-        tv = import_torchvision("--data (ImageFolder)")
-    except TorchvisionUnavailable as exc:
+        tv = models.import_torchvision("--data (ImageFolder)")
+    except models.TorchvisionUnavailable as exc:
         sys.exit(str(exc))
-    transforms = tv.transforms
-    dataset = tv.datasets.ImageFolder(
-        str(args.data),
-        transforms.Compose(
-            [
-                transforms.RandomResizedCrop(args.image_size),
-                transforms.RandomHorizontalFlip(),
-                transforms.ToTensor(),
-                transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
-            ]
-        ),
-    )
+    t = tv.transforms
+    augment = [t.RandomResizedCrop(args.image_size), t.RandomHorizontalFlip(), t.ToTensor()]
+    normalize = t.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])  # ImageNet's statistics
+    dataset = tv.datasets.ImageFolder(str(args.data), t.Compose([*augment, normalize]))
     args.num_classes = len(dataset.classes)
 else:
-    dataset = SyntheticImages(args.synthetic_size, args.image_size, args.num_classes, args.seed)
-sampler = ResumableDistributedSampler(dataset, world_size, rank, seed=args.seed)
+    dataset = data.SyntheticImages(
+        args.synthetic_size, args.image_size, args.num_classes, args.seed
+    )
+sampler = data.ResumableDistributedSampler(dataset, world_size, rank, seed=args.seed)
 loader = DataLoader(
-    WithIndex(dataset),  # each item carries its index, for --log-samples
+    dataset,
     batch_size=args.batch_size,
     sampler=sampler,
     num_workers=args.workers,
@@ -198,7 +163,7 @@ loader = DataLoader(
     drop_last=False,  # the sampler already gives every rank the same number of samples
     # A stop signal is this process's to handle: one torchrun passes on to the worker's process
     # group would otherwise kill the loader workers, and their death the training loop.
-    worker_init_fn=ignore_stop_signals,
+    worker_init_fn=checkpoint.ignore_stop_signals,
 )
 
 # -----------------------------------------------------------------------------------------------
@@ -206,18 +171,19 @@ loader = DataLoader(
 
 torch.manual_seed(args.seed)
 try:
-    model = build_model(args.model, args.num_classes)
-except (TorchvisionUnavailable, ValueError) as exc:
+    model = models.build_model(args.model, args.num_classes)
+except (models.TorchvisionUnavailable, ValueError) as exc:
     sys.exit(str(exc))
 if args.sync_bn:
     model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
-model = model.to(device, memory_format=torch.channels_last if args.channels_last else None)
+memory_format = torch.channels_last if args.channels_last else torch.preserve_format
+model = model.to(device, memory_format=memory_format)
 if args.fsdp:
     from torch.distributed.fsdp import MixedPrecisionPolicy
 
     # Blocks of >= 1M parameters become FSDP units, gathered only while they run.
     policy = MixedPrecisionPolicy(param_dtype=amp_dtype) if amp_dtype else MixedPrecisionPolicy()
-    shard_model(model, mp_policy=policy)
+    distributed.shard_model(model, mp_policy=policy)
     ddp_model = model
 else:
     ddp_model = DDP(model, device_ids=[dist_info.local_rank] if on_gpu else None)
@@ -233,12 +199,8 @@ global_batch = args.batch_size * args.grad_accum * world_size
 peak_lr = args.lr * global_batch / 256
 decay = [p for p in model.parameters() if p.ndim > 1]  # no weight decay on norms and biases
 no_decay = [p for p in model.parameters() if p.ndim <= 1]
-optimizer = torch.optim.SGD(
-    [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay}],
-    lr=peak_lr,
-    momentum=0.9,
-    nesterov=True,
-)
+groups = [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay}]
+optimizer = torch.optim.SGD(groups, lr=peak_lr, momentum=0.9, nesterov=True)
 
 
 def lr_factor(step: int) -> float:
@@ -251,24 +213,20 @@ def lr_factor(step: int) -> float:
 scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
 
 # -----------------------------------------------------------------------------------------------
-# Resume: the newest good checkpoint in --checkpoint-dir, if any. Every rank loads it.
-# The manager picks the layout from the model: one file per step written by rank 0 (DDP), or one
-# folder per step in which every rank writes its own shards (FSDP). The code is the same.
+# Resume from the newest good checkpoint in --checkpoint-dir, if any (every rank). The layout
+# follows the model: a file per step from rank 0 (DDP), or a folder of every rank's shards (FSDP).
 
 config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
-state = TrainingState(
+# Anything else with state_dict() / load_state_dict() joins by name: extras={"ema": ema}.
+state = checkpoint.TrainingState(
     model, optimizer, scheduler=scheduler, scaler=scaler, sampler=sampler, config=config
 )
-checkpoints = CheckpointManager(args.checkpoint_dir, keep=args.keep)
+checkpoints = checkpoint.CheckpointManager(args.checkpoint_dir, keep=args.keep)
 resumed = checkpoints.load_latest(state)  # weights, optimizer, LR, scaler, sampler, RNG
-step = 0  # optimizer steps done
+step = resumed["step"] if resumed is not None else 0  # optimizer steps done
 if resumed is not None:
-    step = resumed["step"]
-    changed = [
-        k
-        for k in ("model", "batch_size", "grad_accum", "lr", "seed", "steps")
-        if resumed["config"].get(k) != config[k]
-    ]
+    compared = ("model", "batch_size", "grad_accum", "lr", "seed", "steps")
+    changed = [k for k in compared if resumed["config"].get(k) != config[k]]
     log(f"resuming from step {step} (epoch {sampler.epoch}, {sampler.consumed} samples into it)")
     if changed:
         log(f"warning: settings differ from the checkpoint's: {', '.join(changed)}")
@@ -289,23 +247,12 @@ if is_main:
     from tqdm import tqdm
 
     # purge_step: a resumed run drops what the crashed one logged after its last checkpoint.
-    writer = SummaryWriter(
-        str(args.tensorboard_dir or args.checkpoint_dir / "tensorboard"), purge_step=step or None
-    )
+    tensorboard_dir = args.tensorboard_dir or args.checkpoint_dir / "tensorboard"
+    writer = SummaryWriter(str(tensorboard_dir), purge_step=step or None)
     # Into a log file or a pipe (nohup, a scheduler, a notebook) a bar would write a redrawn frame
     # with a carriage return every 0.1 s; there the throughput lines are the progress report.
-    progress = tqdm(
-        total=args.steps,
-        initial=step,
-        unit="step",
-        dynamic_ncols=True,
-        disable=not sys.stderr.isatty(),
-    )
-sample_log = None
-if args.log_samples is not None:
-    # One JSON line per micro-batch and rank, appended with a single write (atomic on Linux).
-    args.log_samples.parent.mkdir(parents=True, exist_ok=True)
-    sample_log = os.open(args.log_samples, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    quiet = not sys.stderr.isatty()
+    progress = tqdm(total=args.steps, initial=step, unit="step", dynamic_ncols=True, disable=quiet)
 
 
 def micro_batches():
@@ -328,20 +275,18 @@ def gradient_sync(last_micro_step: bool):
 # -----------------------------------------------------------------------------------------------
 # The training loop. A step is one optimizer update; checkpoints land only between steps.
 # SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 are noted, not obeyed at once: at the end of the
-# step the ranks agree, save that step together and leave with RESUMABLE_EXIT.
+# step the ranks agree, save that step together and leave with checkpoint.RESUMABLE_EXIT.
 
 batches = micro_batches()
 train_model.train()
-stop = StopSignals().install()
+stop = checkpoint.StopSignals().install()
 stopped = False
 window_start, window_steps = time.perf_counter(), 0
 while step < args.steps:
     loss_sum = torch.zeros((), device=device)
     for micro_step in range(args.grad_accum):
-        images, labels, indices = next(batches)
-        images = images.to(device, non_blocking=True)
-        if args.channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
+        images, labels = next(batches)
+        images = images.to(device, non_blocking=True, memory_format=memory_format)
         labels = labels.to(device, non_blocking=True)
         with gradient_sync(micro_step == args.grad_accum - 1):
             with autocast:
@@ -349,15 +294,6 @@ while step < args.steps:
             scaler.scale(loss).backward()
         loss_sum += loss.detach()
         sampler.advance(len(labels))
-        if sample_log is not None:
-            record = {
-                "rank": rank,
-                "world_size": world_size,
-                "step": step + 1,
-                "epoch": sampler.epoch,
-                "indices": indices.tolist(),
-            }
-            os.write(sample_log, (json.dumps(record) + "\n").encode())
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
@@ -365,25 +301,20 @@ while step < args.steps:
     if args.fsdp:
         # BatchNorm statistics: rank 0's on every rank, as DDP does, so a checkpoint (which
         # holds one rank's copy) resumes every rank where it was.
-        broadcast_buffers(model)
+        distributed.broadcast_buffers(model)
     step += 1
     window_steps += 1
-    if args.step_delay:
-        time.sleep(args.step_delay)
 
     if step % args.log_every == 0 or step == args.steps:
-        mean_loss = all_reduce_mean(loss_sum).item()  # also waits for the GPU: honest timings
+        # The mean over ranks; .item() also waits for the GPU: honest timings.
+        mean_loss = distributed.all_reduce_mean(loss_sum).item()
         elapsed = time.perf_counter() - window_start
         samples_per_s = window_steps * global_batch / elapsed
         step_ms = 1000 * elapsed / window_steps
         if is_main:
             lr = scheduler.get_last_lr()[0]
-            for name, value in (
-                ("loss", mean_loss),
-                ("lr", lr),
-                ("samples_per_s", samples_per_s),
-                ("step_time_ms", step_ms),
-            ):
+            scalars = dict(loss=mean_loss, lr=lr, samples_per_s=samples_per_s, step_time_ms=step_ms)
+            for name, value in scalars.items():
                 writer.add_scalar(f"train/{name}", value, step)
             progress.set_postfix(loss=f"{mean_loss:.4f}", refresh=False)
             progress.write(
@@ -407,9 +338,8 @@ if args.save_final is not None and not stopped:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     # Collective for FSDP (gathers the shards); a plain copy for DDP.
-    final = get_model_state_dict(
-        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
-    )
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    final = get_model_state_dict(model, options=options)
     if is_main:
         args.save_final.parent.mkdir(parents=True, exist_ok=True)
         torch.save(final, args.save_final)
@@ -417,16 +347,14 @@ if args.save_final is not None and not stopped:
 if is_main:
     progress.close()
     writer.close()
-if sample_log is not None:
-    os.close(sample_log)
 if stopped:
     cause = stop.received or "a stop signal on another rank"
     log(
-        f"{cause}: saved step {step} in {args.checkpoint_dir}; exiting with {RESUMABLE_EXIT} "
-        "(stopped, resumable: the same command carries on from here)"
+        f"{cause}: saved step {step} in {args.checkpoint_dir}; exiting with "
+        f"{checkpoint.RESUMABLE_EXIT} (stopped, resumable: the same command carries on from here)"
     )
 else:
     log(f"finished {args.steps} steps; checkpoints in {args.checkpoint_dir}")
-shutdown_distributed()
+distributed.shutdown_distributed()
 if stopped:
-    exit_resumable()
+    checkpoint.exit_resumable()

@@ -11,7 +11,8 @@ Underneath, a layout stores one step:
 
 Whatever the layout, the manager does the rest the same way (directory.py): temp name, atomic
 rename, the `latest` pointer, pruning, stale-temp cleanup, falling back past bad checkpoints,
-and the ranks' agreement on all of it.
+and the ranks' agreement on all of it. Its first load or save records the directory where
+`torchrig status` reads it (location.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
-from torchrig.checkpoint import _dist
+from torchrig.checkpoint import _dist, location
 from torchrig.checkpoint.directory import (
     FILE,
     FOLDER,
@@ -180,6 +181,7 @@ class CheckpointManager:
         first (on every rank); if rank 0 then fails (disk full), every rank raises, instead of
         the others waiting at a barrier until a timeout.
         """
+        location.record(self.directory)  # for `torchrig status`
         layout = self.resolve_layout(state.model)
         final = self.directory / layout.kind.name(step)
         tmp = layout.kind.temp_path(final)
@@ -251,6 +253,7 @@ class CheckpointManager:
         `map_location` (single-file layout): where tensors load; default the model's device, so
         that every rank's land on its own GPU rather than the one they were saved from.
         """
+        location.record(self.directory)  # for `torchrig status`
         layout = self.resolve_layout(state.model)
         if map_location is None:
             map_location = next((p.device for p in state.model.parameters()), None)

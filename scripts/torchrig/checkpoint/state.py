@@ -1,9 +1,11 @@
 """What a training checkpoint holds: `TrainingState`, and the parts both layouts store alike.
 
 A `TrainingState` knows the run's live objects (model, optimizer, LR scheduler, GradScaler,
-sampler) and its plain values (epoch, config): `CheckpointManager.save(step, state)` takes
-everything from it and `load_latest(state)` puts everything back in place, whatever the layout.
-It is the "Stateful application state" pattern torch.distributed.checkpoint recommends.
+sampler, and by name any others: an EMA, a second scheduler) and its plain values (epoch,
+config): `CheckpointManager.save(step, state)` takes everything from it and `load_latest(state)`
+puts everything back in place, whatever the layout. It is the "Stateful application state"
+pattern torch.distributed.checkpoint recommends; torchtitan's checkpointer takes its states as a
+dict the same way.
 
 The model and optimizer are the layouts' business (one full copy in a file, or every rank's shards
 in a folder). Everything else, `progress(step)`, is small, the same on every rank (the RNG states
@@ -43,8 +45,11 @@ class TrainingState:
 
     Scheduler, scaler and sampler are anything with `state_dict()` / `load_state_dict()`
     (torchrig.data.ResumableDistributedSampler is such a sampler; torch's DistributedSampler is
-    not). `epoch` left as None is the sampler's own `epoch` attribute, else 0. `config` must be
-    JSON-like: it is stored for comparison on resume, never restored over the run's settings.
+    not). `extras` holds any more of them by name, `{"ema": ema_model}`: each is saved and
+    restored like the scheduler, as rank 0 has it, so it must be the same on every rank (a
+    sharded model's EMA belongs in the model instead). `epoch` left as None is the sampler's own
+    `epoch` attribute, else 0. `config` must be JSON-like: it is stored for comparison on resume,
+    never restored over the run's settings.
     """
 
     model: torch.nn.Module
@@ -54,10 +59,15 @@ class TrainingState:
     sampler: Stateful | None = None
     config: dict[str, Any] = field(default_factory=dict)
     epoch: int | None = None
+    extras: dict[str, Stateful] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("scheduler", "scaler", "sampler"):
-            part = getattr(self, name)
+        parts = {name: getattr(self, name) for name in ("scheduler", "scaler", "sampler")}
+        for name, part in self.extras.items():
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"TrainingState(extras=...): {name!r}: a name is a non-empty str")
+            parts[f"extras[{name!r}]"] = part
+        for name, part in parts.items():
             if part is not None and not (
                 callable(getattr(part, "state_dict", None))
                 and callable(getattr(part, "load_state_dict", None))
@@ -80,6 +90,7 @@ class TrainingState:
         calls it on every rank, even where only rank 0 writes.
         """
         check_json_like(self.config)
+        extras = {name: part.state_dict() for name, part in self.extras.items()}
         return {
             "scheduler": _state_of(self.scheduler),
             "scaler": _state_of(self.scaler),
@@ -88,20 +99,34 @@ class TrainingState:
             "sampler": _state_of(self.sampler),
             "rng": gather_rng_states(),
             "config": self.config,
+            **({"extras": extras} if extras else {}),  # without extras, as before they existed
         }
 
     def restore_progress(self, saved: Mapping[str, Any]) -> dict[str, Any]:
-        """Put back what `progress` stored: scheduler, scaler, sampler, then this rank's RNG.
+        """Put back what `progress` stored: scheduler, scaler, sampler, the extras, then this
+        rank's RNG.
 
         Returns {"epoch", "step", "sampler", "config"} for the training loop to continue from.
         """
         load_part(self.scheduler, saved.get("scheduler"), "scheduler")
         load_part(self.scaler, saved.get("scaler"), "scaler")
         load_part(self.sampler, saved.get("sampler"), "sampler")
+        self.restore_extras(saved.get("extras") or {})
         if self.epoch is not None:
             self.epoch = int(saved["epoch"])
         restore_rng_state(saved["rng"])
         return {key: saved[key] for key in RESUMED_KEYS}
+
+    def restore_extras(self, saved: Mapping[str, Any]) -> None:
+        for name, part in self.extras.items():
+            load_part(part, saved.get(name), f"extras[{name!r}]")
+        unused = sorted(set(saved) - set(self.extras))
+        if unused:
+            warnings.warn(
+                f"checkpoint holds state for extras {unused} that this TrainingState has no "
+                "object for: not loaded (pass them in extras= to restore them)",
+                stacklevel=4,
+            )
 
 
 def _state_of(part: Stateful | None) -> Any:

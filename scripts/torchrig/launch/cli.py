@@ -5,7 +5,7 @@
                     script.py [script args...]
 
 Flags given explicitly win over the defaults; every other torchrun flag passes through unchanged.
-With --hostfile or --hosts the same launch runs on every host over SSH (multihost.py).
+With --hostfile or --hosts the same launch runs on every host over SSH (hosts.py).
 """
 
 from __future__ import annotations
@@ -13,74 +13,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import textwrap
-from collections.abc import Callable
 
 from torchrig.checkpoint.stop import RESUMABLE_EXIT
-from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
-from torchrig.launch import child, environment, hostfile, multihost, plan, preflight, torchrun
-from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, MAX_CPU_PROCESSES, LaunchError
+from torchrig.launch import child, environment, hosts, options, plan, rendezvous
+from torchrig.launch.options import request_from_args
+from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
 from torchrig.launch.worker import guard_command
-
-USAGE = "torchrig launch [options] [torchrun flags...] script.py [script args...]"
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= minimum, with a message that says which rule failed."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-positive_int = int_at_least(1)
-non_negative_int = int_at_least(0)
-
-
-def positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 seconds, got {text}")
-    return value
-
-
-def nproc_choice(text: str) -> str:
-    if text in plan.NPROC_WORDS:
-        return text
-    return str(positive_int(text))
+from torchrig.multihost import hostfile
+from torchrig.multihost.hostfile import HostsError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.usage = USAGE
-    parser.add_argument(
-        "--nproc-per-node", "--nproc_per_node", type=nproc_choice, metavar="N|auto|gpu|cpu",
-        help="processes on this machine (default: $PET_NPROC_PER_NODE, else auto: one per "
-        f"visible GPU, else min({MAX_CPU_PROCESSES}, CPU cores))",
-    )  # fmt: skip
-    parser.add_argument(
-        "--max-restarts", "--max_restarts", type=non_negative_int, metavar="N",
-        help="restart the workers up to N times after a failure (default: $PET_MAX_RESTARTS, "
-        f"else {DEFAULT_MAX_RESTARTS})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--threads", type=positive_int, metavar="N",
-        help="OMP_NUM_THREADS per process (default: $OMP_NUM_THREADS, else cores / processes)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--collective-timeout", type=positive_seconds, metavar="SECONDS",
-        help=f"fail a collective that waits longer ({TIMEOUT_ENV}; default "
-        f"${TIMEOUT_ENV}, else {DEFAULT_TIMEOUT_S})",
-    )  # fmt: skip
+    options.add_options(parser)
     parser.add_argument(
         "--dry-run", action="store_true", help="print the torchrun command, do not run it"
     )
@@ -88,54 +32,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--standalone", action="store_true", help="accepted for torchrun habit; the default here"
     )
     hostfile.add_host_arguments(parser)
-    torchrun.add_pass_through_arguments(parser, dest="torchrun_flags")
-    # Raw, so the flag names are not broken at their dashes.
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = textwrap.fill(
-        "torchrun flags passed through (also with underscores): "
-        + ", ".join(torchrun.TORCHRUN_FLAGS),
-        width=78,
-        break_on_hyphens=False,
-    )
-    parser.add_argument("script", nargs="?", help="the training script (or module with -m)")
-    parser.add_argument("script_args", nargs=argparse.REMAINDER, help="the script's arguments")
-
-
-def request_from_args(args: argparse.Namespace) -> plan.LaunchRequest:
-    if not args.script:
-        raise LaunchError(f"no script given: {USAGE}")
-    return plan.LaunchRequest(
-        script=args.script,
-        script_args=list(args.script_args),
-        nproc_per_node=args.nproc_per_node,
-        max_restarts=args.max_restarts,
-        threads=args.threads,
-        collective_timeout=args.collective_timeout,
-        torchrun_flags=list(args.torchrun_flags or []),
-    )
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         request = request_from_args(args)
-        hosts = hostfile.hosts_from(args.hostfile, args.hosts)
-        if hosts is not None:
+        on_hosts = hostfile.hosts_from(args.hostfile, args.hosts)
+        if on_hosts is not None:
             if args.standalone:
                 raise LaunchError("--standalone is one machine: drop it, or drop --hostfile")
-            return multihost.run_on_hosts(
-                request, hosts, args.remote_python, os.getcwd(), args.dry_run
+            outcome = hosts.run_on_hosts(
+                request, on_hosts, args.remote_python, os.getcwd(), dry_run=args.dry_run
             )
+            return outcome.code
         plan.check_script(request)
         environ = dict(os.environ)
         gpus = plan.count_visible_gpus(environ)
-        route = preflight.check_rendezvous(request.torchrun_flags)
+        route = rendezvous.check_rendezvous(request.torchrun)
         launch_plan = plan.build_plan(
             request, environ, gpus, os.cpu_count() or 1, route, worker_guard=guard_command()
         )
-    except LaunchError as exc:
+    except (LaunchError, HostsError) as exc:
         print(f"torchrig launch: {exc}", file=sys.stderr)
         return 2
-    exposure = preflight.exposure_here(request.torchrun_flags)
+    exposure = rendezvous.exposure_here(request.torchrun)
     if exposure is not None:
         print(f"torchrig launch: warning: {exposure}", file=sys.stderr)
     print(f"+ {launch_plan.display()}", flush=True)

@@ -15,11 +15,11 @@ from pathlib import Path
 
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.facts import nvml
+from torchrig.facts.network import Route
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
-from torchrig.launch import environment, torchrun
-from torchrig.launch.network import Route
-from torchrig.launch.torchrun import Flag
+from torchrig.launch import environment
+from torchrig.launch.torchrun import TorchrunFlags
 
 # torchrun's own default. A restart runs the script again from its start, which only a script
 # that resumes from its checkpoints turns into progress; such a script asks for restarts
@@ -55,7 +55,7 @@ class LaunchRequest:
     max_restarts: int | None = None
     threads: int | None = None
     collective_timeout: float | None = None
-    torchrun_flags: list[Flag] = field(default_factory=list)
+    torchrun: TorchrunFlags = field(default_factory=TorchrunFlags)
 
 
 @dataclass
@@ -114,7 +114,7 @@ def nproc_from_environment(environ: Mapping[str, str]) -> str | None:
 
 
 def check_script(request: LaunchRequest) -> None:
-    if torchrun.runs_something_else(request.torchrun_flags):
+    if not request.torchrun.script_is_a_file:
         return  # a module name or an executable on PATH, not a file here
     path = Path(request.script)
     if not path.is_file():
@@ -139,8 +139,8 @@ def build_plan(
     nproc_env = nproc_from_environment(environ)
     nproc = choose_nproc(request.nproc_per_node or nproc_env, gpu_count, cpu_count)
     argv = [sys.executable, "-m", "torch.distributed.run"]
-    flags = request.torchrun_flags
-    multi_node = torchrun.is_multi_node(flags) or environment.multi_node_by_environment(environ)
+    flags = request.torchrun
+    multi_node = flags.multi_node or environment.multi_node_by_environment(environ)
     if not multi_node:
         argv.append("--standalone")
     if request.nproc_per_node is not None or nproc_env is None:
@@ -150,7 +150,7 @@ def build_plan(
     elif environment.set_by_environment("--max-restarts", environ) is None:
         argv += ["--max-restarts", str(DEFAULT_MAX_RESTARTS)]
     argv += rendezvous_defaults(flags, environ, route)
-    argv += [*torchrun.as_argv(flags), request.script, *request.script_args]
+    argv += [*flags.argv(), request.script, *request.script_args]
     env = worker_environment(request, environ, nproc, cpu_count)
     if worker_guard and WORKER_INTERPRETER not in environ:
         env[WORKER_INTERPRETER] = worker_guard
@@ -160,24 +160,19 @@ def build_plan(
 
 
 def rendezvous_defaults(
-    flags: list[Flag], environ: Mapping[str, str], route: Route | None
+    flags: TorchrunFlags, environ: Mapping[str, str], route: Route | None
 ) -> list[str]:
     """c10d for an endpoint given without a backend (torchrun's default, static, is not
     elastic), and the address that routes to the endpoint as this node's --local-addr."""
-    if torchrun.flag_given(flags, "--rdzv-endpoint") is None:
+    if flags.rdzv_endpoint is None:
         return []
     argv = []
-    if rendezvous_backend(flags, environ) is None and not torchrun.static_rendezvous(flags):
+    backend = flags.rdzv_backend or environment.set_by_environment("--rdzv-backend", environ)
+    if backend is None and not flags.static:
         argv += ["--rdzv-backend", "c10d"]
-    if torchrun.flag_given(flags, "--local-addr") is None and route and not route.loopback:
+    if flags.local_addr is None and route and not route.loopback:
         argv += ["--local-addr", route.address]
     return argv
-
-
-def rendezvous_backend(flags: list[Flag], environ: Mapping[str, str]) -> str | None:
-    return torchrun.flag_given(flags, "--rdzv-backend") or environment.set_by_environment(
-        "--rdzv-backend", environ
-    )
 
 
 def socket_interfaces(environ: Mapping[str, str], route: Route | None) -> dict[str, str]:

@@ -1,13 +1,19 @@
-"""torchrun's own flags: which pass through, how they are collected, and what they imply.
+"""torchrun's own flags: which pass through, how they are collected, and what they say.
 
 `torchrig launch` accepts every torchrun flag (with dashes or underscores) and hands it to torchrun
-unchanged and in order; a test compares this table with torchrun's own parser.
+unchanged and in order; a test compares this table with torchrun's own parser. They are parsed
+once, into `TorchrunFlags`, which answers every question launch asks of them and writes them back.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from typing import Any
+
+from torchrig.facts import network
+from torchrig.facts.network import Endpoint
 
 # A pass-through flag and its value (None for a bare flag such as --no-python).
 Flag = tuple[str, str | None]
@@ -43,41 +49,83 @@ TORCHRUN_FLAGS: dict[str, bool] = {
     "--run-path": False,
     "--virtual-local-rank": False,
 }
-# Any of these means more than one machine, where --standalone would be wrong.
-MULTI_NODE_FLAGS = ("--rdzv-endpoint", "--master-addr", "--node-rank")
 
 
-def flag_given(flags: list[Flag], name: str) -> str | None:
-    """The value of the last `name` among the pass-through flags ("" for a bare flag)."""
-    found = None
-    for flag, value in flags:
-        if flag == name:
-            found = "" if value is None else value
-    return found
+@dataclass(frozen=True)
+class TorchrunFlags:
+    """torchrun's flags as the user gave them, parsed once.
 
+    `given` keeps every flag in order, for torchrun's command line (`argv`); the other fields are
+    the answers launch asks of them, each the last value given ("" for a bare flag), None when
+    the flag is absent.
+    """
 
-def is_multi_node(flags: list[Flag]) -> bool:
-    if any(flag_given(flags, name) is not None for name in MULTI_NODE_FLAGS):
-        return True
-    nnodes = flag_given(flags, "--nnodes")
-    return nnodes is not None and nnodes not in ("1", "1:1")
+    given: tuple[Flag, ...] = ()
+    nnodes: str | None = None
+    rdzv_endpoint: Endpoint | None = None  # without a port, torchrun's 29400
+    rdzv_backend: str | None = None
+    rdzv_id: str | None = None
+    rdzv_conf: str | None = None
+    local_addr: str | None = None
+    # torchrun's static rendezvous: fixed ranks around one master address.
+    master_addr: str | None = None
+    master_port: str | None = None
+    node_rank: str | None = None
+    module: bool = False  # -m: the "script" is a module name
+    no_python: bool = False  # --no-python: the "script" is a program on PATH
 
+    @classmethod
+    def parse(cls, given: Iterable[Flag]) -> TorchrunFlags:
+        """ValueError, naming the flag, for a value launch cannot read."""
+        given = tuple(given)
+        last = {flag: "" if value is None else value for flag, value in given}
+        endpoint = None
+        if "--rdzv-endpoint" in last:
+            try:
+                endpoint = network.parse_endpoint(last["--rdzv-endpoint"])
+            except ValueError as exc:
+                raise ValueError(f"--rdzv-endpoint {exc}") from None
+        return cls(
+            given=given,
+            nnodes=last.get("--nnodes"),
+            rdzv_endpoint=endpoint,
+            rdzv_backend=last.get("--rdzv-backend"),
+            rdzv_id=last.get("--rdzv-id"),
+            rdzv_conf=last.get("--rdzv-conf"),
+            local_addr=last.get("--local-addr"),
+            master_addr=last.get("--master-addr"),
+            master_port=last.get("--master-port"),
+            node_rank=last.get("--node-rank"),
+            module="--module" in last,
+            no_python="--no-python" in last,
+        )
 
-def static_rendezvous(flags: list[Flag]) -> bool:
-    """--node-rank / --master-addr: torchrun's static rendezvous (fixed ranks, not elastic)."""
-    return any(flag_given(flags, name) is not None for name in ("--node-rank", "--master-addr"))
+    @property
+    def static(self) -> bool:
+        """--node-rank / --master-addr: torchrun's static rendezvous (fixed ranks, not elastic)."""
+        return self.node_rank is not None or self.master_addr is not None
 
+    @property
+    def multi_node(self) -> bool:
+        """More than one machine, where --standalone would be wrong."""
+        if self.rdzv_endpoint is not None or self.static:
+            return True
+        return self.nnodes is not None and self.nnodes not in ("1", "1:1")
 
-def runs_something_else(flags: list[Flag]) -> bool:
-    """-m / --no-python: the "script" is a module name or a program on PATH, not a file here."""
-    return any(flag_given(flags, name) is not None for name in ("--module", "--no-python"))
+    @property
+    def script_is_a_file(self) -> bool:
+        """False with -m / --no-python: a module name or a program on PATH, not a file here."""
+        return not (self.module or self.no_python)
 
+    def argv(self) -> list[str]:
+        """The flags for torchrun's command line, in the order given."""
+        argv: list[str] = []
+        for flag, value in self.given:
+            argv += [flag] if value is None else [flag, value]
+        return argv
 
-def as_argv(flags: list[Flag]) -> list[str]:
-    argv: list[str] = []
-    for flag, value in flags:
-        argv += [flag] if value is None else [flag, value]
-    return argv
+    def without(self, names: Collection[str]) -> TorchrunFlags:
+        return TorchrunFlags.parse(flag for flag in self.given if flag[0] not in names)
 
 
 class PassThrough(argparse.Action):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 
+from torchrig.checkpoint import location
 from torchrig.facts.nvml import read_snapshot
 from torchrig.status import jobs, report
 
@@ -25,6 +27,7 @@ def run(args: argparse.Namespace, proc: Path = jobs.PROC, nvml: object = None) -
             file=sys.stderr,
         )
         return 1
-    result = report.build_report(read_snapshot(nvml), jobs.find_jobs(processes))
+    found = jobs.find_jobs(processes, partial(location.recorded_directories, proc=proc))
+    result = report.build_report(read_snapshot(nvml), found)
     print(json.dumps(result, indent=2) if args.json else report.render(result))
     return 0

@@ -1,5 +1,5 @@
 """The running torchrun jobs, read from /proc: each agent, its workers, how long they run, and the
-checkpoint directory its command line names.
+checkpoint directory its workers' CheckpointManager recorded (torchrig.checkpoint.location).
 
 A job is one torchrun agent (`torchrun ...`, `python -m torch.distributed.run ...`, or
 `torchrig launch ...`, whose child it is) and the workers it started, which are its children.
@@ -8,15 +8,15 @@ Standard library only; a process that exits while it is being read is skipped.
 
 from __future__ import annotations
 
-import ast
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchrig.checkpoint import location
+
 PROC = Path("/proc")
 AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch")
-CHECKPOINT_FLAGS = ("--checkpoint-dir", "--checkpoint_dir")
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 INTERPRETER_OPTIONS_WITH_VALUE = ("-X", "-W")
 # What the worker guard's child runs (torchrig.launch.worker.START_SCRIPT names it).
@@ -36,7 +36,7 @@ class Process:
 @dataclass(frozen=True)
 class CheckpointDir:
     path: Path
-    source: str  # where the path came from: "--checkpoint-dir", or "the default of train.py"
+    source: str  # who recorded it: "recorded by rank 0"
 
 
 @dataclass(frozen=True)
@@ -127,23 +127,20 @@ def is_agent(argv: tuple[str, ...]) -> bool:
     return False
 
 
-def find_jobs(processes: Iterable[Process]) -> list[Job]:
+def find_jobs(
+    processes: Iterable[Process],
+    recorded: Callable[[int], list[Path]] = location.recorded_directories,
+) -> list[Job]:
     """The torchrun agents among `processes`, each with its workers (its children; for a worker
-    under torchrig's worker guard, the guard's child that runs the script)."""
+    under torchrig's worker guard, the guard's child that runs the script) and the checkpoint
+    directory they recorded (`recorded(pid)`: torchrig.checkpoint.location's reader)."""
     processes = list(processes)
-    return [
-        Job(
-            agent=agent,
-            workers=[
-                behind_guard(process, processes)
-                for process in processes
-                if process.ppid == agent.pid
-            ],
-            checkpoint_dir=checkpoint_dir(agent.argv, agent.cwd),
-        )
-        for agent in processes
-        if is_agent(agent.argv)
-    ]
+    jobs = []
+    for agent in processes:
+        if is_agent(agent.argv):
+            workers = [behind_guard(p, processes) for p in processes if p.ppid == agent.pid]
+            jobs.append(Job(agent, workers, checkpoint_dir(workers, recorded)))
+    return jobs
 
 
 def behind_guard(worker: Process, processes: list[Process]) -> Process:
@@ -159,69 +156,13 @@ def behind_guard(worker: Process, processes: list[Process]) -> Process:
 # --- the checkpoint directory ---------------------------------------------------------------------
 
 
-def checkpoint_dir(argv: tuple[str, ...], cwd: Path | None) -> CheckpointDir | None:
-    """The directory a `--checkpoint-dir` argument names, else the training script's default for
-    it (as train_ddp.py declares one), relative paths taken from the process's working dir."""
-    given = flag_value(argv, CHECKPOINT_FLAGS)
-    if given is not None:
-        return CheckpointDir(resolve(Path(given), cwd), CHECKPOINT_FLAGS[0])
-    script = training_script(argv)
-    if script is None:
-        return None
-    default = declared_default(resolve(script, cwd), CHECKPOINT_FLAGS)
-    if default is None:
-        return None
-    return CheckpointDir(resolve(default, cwd), f"the default of {script.name}")
-
-
-def flag_value(argv: tuple[str, ...], names: tuple[str, ...]) -> str | None:
-    """The value of the last `--flag VALUE` or `--flag=VALUE` in argv (argparse: the last wins)."""
-    value = None
-    for index, arg in enumerate(argv):
-        name, equals, attached = arg.partition("=")
-        if name in names:
-            if equals:
-                value = attached
-            elif index + 1 < len(argv):
-                value = argv[index + 1]
-    return value
-
-
-def training_script(argv: tuple[str, ...]) -> Path | None:
-    """The first `.py` argument after the launcher: the script torchrun runs."""
-    for arg in argv[1:]:
-        if arg.endswith(".py") and Path(arg).name != "torchrun":
-            return Path(arg)
-    return None
-
-
-def resolve(path: Path, cwd: Path | None) -> Path:
-    return path if path.is_absolute() or cwd is None else cwd / path
-
-
-def declared_default(script: Path, names: tuple[str, ...]) -> Path | None:
-    """The literal default of an `add_argument("--checkpoint-dir", default=...)` in the script's
-    source: a string, or Path("...")."""
-    try:
-        tree = ast.parse(script.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
-        return None
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "add_argument"
-            and any(isinstance(a, ast.Constant) and a.value in names for a in node.args)
-        ):
-            for keyword in node.keywords:
-                if keyword.arg == "default":
-                    return literal_path(keyword.value)
-    return None
-
-
-def literal_path(node: ast.expr) -> Path | None:
-    if isinstance(node, ast.Call) and len(node.args) == 1:  # Path("/checkpoints/run")
-        node = node.args[0]
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return Path(node.value)
+def checkpoint_dir(
+    workers: list[Process], recorded: Callable[[int], list[Path]]
+) -> CheckpointDir | None:
+    """The first directory the lowest rank recorded (every rank records the same one)."""
+    for worker in sorted(workers, key=lambda w: (w.ranks.get("RANK", w.pid), w.pid)):
+        directories = recorded(worker.pid)
+        if directories:
+            who = f"rank {worker.ranks['RANK']}" if "RANK" in worker.ranks else f"pid {worker.pid}"
+            return CheckpointDir(directories[0], f"recorded by {who}")
     return None

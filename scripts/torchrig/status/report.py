@@ -2,7 +2,7 @@
 
 GPUs and their processes come from `torchrig.facts.nvml` (the one NVML reader), jobs from
 `status.jobs`, each job's last checkpoint from `CheckpointManager.list` (imported, with torch, only
-when a job names a checkpoint directory that exists).
+when a job's workers recorded a checkpoint directory that exists).
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.status.jobs import Job, Process
 
 GIB = 1024**3
+NOT_RECORDED = (
+    "none recorded (torchrig's CheckpointManager records its directory at its first load or save)"
+)
 
 
 # --- gathering ------------------------------------------------------------------------------------
@@ -72,7 +75,7 @@ def job_entry(job: Job, now: float) -> dict[str, Any]:
         "checkpoint_dir": None,
         "checkpoint_dir_source": None,
         "last_checkpoint": None,
-        "checkpoint_note": "no --checkpoint-dir on its command line",
+        "checkpoint_note": NOT_RECORDED,
     }
     if job.checkpoint_dir is not None:
         entry["checkpoint_dir"] = str(job.checkpoint_dir.path)

@@ -11,7 +11,7 @@ import argparse
 import math
 import sys
 
-from torchrig.launch.hostfile import add_host_arguments
+from torchrig.multihost.hostfile import add_host_arguments
 from torchrig.verify.model import EXIT_BAD_INPUT
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -70,7 +70,7 @@ def parse_timeout(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchrig.launch.hostfile import hosts_from
+    from torchrig.multihost.hostfile import hosts_from
     from torchrig.verify import report as rendering
     from torchrig.verify.runner import Options, UsageError, verify
 

@@ -1,10 +1,11 @@
 """`torchrig verify --hostfile FILE`: every host's checks side by side, and the link between them.
 
-Each host runs `torchrig verify --json` with the same options (over SSH, all at once, through the
-launch fan-out), and the reports are laid out one column per host, so the host that differs
-stands out. Then, unless --quick, an all-reduce across the hosts: `torchrig launch --hostfile`
-runs `allreduce_worker` on every host (one rank per host on CPUs, gloo; one per GPU, NCCL), after
-the launch's own preflight. Its bus bandwidth beside each host's own shows the slow link.
+Each host runs `torchrig verify --json` with the same options (over SSH, all at once, through
+torchrig.multihost's fan-out), and the reports are laid out one column per host, so the host that
+differs stands out. Then, unless --quick, an all-reduce across the hosts, run as
+`torchrig launch --hostfile` runs a job (the same preflight and run sequence): `allreduce_worker`
+on every host (one rank per host on CPUs, gloo; one per GPU, NCCL). Its bus bandwidth beside
+each host's own shows the slow link.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchrig.facts.verdict import Check, Verdict, failed, passed
-from torchrig.launch import fanout, multihost, preflight
-from torchrig.launch.hostfile import Host
+from torchrig.launch import hosts as launch_on_hosts
 from torchrig.launch.plan import LaunchRequest
+from torchrig.launch.torchrun import TorchrunFlags
+from torchrig.multihost import fanout, preflight
+from torchrig.multihost.hostfile import Host
 from torchrig.verify import collectives, report, spawn
 from torchrig.verify.model import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, check_to_dict
 
@@ -71,9 +74,13 @@ def host_reports(hosts: list[Host], python: str, argv: list[str]) -> dict[str, H
     return {host: read_report(host, answers[host]) for host in commands}
 
 
+def sweep_sizes(cpu: bool) -> tuple[int, ...]:
+    return collectives.CPU_SIZES if cpu else collectives.GPU_SIZES
+
+
 def cross_node_request(hosts: list[Host], cpu: bool, timeout: float) -> LaunchRequest:
     backend = "gloo" if cpu else "nccl"
-    sizes = ",".join(map(str, collectives.CPU_SIZES if cpu else collectives.GPU_SIZES))
+    sizes = ",".join(map(str, sweep_sizes(cpu)))
     return LaunchRequest(
         script="torchrig.verify.allreduce_worker",
         script_args=["--backend", backend, "--sizes", sizes, "--timeout", f"{timeout:g}"],
@@ -81,28 +88,24 @@ def cross_node_request(hosts: list[Host], cpu: bool, timeout: float) -> LaunchRe
         nproc_per_node="1" if cpu else "gpu",
         max_restarts=0,
         collective_timeout=timeout,
-        torchrun_flags=[("--module", None), ("--nnodes", str(len(hosts)))],
+        torchrun=TorchrunFlags.parse([("--module", None), ("--nnodes", str(len(hosts)))]),
     )
 
 
 def cross_node_check(hosts: list[Host], cpu: bool, timeout: float, python: str) -> Check:
-    request = cross_node_request(hosts, cpu, timeout)
-    layout = multihost.layout_for(
-        request.torchrun_flags, hosts, multihost.ssh_hostname(hosts[0].name)
-    )
-    problems = multihost.preflight_problems(hosts, layout, python, FOLDER, None)
-    if problems:
-        return failed("collectives", NAME, "not run: " + problems[0], "; ".join(problems))
+    """The all-reduce across the hosts, run as `torchrig launch --hostfile` runs a job (its
+    preflight, its commands), with its lines kept here and a deadline instead of rejoins."""
     out, err = io.StringIO(), io.StringIO()
     printer = fanout.Printer([host.name for host in hosts], out, err, "torchrig verify")
-    sizes = len(request.script_args[3].split(","))
     policy = fanout.JobPolicy(
-        essential={host.name for host in hosts},
-        rejoin=False,
-        deadline_s=RENDEZVOUS_S + timeout * (sizes + 1),
+        rejoin=False, deadline_s=RENDEZVOUS_S + timeout * (len(sweep_sizes(cpu)) + 1)
     )
-    commands = multihost.host_commands(request, hosts, layout, python, FOLDER)
-    code = fanout.Job(commands, printer, policy).run()
+    request = cross_node_request(hosts, cpu, timeout)
+    outcome = launch_on_hosts.run_on_hosts(request, hosts, python, FOLDER, printer, policy)
+    if outcome.problems:
+        problems = outcome.problems
+        return failed("collectives", NAME, "not run: " + problems[0], "; ".join(problems))
+    code = outcome.code
     lines = [line.split(": ", 1)[-1] for line in out.getvalue().splitlines()]
     result = spawn.last_json_object("\n".join(lines), required_key="sweep")
     if code != 0 or result is None:

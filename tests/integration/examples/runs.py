@@ -19,8 +19,10 @@ from pathlib import Path
 
 import torch
 from torchrig.launch.plan import SHARED_STORE_BUG_FIX, WORKER_INTERPRETER
-from torchrig.launch.remote import descendants
 from torchrig.launch.worker import GUARD_ENV, guard_command
+from torchrig.multihost.remote import descendants
+
+from testbed import traced_train
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
@@ -49,11 +51,16 @@ def run_env() -> dict[str, str]:
     return env
 
 
+def script_argv(args: Iterable[str]) -> list[str]:
+    """The example and its arguments; under testbed/traced_train.py when they hold its knobs
+    (--step-delay, --log-samples)."""
+    return traced_train.command(str(EXAMPLE), list(args))
+
+
 def torchrun_argv(nproc: int, args: Iterable[str], max_restarts: int = 0) -> list[str]:
     return [
         sys.executable, "-m", "torch.distributed.run", "--standalone",
-        "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts),
-        str(EXAMPLE), *args,
+        "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts), *script_argv(args),
     ]  # fmt: skip
 
 

@@ -34,6 +34,7 @@ from .runs import (
     load_weights,
     run_env,
     run_to_end,
+    script_argv,
     start,
     tail,
     torchrun_argv,
@@ -100,7 +101,7 @@ def test_a_signal_to_one_worker_stops_every_rank_after_the_same_step(
 
 def test_ctrl_c_on_a_run_without_torchrun_saves_and_exits_75(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
-    job = start([sys.executable, str(EXAMPLE), *stoppable_args(tmp_path)], log)
+    job = start([sys.executable, *script_argv(stoppable_args(tmp_path))], log)
     try:
         wait_for(running_on_every_rank(tmp_path, 1), "two steps", job, log)
         job.send_signal(signal.SIGINT)

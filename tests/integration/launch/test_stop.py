@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from ..examples.runs import (
-    EXAMPLE,
     assert_bitwise_equal,
     example_args,
     final_path,
     load_weights,
     run_to_end,
+    script_argv,
 )
 from ..examples.stops import (
     RESUMABLE_EXIT,
@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 def launch_argv(args: list[str]) -> list[str]:
     return [
         sys.executable, "-m", "torchrig", "launch", "--nproc-per-node", "2", "--max-restarts",
-        "0", str(EXAMPLE), *args,
+        "0", *script_argv(args),
     ]  # fmt: skip
 
 

@@ -125,3 +125,83 @@ class Colour(enum.IntEnum):
 def test_config_must_be_json_like(config: dict) -> None:
     with pytest.raises(CheckpointError, match="config"):
         TrainingState(TinyNet(), config=config).progress(step=0)
+
+
+# --- more stateful objects, by name ---------------------------------------------------------
+
+
+class Counter:
+    """A user's own stateful object: anything with state_dict() / load_state_dict()."""
+
+    def __init__(self, count: int = 0) -> None:
+        self.count = count
+
+    def state_dict(self) -> dict:
+        return {"count": self.count}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.count = state["count"]
+
+
+def with_extras(seed: int, **extras) -> TrainingState:
+    run = make_run(seed)
+    return TrainingState(run.model, run.optimizer, scheduler=run.scheduler, extras=extras)
+
+
+def test_an_ema_and_a_second_scheduler_come_back_without_touching_torchrig(
+    tmp_path: Path, layout: str
+) -> None:
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    state = with_extras(0)
+    ema = AveragedModel(state.model, multi_avg_fn=get_ema_multi_avg_fn(0.9))
+    warmup = torch.optim.lr_scheduler.LinearLR(state.optimizer, start_factor=0.1, total_iters=5)
+    state.extras.update(ema=ema, warmup=warmup, counter=Counter())
+    for _ in range(3):
+        train_steps(state.model, state.optimizer, 1)
+        ema.update_parameters(state.model)
+        warmup.step()
+    state.extras["counter"].count = 7
+    CheckpointManager(tmp_path, layout=layout).save(3, state)
+
+    fresh = with_extras(1)
+    fresh_ema = AveragedModel(fresh.model, multi_avg_fn=get_ema_multi_avg_fn(0.9))
+    fresh_warmup = torch.optim.lr_scheduler.LinearLR(fresh.optimizer, start_factor=0.1)
+    fresh.extras.update(ema=fresh_ema, warmup=fresh_warmup, counter=Counter())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # everything saved has its object: nothing to say
+        CheckpointManager(tmp_path, layout=layout).load_latest(fresh)
+    for name, tensor in ema.state_dict().items():
+        assert torch.equal(fresh_ema.state_dict()[name], tensor), name
+    assert fresh_warmup.state_dict() == warmup.state_dict()
+    assert fresh.extras["counter"].count == 7
+
+
+def test_an_extra_the_checkpoint_lacks_warns_and_one_it_has_too_many_is_named(
+    tmp_path: Path, layout: str
+) -> None:
+    manager = CheckpointManager(tmp_path, layout=layout)
+    manager.save(1, with_extras(0, old=Counter(3)))
+    counter = Counter(5)
+    with pytest.warns(UserWarning) as warned:
+        manager.load_latest(with_extras(0, counter=counter))
+    messages = [str(w.message) for w in warned]
+    assert any("no extras['counter'] state; extras['counter'] left as it is" in m for m in messages)
+    assert any("extras ['old'] that this TrainingState has no object for" in m for m in messages)
+    assert counter.count == 5
+
+
+def test_extras_are_checked_like_the_other_parts() -> None:
+    with pytest.raises(TypeError, match=r"extras\['ema'\]=.*dict has no state_dict"):
+        TrainingState(TinyNet(), extras={"ema": {"decay": 0.9}})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="a name is a non-empty str"):
+        TrainingState(TinyNet(), extras={"": Counter()})
+
+
+def test_an_extra_whose_state_would_not_load_is_refused_at_save(tmp_path: Path) -> None:
+    class WithAPath(Counter):
+        def state_dict(self) -> dict:
+            return {"where": Path("/x")}
+
+    with pytest.raises(CheckpointError, match=r"state\['extras'\]\['odd'\]\['where'\] is a path"):
+        CheckpointManager(tmp_path).save(1, with_extras(0, odd=WithAPath()))

@@ -9,6 +9,7 @@ import pytest
 from torchrig.cli import main
 from torchrig.distributed import TIMEOUT_ENV
 from torchrig.launch import cli, plan
+from torchrig.launch.options import request_from_args
 from torchrig.launch.plan import LaunchRequest
 
 from .test_plan import eight_gpus, parse
@@ -90,7 +91,7 @@ def test_a_failure_under_the_default_says_it_was_not_restarted(
 
 
 def test_request_keeps_script_arguments_verbatim() -> None:
-    request = cli.request_from_args(parse("t.py", "-x", "--", "y"))
+    request = request_from_args(parse("t.py", "-x", "--", "y"))
     assert request == LaunchRequest(script="t.py", script_args=["-x", "--", "y"])
 
 

@@ -8,9 +8,9 @@ import sys
 import pytest
 from torchrig.cli import build_parser
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
+from torchrig.facts.network import Route
 from torchrig.facts.nvml import NvmlSnapshot, read_inventory
-from torchrig.launch.cli import request_from_args
-from torchrig.launch.network import Route
+from torchrig.launch.options import request_from_args
 from torchrig.launch.plan import LaunchError, build_plan, choose_nproc, count_visible_gpus
 
 from ..facts.fake_nvml import FakeNvml, board

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from torchrig.status import jobs
-from torchrig.status.jobs import CheckpointDir, checkpoint_dir, find_jobs, is_agent
+from torchrig.status.jobs import CheckpointDir, find_jobs, is_agent
 
 from .fake_proc import fake_proc
 
@@ -139,39 +139,21 @@ def test_no_torchrun_no_jobs(tmp_path: Path) -> None:
     assert find_jobs(jobs.read_processes(proc)) == []
 
 
-@pytest.mark.parametrize(
-    ("args", "expected"),
-    [
-        (["--checkpoint-dir", "/checkpoints/run1"], "/checkpoints/run1"),
-        (["--checkpoint-dir=/checkpoints/run2"], "/checkpoints/run2"),
-        (["--checkpoint_dir", "/a", "--checkpoint-dir", "/b"], "/b"),  # argparse: the last wins
-        (["--checkpoint-dir", "runs/x"], "/work/runs/x"),  # relative to the job's directory
-    ],
-)
-def test_the_checkpoint_dir_comes_from_the_command_line(args: list[str], expected: str) -> None:
-    found = checkpoint_dir((*AGENT_ARGV, *args), Path("/work"))
-    assert found == CheckpointDir(Path(expected), "--checkpoint-dir")
-
-
-def test_without_the_flag_the_scripts_declared_default_is_used(tmp_path: Path) -> None:
-    (tmp_path / "train.py").write_text(
-        "import argparse\nfrom pathlib import Path\np = argparse.ArgumentParser()\n"
-        'p.add_argument("--steps", type=int, default=5)\n'
-        'p.add_argument("--checkpoint-dir", type=Path, default=Path("/checkpoints/train"))\n'
+def test_the_checkpoint_dir_is_the_one_the_lowest_rank_recorded(tmp_path: Path) -> None:
+    notes = {101: [Path("/checkpoints/run"), Path("/checkpoints/ema")], 102: [Path("/other")]}
+    (job,) = find_jobs(
+        jobs.read_processes(a_job(tmp_path / "proc")), lambda pid: notes.get(pid, [])
     )
-    found = checkpoint_dir(tuple(AGENT_ARGV), tmp_path)
-    assert found == CheckpointDir(Path("/checkpoints/train"), "the default of train.py")
+    assert job.checkpoint_dir == CheckpointDir(Path("/checkpoints/run"), "recorded by rank 0")
+    only_rank_1 = {102: [Path("/checkpoints/run")]}
+    (job,) = find_jobs(
+        jobs.read_processes(a_job(tmp_path / "p2")), lambda p: only_rank_1.get(p, [])
+    )
+    assert job.checkpoint_dir == CheckpointDir(Path("/checkpoints/run"), "recorded by rank 1")
 
 
-@pytest.mark.parametrize(
-    "source",
-    [
-        "import argparse\n",  # no such argument
-        'p.add_argument("--checkpoint-dir", default=os.environ["X"])\n',  # not a literal
-        "this is not python(\n",
-    ],
-)
-def test_without_the_flag_or_a_literal_default_there_is_no_dir(tmp_path: Path, source: str) -> None:
-    (tmp_path / "train.py").write_text(source)
-    assert checkpoint_dir(tuple(AGENT_ARGV), tmp_path) is None
-    assert checkpoint_dir(tuple(AGENT_ARGV), tmp_path / "elsewhere") is None  # script not found
+def test_a_job_whose_workers_recorded_nothing_has_no_checkpoint_dir(tmp_path: Path) -> None:
+    """Not even a --checkpoint-dir on its command line: only what the manager said counts."""
+    proc = a_job(tmp_path / "proc", argv=[*AGENT_ARGV, "--checkpoint-dir", "/checkpoints/x"])
+    (job,) = find_jobs(jobs.read_processes(proc), lambda pid: [])
+    assert job.checkpoint_dir is None

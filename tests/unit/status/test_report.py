@@ -18,8 +18,10 @@ NOW = 1_800_000_000.0
 GIB = 1024**3
 
 
-def jobs_in(proc: Path) -> list[jobs.Job]:
-    return jobs.find_jobs(jobs.read_processes(proc))
+def jobs_in(proc: Path, recorded: dict[int, list[Path]] | None = None) -> list[jobs.Job]:
+    """The jobs of a faked /proc, whose workers recorded `recorded` (pid -> directories)."""
+    notes = recorded or {}
+    return jobs.find_jobs(jobs.read_processes(proc), lambda pid: notes.get(pid, []))
 
 
 def save_steps(directory: Path, *steps: int) -> None:
@@ -70,18 +72,17 @@ def test_a_driver_that_fails_is_not_called_cpu_mode() -> None:
 def test_a_job_shows_its_workers_ranks_age_and_last_checkpoint(tmp_path: Path) -> None:
     directory = tmp_path / "ckpt"
     save_steps(directory, 10, 20, 30)
-    proc = a_job(
-        tmp_path / "proc", argv=["torchrun", "train.py", "--checkpoint-dir", str(directory)]
-    )
+    proc = a_job(tmp_path / "proc", argv=["torchrun", "train.py"])
+    recorded = {101: [directory], 102: [directory]}
     os.utime(directory / "step_00000030.pt", (NOW - 125, NOW - 125))
-    (job,) = report.build_report(snapshot(1), jobs_in(proc), NOW)["jobs"]
+    (job,) = report.build_report(snapshot(1), jobs_in(proc, recorded), NOW)["jobs"]
     assert job["pid"] == 100 and job["running_s"] == 60.0
     assert [(w["pid"], w["rank"], w["local_rank"]) for w in job["workers"]] == [
         (101, 0, 0),
         (102, 1, 1),
     ]
     assert job["checkpoint_dir"] == str(directory)
-    assert job["checkpoint_dir_source"] == "--checkpoint-dir"
+    assert job["checkpoint_dir_source"] == "recorded by rank 0"
     last = job["last_checkpoint"]
     assert (last["step"], Path(last["path"]).name, last["checkpoints"]) == (
         30,
@@ -89,8 +90,9 @@ def test_a_job_shows_its_workers_ranks_age_and_last_checkpoint(tmp_path: Path) -
         3,
     )
     assert last["age_s"] == 125.0 and last["size_bytes"] > 0
-    text = report.render(report.build_report(snapshot(1), jobs_in(proc), NOW))
+    text = report.render(report.build_report(snapshot(1), jobs_in(proc, recorded), NOW))
     assert "torchrun jobs: 1" in text and "running 1 min 00 s" in text
+    assert f"checkpoints: {directory} (recorded by rank 0): last step 30" in text
     assert "workers: 101 rank 0, 102 rank 1" in text
     assert "last step 30, step_00000030.pt" in text and "2 min 05 s ago (3 kept)" in text
 
@@ -117,7 +119,7 @@ def test_a_job_without_a_checkpoint_dir_says_so(tmp_path: Path) -> None:
     (job,) = report.build_report(snapshot(1), jobs_in(proc), NOW)["jobs"]
     assert job["checkpoint_dir"] is None and job["last_checkpoint"] is None
     text = report.render(report.build_report(snapshot(1), jobs_in(proc), NOW))
-    assert "workers: none yet" in text and "checkpoints: no --checkpoint-dir" in text
+    assert "workers: none yet" in text and "checkpoints: none recorded (torchrig's" in text
 
 
 def test_nothing_running_is_one_line() -> None:

@@ -8,8 +8,8 @@ import json
 
 import pytest
 from torchrig.facts.verdict import Verdict, failed, passed, warned
-from torchrig.launch.fanout import SSH_FAILED, Captured
-from torchrig.launch.hostfile import Host
+from torchrig.multihost.fanout import SSH_FAILED, Captured
+from torchrig.multihost.hostfile import Host
 from torchrig.verify import hosts
 from torchrig.verify.model import Report, check_to_dict
 
@@ -61,8 +61,8 @@ def test_the_cross_node_job_is_one_rank_per_host_on_cpus() -> None:
     request = hosts.cross_node_request([Host("a"), Host("b")], cpu=True, timeout=60)
     assert request.script == "torchrig.verify.allreduce_worker"
     assert request.nproc_per_node == "1" and request.max_restarts == 0
-    assert ("--module", None) in request.torchrun_flags
-    assert ("--nnodes", "2") in request.torchrun_flags
+    assert request.torchrun.module and request.torchrun.given[0] == ("--module", None)
+    assert request.torchrun.nnodes == "2"
     assert request.script_args[:2] == ["--backend", "gloo"]
     assert hosts.cross_node_request([Host("a")], cpu=False, timeout=60).nproc_per_node == "gpu"
 

@@ -110,7 +110,11 @@ def test_weights_that_differ_are_measured(tmp_path: Path) -> None:
 
 
 def test_the_command_is_torchrun_on_the_example_with_its_own_folder() -> None:
-    argv = resume.torchrun_argv("py", PLAN, Path("/ck"), "--step-delay", "0.5")
+    argv = resume.torchrun_argv("py", PLAN, Path("/ck"))
     assert argv == ["py", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                     "workspace/examples/train_ddp.py", "--fsdp", "--checkpoint-dir", "/ck",
-                    "--save-final", "/ck/final.pt", "--step-delay", "0.5"]  # fmt: skip
+                    "--save-final", "/ck/final.pt"]  # fmt: skip
+    # Slowed: the example under testbed's traced wrapper, which takes --step-delay.
+    slowed = resume.torchrun_argv("py", PLAN, Path("/ck"), "--step-delay", "0.5")
+    assert slowed == [*argv[:6], "testbed/traced_train.py", "--script", *argv[6:],
+                      "--step-delay", "0.5"]  # fmt: skip

@@ -1,11 +1,15 @@
-"""The checks before a multi-node start: one line per problem, naming the host and the fix."""
+"""The checks before a multi-host start: one line per problem, naming the host and the fix."""
 
 from __future__ import annotations
 
+import json
+import shlex
+
 import pytest
-from torchrig.launch import network, preflight
-from torchrig.launch.network import Endpoint, Reach, Route
-from torchrig.launch.plan import LaunchError
+from torchrig.facts.network import Endpoint, Reach
+from torchrig.multihost import fanout, preflight
+from torchrig.multihost.fanout import SSH_FAILED, Captured
+from torchrig.multihost.hostfile import Host
 
 ENDPOINT = Endpoint("a", 29400)
 SAME = {
@@ -19,49 +23,6 @@ def hosts(**changes: dict) -> dict[str, dict]:
     for name, change in changes.items():
         facts[name].update(change)
     return facts
-
-
-# --- by hand, on one node -------------------------------------------------------------------
-
-
-def test_no_endpoint_nothing_to_check() -> None:
-    assert preflight.check_rendezvous([("--nnodes", "2")]) is None
-
-
-def test_a_local_endpoint_gives_its_route() -> None:
-    route = preflight.check_rendezvous([("--rdzv-endpoint", "127.0.0.1:1")])
-    assert route is not None and route.loopback
-
-
-@pytest.mark.parametrize(
-    ("endpoint", "message"),
-    [("no-such-host.invalid:29400", "'no-such-host.invalid' does not resolve on this machine"),
-     ("head:port", "--rdzv-endpoint 'head:port': the port must be a number")],
-)  # fmt: skip
-def test_endpoints_that_cannot_work_are_refused(endpoint: str, message: str) -> None:
-    with pytest.raises(LaunchError, match=message):
-        preflight.check_rendezvous([("--rdzv-endpoint", endpoint)])
-
-
-def test_an_endpoint_that_drops_connections_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(network, "route_to", lambda host: Route("10.0.0.5", "eth0"))
-    monkeypatch.setattr(network, "resolve", lambda host: "10.0.0.1")
-    monkeypatch.setattr(
-        network, "reach", lambda endpoint, timeout: (Reach.UNREACHABLE, "no answer within 5 s")
-    )
-    with pytest.raises(LaunchError) as raised:
-        preflight.check_rendezvous([("--rdzv-endpoint", "head:29400")])
-    assert str(raised.value).startswith(
-        "cannot reach the rendezvous endpoint head:29400 (no answer within 5 s): a firewall "
-        "dropping TCP port 29400? open it"
-    )
-
-
-def test_an_endpoint_that_refuses_is_waited_for_by_torchrun(monkeypatch) -> None:
-    monkeypatch.setattr(network, "route_to", lambda host: Route("10.0.0.5", "eth0"))
-    monkeypatch.setattr(network, "resolve", lambda host: "10.0.0.1")
-    monkeypatch.setattr(network, "reach", lambda endpoint, timeout: (Reach.REFUSED, "refused"))
-    assert preflight.check_rendezvous([("--rdzv-endpoint", "head")]) == Route("10.0.0.5", "eth0")
 
 
 # --- across hosts ---------------------------------------------------------------------------
@@ -157,20 +118,6 @@ def test_a_host_with_a_public_address_gets_a_warning_and_the_launch_goes_on() ->
     assert preflight.exposure_warnings(hosts(), ENDPOINT) == []
 
 
-def test_this_machine_warns_of_its_public_addresses_for_any_launch(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(network, "public_addresses", lambda: [("203.0.114.9", "eth0")])
-    by_hand = preflight.exposure_here([("--rdzv-endpoint", "head:29555")])
-    assert by_hand is not None
-    assert by_hand.startswith("this machine has public address(es) 203.0.114.9 (eth0)")
-    assert "the rendezvous store on port 29555 of its host" in by_hand
-    alone = preflight.exposure_here([])  # --standalone: its store on a free port, all interfaces
-    assert alone is not None and "the rendezvous store on a free port" in alone
-    monkeypatch.setattr(network, "public_addresses", lambda: [])
-    assert preflight.exposure_here([("--rdzv-endpoint", "head:29555")]) is None
-
-
 @pytest.mark.parametrize("shell", ["/usr/bin/fish", "/bin/tcsh", "/bin/csh", "/usr/bin/nu"])
 def test_a_login_shell_that_is_not_posix_stops_the_launch(shell: str) -> None:
     problems = preflight.problems_of(hosts(c={"login_shell": shell}), {}, None, ENDPOINT)
@@ -185,3 +132,55 @@ def test_a_login_shell_that_is_not_posix_stops_the_launch(shell: str) -> None:
 @pytest.mark.parametrize("shell", ["/bin/bash", "/bin/sh", "/usr/bin/dash", "/bin/zsh", None])
 def test_posix_login_shells_pass(shell: str | None) -> None:
     assert preflight.problems_of(hosts(a={"login_shell": shell}), {}, None, ENDPOINT) == []
+
+
+# --- asking the hosts -----------------------------------------------------------------------
+
+HOSTS = [Host("a", 2), Host("b"), Host("c", 4)]
+
+
+def test_the_probes_listen_on_the_first_host_and_connect_from_the_others() -> None:
+    commands = preflight.probe_commands(HOSTS, ENDPOINT, "py", "/w", "t.py")
+    assert shlex.split(commands["a"][-1]) == [
+        "py", "-m", "torchrig.multihost.probe", "--cwd", "/w", "--endpoint", "a:29400",
+        "--script", "t.py", "--listen",
+    ]  # fmt: skip
+    assert shlex.split(commands["c"][-1])[-2:] == ["--connect-for", "30"]
+    assert "--script" not in preflight.probe_commands(HOSTS, ENDPOINT, "py", "/w", None)["b"][-1]
+
+
+def test_reading_a_probes_answer() -> None:
+    facts = {"torch": "2.13.0", "time": 100.0}
+    answer = Captured(0, out=[(1.0, "warning: noise"), (100.5, json.dumps(facts))])
+    assert preflight.probe_answer("b", answer) == ({**facts, "received": 100.5}, None)
+    refused = Captured(SSH_FAILED, err=["dev@b: Permission denied (publickey)."])
+    assert preflight.probe_answer("b", refused)[1].startswith("b: the SSH key was refused")
+    broken = Captured(127, err=["sh: 1: /venv/python: not found"])
+    assert preflight.probe_answer("b", broken)[1].startswith(
+        "b: the check failed (exit 127: sh: 1: /venv/python: not found): is torchrig installed"
+    )
+    assert "no answer within" in preflight.probe_answer("b", Captured(None))[1]
+
+
+def test_the_preflight_warns_of_a_public_address_and_refuses_a_fish_login_shell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    common = {"torch": "2.13.0", "python": "3.11.2", "login_shell": "/bin/bash", "time": 5.0}
+    answers = {
+        "a": {**common, "public_addresses": [["203.0.114.9", "eth0"]]},
+        "b": {**common, "login_shell": "/usr/bin/fish", "reach": ["open", "10.0.0.1"]},
+    }
+    monkeypatch.setattr(
+        fanout,
+        "capture_all",
+        lambda commands, *args, **kwargs: {
+            host: Captured(0, out=[(5.0, json.dumps(answers[host]))]) for host in commands
+        },
+    )
+    warnings: list[str] = []
+    problems = preflight.preflight_problems(
+        [Host("a"), Host("b")], ENDPOINT, "py", "/w", None, warnings.append
+    )
+    assert [problem.split(":")[0] for problem in problems] == ["b"]
+    assert "/usr/bin/fish, which does not read POSIX shell quoting" in problems[0]
+    assert len(warnings) == 1 and warnings[0].startswith("a has public address(es) 203.0.114.9")

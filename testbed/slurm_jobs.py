@@ -1,4 +1,5 @@
-"""The training example as Slurm jobs: the template, its environment, and reading its output.
+"""The training example as Slurm jobs on testbed's cluster (slurm_cluster.py): the template, its
+environment, and reading its output.
 
 Jobs run the real example (gloo on CPU) with this test run's own venv as the "bare-metal venv"
 flavour. Each job's output file holds every run of the job (--open-mode=append); the template
@@ -14,11 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cluster import SlurmCluster, free_port
+from testbed import REPO_ROOT, traced_train
+from testbed.slurm_cluster import SlurmCluster, free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "deploy" / "slurm" / "train.sbatch"
 README = REPO_ROOT / "deploy" / "slurm" / "README.md"
+# The template's default TRAIN_SCRIPT, and testbed's wrapper of it, both submit-relative.
+EXAMPLE = "workspace/examples/train_ddp.py"
+TRACED = traced_train.PATH.relative_to(REPO_ROOT)
 
 # Small enough for two shared cores, big enough to cross an epoch: 256 samples, batch 8 per rank.
 TINY = [
@@ -59,14 +63,18 @@ def submit_training(
     options: tuple[str, ...] = (),
     **env: str,
 ) -> tuple[int, Path, Path]:
-    """Submit the template from the checkout; (job id, output file, checkpoint folder)."""
+    """Submit the template from the checkout; (job id, output file, checkpoint folder). The
+    example runs under testbed's traced wrapper (TRAIN_SCRIPT) when `train_args` ask for its
+    knobs (--step-delay)."""
     checkpoint_dir = work / "checkpoints"
     checkpoint_dir.mkdir(exist_ok=True)
     output = work / "job.out"
+    script, *args = traced_train.command(EXAMPLE, [*TINY, *train_args], TRACED)
+    if script != EXAMPLE:
+        env = {"TRAIN_SCRIPT": script, **env}
     job_id = cluster.sbatch(
         TEMPLATE,
-        *TINY,
-        *train_args,
+        *args,
         options=(f"--output={output}", *options),
         env=job_environment(checkpoint_dir, **env),
         cwd=REPO_ROOT,

@@ -14,13 +14,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from torchrig.launch import fanout
-from torchrig.launch.fanout import STARTED, Job, JobPolicy, Printer
+from torchrig.multihost import fanout
+from torchrig.multihost.fanout import STARTED, Job, JobPolicy, Printer
 
 PYTHON = sys.executable
 # Runs until its stdin ends, as a host's launch does under remote.py. Not stopped, it would
 # outlast the tests' deadline (HANG_GUARD), so a test that ends at all shows it was stopped.
-UNTIL_STOPPED = [PYTHON, "-m", "torchrig.launch.remote", "--", "sleep", "3600"]
+UNTIL_STOPPED = [PYTHON, "-m", "torchrig.multihost.remote", "--", "sleep", "3600"]
 HANG_GUARD = pytest.mark.timeout(300)
 
 
@@ -145,3 +145,18 @@ def test_take_down_kills_what_ignores_the_end_of_its_stdin(grace: float) -> None
     stubborn = fanout.Session.start("a", sh("trap '' TERM; sleep 30"), lambda *line: None)
     fanout.take_down([stubborn], grace)
     assert stubborn.poll() == -signal.SIGKILL  # killed after the grace, not waited for
+
+
+def test_the_first_hosts_address_comes_from_ssh_config(tmp_path: Path, monkeypatch) -> None:
+    config = tmp_path / "config"
+    config.write_text("Host box\n  HostName 10.9.8.7\n  Port 2222\n")
+    monkeypatch.setattr(fanout.subprocess, "run", wrap_with_config(fanout.subprocess.run, config))
+    assert fanout.ssh_hostname("box") == "10.9.8.7"
+    assert fanout.ssh_hostname("other") == "other"
+
+
+def wrap_with_config(run, config: Path):
+    def with_config(argv, **kwargs):
+        return run([argv[0], "-F", str(config), *argv[1:]], **kwargs)
+
+    return with_config

@@ -1,6 +1,6 @@
 """The remote end of the preflight: one host's facts as one JSON line, and a port test.
 
-    python -m torchrig.launch.probe --cwd DIR [--script PATH] --endpoint HOST:PORT
+    python -m torchrig.multihost.probe --cwd DIR [--script PATH] --endpoint HOST:PORT
                                     (--listen | --connect-for S)
 
 `torchrig launch --hostfile` runs it on every host at once, over SSH. The first host (--listen)
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from torchrig import __version__
-from torchrig.launch import network
-from torchrig.launch.network import Reach
-from torchrig.launch.remote import wait_for_end_of_stdin
+from torchrig.facts import network
+from torchrig.facts.network import Reach
+from torchrig.multihost.remote import wait_for_end_of_stdin
 
 RETRY_S = 0.5
 
@@ -128,7 +128,7 @@ def exit_when_stdin_ends() -> None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m torchrig.launch.probe")
+    parser = argparse.ArgumentParser(prog="python -m torchrig.multihost.probe")
     parser.add_argument("--cwd", required=True)
     parser.add_argument("--script")
     parser.add_argument("--endpoint", required=True, type=network.parse_endpoint)

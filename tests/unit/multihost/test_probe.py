@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 from torchrig import __version__
-from torchrig.launch import network, probe
-from torchrig.launch.network import Reach
+from torchrig.facts import network
+from torchrig.facts.network import Reach
+from torchrig.multihost import probe
 
-PROBE = [sys.executable, "-m", "torchrig.launch.probe"]
+PROBE = [sys.executable, "-m", "torchrig.multihost.probe"]
 
 
 def answer_of(*args: str) -> dict:

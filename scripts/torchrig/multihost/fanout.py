@@ -14,6 +14,7 @@ import contextlib
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from torchrig.launch.remote import STARTED
+from torchrig.multihost.hostfile import HostsError
+from torchrig.multihost.remote import STARTED
 
 # BatchMode: fail instead of asking for a password or passphrase nobody will type. The keep-alive
 # notices a host that vanished (a killed container, a pulled cable) in about 15 s.
@@ -49,6 +51,20 @@ def ssh_command(host: str, remote_argv: list[str], cwd: str | None = None) -> li
     if cwd is not None:
         remote = f"cd {shlex.quote(cwd)} && exec {remote}"
     return ["ssh", "-T", *SSH_OPTIONS, host, remote]
+
+
+def ssh_hostname(host: str) -> str:
+    """The address `ssh` connects to for `host` after ~/.ssh/config (`ssh -G`)."""
+    if shutil.which("ssh") is None:
+        raise HostsError("no `ssh` on PATH: install the OpenSSH client (openssh-client)")
+    result = subprocess.run(
+        ["ssh", "-G", host], capture_output=True, text=True, timeout=30, check=False
+    )
+    for line in result.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "hostname" and value:
+            return value
+    return host
 
 
 def read_lines(stream: IO[bytes], emit: Callable[[str], None]) -> None:
@@ -251,8 +267,8 @@ def capture_all(
 class JobPolicy:
     """How the job treats a host that ends early."""
 
-    # Hosts whose loss ends the job: the first one holds the rendezvous.
-    essential: set[str]
+    # Hosts whose loss ends the job (run.py adds the first one: it holds the rendezvous).
+    essential: set[str] = field(default_factory=set)
     # A host whose connection drops is started again while the job runs (elastic rejoin).
     rejoin: bool = True
     retry_s: float = 5.0

@@ -1,6 +1,6 @@
 """The remote end of a multi-host launch: run one command, and take it down with the connection.
 
-    python -m torchrig.launch.remote -- COMMAND [ARGS...]
+    python -m torchrig.multihost.remote -- COMMAND [ARGS...]
 
 `torchrig launch --hostfile` runs this on every host over SSH. OpenSSH forwards no signal to a
 remote command that has no TTY, and a TTY would mangle the output; what does reach the remote side
@@ -28,7 +28,7 @@ GRACE_S = 35.0
 STOPPED_EXIT = 128 + signal.SIGTERM
 PR_SET_CHILD_SUBREAPER = 36
 # The first line on stdout: the host answered and its command starts (the launcher hides it).
-STARTED = "torchrig.launch.remote: started"
+STARTED = "torchrig.multihost.remote: started"
 
 
 def become_subreaper() -> None:
@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print("usage: python -m torchrig.launch.remote -- COMMAND [ARGS...]", file=sys.stderr)
+        print("usage: python -m torchrig.multihost.remote -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     become_subreaper()
     # The launcher holds a retried host's lines back until this: before it, they are ssh's.

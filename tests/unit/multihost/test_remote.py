@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from torchrig.launch import remote
+from torchrig.multihost import remote
 
-WRAPPER = [sys.executable, "-m", "torchrig.launch.remote", "--"]
+WRAPPER = [sys.executable, "-m", "torchrig.multihost.remote", "--"]
 
 
 def start(*command: str) -> subprocess.Popen[bytes]:

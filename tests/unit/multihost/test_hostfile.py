@@ -5,8 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from torchrig.launch.hostfile import Host, hosts_from, parse_host_list, parse_hostfile
-from torchrig.launch.plan import LaunchError
+from torchrig.multihost.hostfile import (
+    Host,
+    HostsError,
+    hosts_from,
+    parse_host_list,
+    parse_hostfile,
+)
 
 
 def test_hosts_slots_comments_and_blank_lines() -> None:
@@ -28,7 +33,7 @@ def test_hosts_slots_comments_and_blank_lines() -> None:
      ("# nothing\n\n", "hosts: no hosts in it")],
 )  # fmt: skip
 def test_malformed_hostfiles_name_the_line_and_the_rule(text: str, message: str) -> None:
-    with pytest.raises(LaunchError) as raised:
+    with pytest.raises(HostsError) as raised:
         parse_hostfile(text, "hosts")
     assert message in str(raised.value)
 
@@ -36,9 +41,9 @@ def test_malformed_hostfiles_name_the_line_and_the_rule(text: str, message: str)
 def test_host_list() -> None:
     assert parse_host_list("a,b.lan, c") == [Host("a"), Host("b.lan"), Host("c")]
     for bad in ("a,,b", "a,", ""):
-        with pytest.raises(LaunchError, match="names separated by commas"):
+        with pytest.raises(HostsError, match="names separated by commas"):
             parse_host_list(bad)
-    with pytest.raises(LaunchError, match="a is listed twice"):
+    with pytest.raises(HostsError, match="a is listed twice"):
         parse_host_list("a,a")
 
 
@@ -48,7 +53,7 @@ def test_hosts_from_the_command_line(tmp_path: Path) -> None:
     path = tmp_path / "hosts"
     path.write_text("x slots=2\n")
     assert hosts_from(str(path), None) == [Host("x", 2)]
-    with pytest.raises(LaunchError, match=f"--hostfile {tmp_path / 'nope'}: no such file"):
+    with pytest.raises(HostsError, match=f"--hostfile {tmp_path / 'nope'}: no such file"):
         hosts_from(str(tmp_path / "nope"), None)
-    with pytest.raises(LaunchError, match="not both"):
+    with pytest.raises(HostsError, match="not both"):
         hosts_from(str(path), "a")

@@ -18,11 +18,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchrig.launch.plan import LaunchError
-
 # What ssh takes as a destination without surprises: no options (a leading '-'), no spaces, no
 # user@ (users belong in ~/.ssh/config, where every tool agrees on them).
 HOST_NAME = re.compile(r"^[A-Za-z0-9_.:\[\]%][A-Za-z0-9_.:\[\]%-]*$")
+
+
+class HostsError(ValueError):
+    """Bad input about the hosts of a multi-host run: the message says what to change."""
 
 
 @dataclass(frozen=True)
@@ -33,21 +35,21 @@ class Host:
 
 def check_name(name: str, where: str) -> str:
     if "@" in name:
-        raise LaunchError(
+        raise HostsError(
             f"{where}: {name!r}: put the user in ~/.ssh/config (Host {name.split('@')[-1]} / "
             f"User {name.split('@')[0]}), not in the host name"
         )
     if not HOST_NAME.match(name):
-        raise LaunchError(f"{where}: {name!r} is not a host name (letters, digits, '.', '-')")
+        raise HostsError(f"{where}: {name!r} is not a host name (letters, digits, '.', '-')")
     return name
 
 
 def parse_slots(text: str, where: str) -> int:
     key, _, value = text.partition("=")
     if key != "slots":
-        raise LaunchError(f"{where}: unknown setting {text!r}: a line is 'host [slots=N]'")
+        raise HostsError(f"{where}: unknown setting {text!r}: a line is 'host [slots=N]'")
     if not value.isdigit() or int(value) < 1:
-        raise LaunchError(f"{where}: slots={value!r}: expected a whole number >= 1")
+        raise HostsError(f"{where}: slots={value!r}: expected a whole number >= 1")
     return int(value)
 
 
@@ -56,18 +58,18 @@ def parse_line(line: str, where: str) -> Host | None:
     if not words:
         return None
     if len(words) > 2:
-        raise LaunchError(f"{where}: {line.strip()!r}: a line is 'host [slots=N]'")
+        raise HostsError(f"{where}: {line.strip()!r}: a line is 'host [slots=N]'")
     slots = parse_slots(words[1], where) if len(words) == 2 else None
     return Host(check_name(words[0], where), slots)
 
 
 def without_duplicates(hosts: list[Host], source: str) -> list[Host]:
     if not hosts:
-        raise LaunchError(f"{source}: no hosts in it (one 'host [slots=N]' per line)")
+        raise HostsError(f"{source}: no hosts in it (one 'host [slots=N]' per line)")
     seen: set[str] = set()
     for host in hosts:
         if host.name in seen:
-            raise LaunchError(f"{source}: {host.name} is listed twice")
+            raise HostsError(f"{source}: {host.name} is listed twice")
         seen.add(host.name)
     return hosts
 
@@ -85,9 +87,9 @@ def read_hostfile(path: str) -> list[Host]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise LaunchError(f"--hostfile {path}: no such file") from None
+        raise HostsError(f"--hostfile {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise LaunchError(f"--hostfile {path}: cannot read it ({exc})") from None
+        raise HostsError(f"--hostfile {path}: cannot read it ({exc})") from None
     return parse_hostfile(text, path)
 
 
@@ -95,14 +97,14 @@ def parse_host_list(text: str) -> list[Host]:
     """`--hosts a,b,c`: names only (slots need a hostfile)."""
     names = [name.strip() for name in text.split(",")]
     if any(not name for name in names):
-        raise LaunchError(f"--hosts {text!r}: expected names separated by commas, e.g. a,b")
+        raise HostsError(f"--hosts {text!r}: expected names separated by commas, e.g. a,b")
     return without_duplicates([Host(check_name(name, "--hosts")) for name in names], "--hosts")
 
 
 def hosts_from(hostfile: str | None, host_list: str | None) -> list[Host] | None:
     """The hosts the user named, or None for a launch on this machine only."""
     if hostfile is not None and host_list is not None:
-        raise LaunchError("give --hostfile or --hosts, not both")
+        raise HostsError("give --hostfile or --hosts, not both")
     if hostfile is not None:
         return read_hostfile(hostfile)
     if host_list is not None:

@@ -1,14 +1,11 @@
-"""The checks before a multi-node start, so a mistake is one clear line, not a hung rendezvous.
+"""The checks before a multi-host start, so a mistake is one clear line, not a hung rendezvous.
 
-On one node (`torchrig launch --nnodes 2 --rdzv-endpoint a:29400 ...` by hand): the endpoint must
-resolve and, from another node, answer or at least refuse (a refusal means the endpoint's own
-launch has not started yet; torchrun waits for it), not drop packets.
-
-Across hosts (`--hostfile`): every host's facts (probe.py, over SSH) side by side. A host that SSH
-cannot reach, or that refuses the key, is named with the fix; so is a host whose torch, NCCL,
-Python or torchrig differs from the others, whose copy of the script differs, whose clock is off,
-or that cannot reach the rendezvous port on the first host; and a first host whose rendezvous port
-is already taken. All of it pure functions of the probes' answers, except `check_rendezvous`.
+Every host's facts (probe.py, over SSH, all at once) side by side. A host that SSH cannot reach,
+or that refuses the key, is named with the fix; so is a host whose torch, NCCL, Python or
+torchrig differs from the others, whose copy of the script differs, whose clock is off, or that
+cannot reach the rendezvous port on the first host; and a first host whose rendezvous port is
+already taken. All of it pure functions of the probes' answers, except `preflight_problems`,
+which asks them.
 
 Warnings, which do not stop the launch: a host with a public address, where the job's ports are
 open to whoever can reach them (torch's stores listen on every interface, and torch unpickles
@@ -17,15 +14,20 @@ the rendezvous state it reads from them).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from torchrig.launch import network, torchrun
-from torchrig.launch.network import Reach, Route
-from torchrig.launch.plan import LaunchError
-from torchrig.launch.torchrun import Flag
+from torchrig.facts import network
+from torchrig.facts.network import Endpoint, Reach
+from torchrig.multihost import fanout
+from torchrig.multihost.fanout import Captured
+from torchrig.multihost.hostfile import Host
 
+PREFLIGHT_TIMEOUT_S = 120.0
+# How long the other hosts keep trying the first host's test listener while it starts.
+CONNECT_FOR_S = 30.0
 # c10d drops a node whose heartbeat is older than 3 x 5 s by the reader's clock; clocks further
 # apart than this eat most of that margin.
 MAX_CLOCK_SKEW_S = 5.0
@@ -52,32 +54,6 @@ SSH_FAILURES = (
 )  # fmt: skip
 
 
-def check_rendezvous(flags: list[Flag], timeout_s: float = 5.0) -> Route | None:
-    """On one node of a by-hand multi-node launch: this node's route to the endpoint.
-
-    Errors before torchrun starts for what torchrun would only report after its 60 s timeout: a
-    name that does not resolve, an endpoint that drops connections. None without an endpoint.
-    """
-    given = torchrun.flag_given(flags, "--rdzv-endpoint")
-    if not given:
-        return None
-    try:
-        endpoint = network.parse_endpoint(given)
-    except ValueError as exc:
-        raise LaunchError(f"--rdzv-endpoint {exc}") from None
-    route = network.route_to(endpoint.host)
-    if route is None:
-        raise LaunchError(
-            f"--rdzv-endpoint {endpoint}: {endpoint.host!r} does not resolve on this machine: "
-            "give its address, or add it to DNS or /etc/hosts"
-        )
-    if not is_local(endpoint.host, route):
-        outcome, detail = network.reach(endpoint, timeout_s)
-        if outcome == Reach.UNREACHABLE:
-            raise LaunchError(unreachable_message(endpoint, detail))
-    return route
-
-
 def exposure_warning(where: str, public: Sequence[Sequence[str]], ports: str) -> str:
     """What a machine with public addresses risks: torch's stores listen on every interface."""
     listed = ", ".join(f"{address} ({interface})" for address, interface in public)
@@ -88,26 +64,6 @@ def exposure_warning(where: str, public: Sequence[Sequence[str]], ports: str) ->
         "on every node. Allow these ports only from the job's machines (a firewall or security "
         "group): docs/multinode.md, Network exposure"
     )
-
-
-def exposure_here(flags: list[Flag]) -> str | None:
-    """The warning for this machine, when it has a public address; else None."""
-    public = network.public_addresses()
-    if not public:
-        return None
-    given = torchrun.flag_given(flags, "--rdzv-endpoint")
-    ports = "the rendezvous store on a free port, the workers' store on another"
-    if given:
-        port = network.parse_endpoint(given).port
-        ports = (
-            f"the rendezvous store on port {port} of its host, the workers' store on a free port"
-        )
-    return exposure_warning("this machine", public, ports)
-
-
-def is_local(host: str, route: Route) -> bool:
-    """The endpoint is this machine: its address is the route's own source address."""
-    return route.loopback or network.resolve(host) == route.address
 
 
 def unreachable_message(endpoint: network.Endpoint, detail: str, where: str = "") -> str:
@@ -257,3 +213,73 @@ def problems_of(
     problems += clock_problems(skews)
     problems += network_problems(facts, endpoint)
     return problems
+
+
+# --- asking the hosts -----------------------------------------------------------------------
+
+
+def probe_commands(
+    hosts: list[Host], endpoint: Endpoint, python: str, cwd: str, script: str | None
+) -> dict[str, list[str]]:
+    """The probe on every host: the first listens on the rendezvous port, the others connect."""
+    commands = {}
+    for index, host in enumerate(hosts):
+        remote = [python, "-m", "torchrig.multihost.probe", "--cwd", cwd,
+                  "--endpoint", str(endpoint)]  # fmt: skip
+        if script is not None:
+            remote += ["--script", script]
+        remote += ["--listen"] if index == 0 else ["--connect-for", f"{CONNECT_FOR_S:g}"]
+        commands[host.name] = fanout.ssh_command(host.name, remote)
+    return commands
+
+
+def probe_answer(host: str, captured: Captured) -> tuple[dict[str, Any] | None, str | None]:
+    """(facts, None) from a probe's JSON line, or (None, the problem in one line)."""
+    if captured.code == fanout.SSH_FAILED:
+        return None, ssh_failure(host, captured.stderr)
+    for received, line in reversed(captured.out):
+        try:
+            facts = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(facts, dict):
+            return {**facts, "received": received}, None
+    if captured.code is None:
+        return None, f"{host}: no answer within {PREFLIGHT_TIMEOUT_S:g} s: is it overloaded?"
+    last = captured.err[-1] if captured.err else "no output"
+    return None, (
+        f"{host}: the check failed (exit {captured.code}: {last}): is torchrig installed there, "
+        "the same image on every host? (--remote-python names its Python)"
+    )
+
+
+def preflight_problems(
+    hosts: list[Host],
+    endpoint: Endpoint,
+    python: str,
+    cwd: str,
+    script: str | None,
+    warn: Callable[[str], None] | None = None,
+) -> list[str]:
+    """Every host's probe, side by side: the problems that stop the start. `warn` gets what
+    does not stop it (a host with a public address)."""
+    answers = fanout.capture_all(
+        probe_commands(hosts, endpoint, python, cwd, script),
+        PREFLIGHT_TIMEOUT_S,
+        hold_open=[hosts[0].name],
+    )
+    facts: dict[str, dict[str, Any]] = {}
+    problems = []
+    for host in hosts:
+        host_facts, problem = probe_answer(host.name, answers[host.name])
+        if problem is not None:
+            problems.append(problem)
+        else:
+            facts[host.name] = host_facts or {}
+    if problems:
+        return problems  # the rest compares hosts, which needs all of them
+    skews = {host: answer["time"] - answer["received"] for host, answer in facts.items()}
+    if warn is not None:
+        for warning in exposure_warnings(facts, endpoint):
+            warn(warning)
+    return problems_of(facts, skews, script, endpoint)

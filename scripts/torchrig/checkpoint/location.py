@@ -1,0 +1,56 @@
+"""Where a process's checkpoints go, said by the process itself: `CheckpointManager` records its
+directory here at its first load or save, and `torchrig status` reads it from outside.
+
+The record is an in-memory file (memfd) named `torchrig-checkpoint-dir` that holds the absolute
+path and stays open for the life of the process. It lives and dies with the process: nothing to
+clean up, and nothing left behind to mislead once the process is gone, even if its pid is reused.
+From outside it is one of the process's open files, /proc/PID/fd/N, readable by its own user
+(and root), like /proc/PID/environ. Standard library only; Linux (elsewhere nothing is recorded).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+PROC = Path("/proc")
+NAME = "torchrig-checkpoint-dir"
+# How an open memfd reads through /proc/PID/fd/N.
+LINK_PREFIX = f"/memfd:{NAME}"
+
+# This process's records: directory -> the descriptor holding it (kept open on purpose).
+_recorded: dict[Path, int] = {}
+
+
+def record(directory: Path) -> None:
+    """Leave `directory` where `recorded_directories(os.getpid())` finds it. Best effort: where
+    memfds are not available, nothing is recorded and training goes on."""
+    path = directory.absolute()
+    if path in _recorded or not hasattr(os, "memfd_create"):
+        return
+    try:
+        descriptor = os.memfd_create(NAME, os.MFD_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(descriptor, os.fsencode(path))
+    except OSError:
+        os.close(descriptor)
+        return
+    _recorded[path] = descriptor
+
+
+def recorded_directories(pid: int, proc: Path = PROC) -> list[Path]:
+    """The directories process `pid` recorded, oldest first; [] when it recorded none, has ended,
+    or is another user's."""
+    try:
+        entries = sorted((proc / str(pid) / "fd").iterdir(), key=lambda entry: int(entry.name))
+    except (OSError, ValueError):
+        return []
+    found = []
+    for entry in entries:
+        with contextlib.suppress(OSError):  # closed meanwhile, or not ours to read
+            if os.readlink(entry).startswith(LINK_PREFIX):
+                found.append(Path(os.fsdecode(entry.read_bytes())))
+    return found

@@ -1,0 +1,95 @@
+"""The sequence of every multi-host run, shared by `torchrig launch --hostfile` and
+`torchrig verify --hostfile`: say what will run where, check every host (preflight.py), then run
+one command per host together (fanout.py), each under the remote wrapper (remote.py) that takes
+it down when its SSH link ends.
+
+What differs between the two is what they pass in: the commands (launch writes them), where the
+lines go (a `Printer`: the terminal, or a buffer verify reads) and how a host that ends early is
+treated (a `JobPolicy`: an elastic job goes on without a lost host and takes it back; a probe
+with a deadline stops at the first loss).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field, replace
+
+from torchrig.facts.network import Endpoint
+from torchrig.multihost import fanout, preflight
+from torchrig.multihost.fanout import JobPolicy, Printer
+from torchrig.multihost.hostfile import Host
+
+# As a usage error: nothing was started.
+PREFLIGHT_FAILED = 2
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the hosts meet and how many of them the job needs: the same for every host."""
+
+    endpoint: Endpoint
+    run_id: str
+    nnodes: str  # "MIN:MAX" or "N"
+
+
+@dataclass(frozen=True)
+class HostJob:
+    """One command per host, each run in `cwd` on that host."""
+
+    hosts: list[Host]  # the first holds the rendezvous
+    rendezvous: Rendezvous
+    commands: dict[str, list[str]]  # host name -> its command
+    python: str  # the Python with torchrig on the hosts: it runs the probe and the wrapper
+    cwd: str
+    script: str | None = None  # a file every host must hold alike; None: nothing to compare
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int  # the job's exit status; PREFLIGHT_FAILED when the preflight stopped it
+    problems: list[str] = field(default_factory=list)  # the preflight's, one line each
+
+
+def ssh_commands(job: HostJob) -> dict[str, list[str]]:
+    """host -> the `ssh` command that runs its command under the remote wrapper, in `cwd`."""
+    return {
+        host: fanout.ssh_command(
+            host, [job.python, "-m", "torchrig.multihost.remote", "--", *command], job.cwd
+        )
+        for host, command in job.commands.items()
+    }
+
+
+def summary(job: HostJob) -> str:
+    names = ", ".join(host.name + (f" ({host.slots})" if host.slots else "") for host in job.hosts)
+    where = job.rendezvous
+    return (
+        f"{len(job.hosts)} host(s): {names}; rendezvous {where.endpoint} (run id {where.run_id}), "
+        f"nodes {where.nnodes}"
+    )
+
+
+def run(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = False) -> Outcome:
+    """Say what runs where; with `dry_run` print each host's command and stop. Otherwise the
+    preflight, and when it finds nothing, every host's command under `policy`, whose essential
+    hosts always include the first (it holds the rendezvous)."""
+    commands = ssh_commands(job)
+    printer.note(summary(job))
+    if dry_run:
+        for host, argv in commands.items():
+            printer(host, "out", "+ " + shlex.join(argv))
+        return Outcome(0)
+    problems = preflight.preflight_problems(
+        job.hosts,
+        job.rendezvous.endpoint,
+        job.python,
+        job.cwd,
+        job.script,
+        lambda text: printer.note(f"warning: {text}"),
+    )
+    if problems:
+        for problem in problems:
+            printer.note(problem)
+        return Outcome(PREFLIGHT_FAILED, problems)
+    policy = replace(policy, essential={*policy.essential, job.hosts[0].name})
+    return Outcome(fanout.Job(commands, printer, policy).run())
