@@ -6,9 +6,10 @@
    Unless GRANT_SUDO=1, no-new-privileges from here on (privileges.py).
    Root runs this module from its own root-owned copy with `python3 -I -S` (no site-packages,
    nothing dev can write; see root_main.py).
-3. As dev: the venv's packages become readable (for the banner), print the banner (versions,
-   GPUs, checks with fixes), check the mounts, make SSH host keys once, install the keys, export
-   the environment for SSH sessions.
+3. As dev: the image's packages become readable (for the banner), print the banner (versions,
+   GPUs, checks with fixes), check the mounts, make or refresh the kept packages' venv and put it
+   first on PATH (torchrig.packages.kept), export the environment for SSH sessions, run the
+   start hooks (hooks.py), make SSH host keys once, install the keys.
 4. Run the given command, or supervise the services in SERVICES.
 """
 
@@ -16,13 +17,16 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
-from torchrig.container import accounts, banner, jupyter, log, privileges, ssh
+from torchrig.container import accounts, banner, hooks, jupyter, log, privileges, ssh
 from torchrig.container.log import SetupError
 from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings, stop_environment
 from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, STATE_DIR, state_dir
 from torchrig.container.supervisor import ServiceSpec, Supervisor
+from torchrig.packages import kept, sitedir
 
 HOME = Path("/home/dev")
 # What root's steps resolve commands in: the container's PATH starts with dev's venv.
@@ -33,6 +37,9 @@ SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
 WRITABLE_MOUNTS = {"/workspace": "WORKSPACE_DIR", "/checkpoints": "CHECKPOINT_DIR"}
 READABLE_MOUNTS = {"/data": "DATA_DIR"}
 FRESH_MOUNT_CANDIDATES = ("/workspace", "/checkpoints", "/data", "/home/dev/.cache")
+# The volumes dev writes to (caches, HF_HOME and the compile caches in the first, the kept
+# packages in the second): after a PUID/PGID change they are handed to dev's new ids at start.
+DEV_VOLUMES = (HOME / ".cache", Path(sitedir.KEPT_ROOT))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,14 +80,18 @@ def start(command: list[str]) -> int:
     use_venv_packages()
     show_banner(settings)
     check_mounts(mount_points())
+    python = use_kept_packages()
     state = state_dir()
     os.environ.update(stop_environment(settings, os.environ))
     export_environment(home, state)
+    hooks.run_hooks(
+        hooks.HOOKS_DIR, settings.start_hook_timeout_s, ssh.without_per_rank(os.environ), state
+    )
     if command:
         (state / SERVICES_FILE).write_text("", encoding="utf-8")
         return run_command(command)
     sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home, keys_file)
-    specs = service_specs(settings, sshd_ok, state)
+    specs = service_specs(settings, sshd_ok, state, python)
     (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
     return Supervisor(
         specs,
@@ -113,6 +124,8 @@ def prepare_as_root(settings: Settings) -> accounts.Identity:
     for mount in FRESH_MOUNT_CANDIDATES:
         if accounts.claim_if_fresh_mount(Path(mount), who.uid, who.gid):
             log.info(f"{mount} was created empty by Docker as root: handed to dev")
+    for volume in DEV_VOLUMES:
+        reclaim_volume(volume, who)
     configure_sudo(settings.grant_sudo)
     return who
 
@@ -123,6 +136,26 @@ def hand_to_dev(tree: Path, who: accounts.Identity) -> None:
             f"left {path} to its owner: it has other hard links (perhaps another's file linked "
             "in), so handing it to dev could hand over that file too; delete it if it is yours"
         )
+
+
+def reclaim_volume(volume: Path, who: accounts.Identity) -> None:
+    """A volume whose top is not dev's (made under another PUID/PGID, or by Docker as root) is
+    handed to dev whole, by chown_tree's rule (no symlink followed, no hard-linked file handed
+    over). A volume that is dev's already is left as it is: no walk over a large cache at every
+    start."""
+    try:
+        status = volume.lstat()
+    except FileNotFoundError:
+        return
+    if not volume.is_dir() or volume.is_symlink():
+        return
+    if (status.st_uid, status.st_gid) == (who.uid, who.gid):
+        return
+    hand_to_dev(volume, who)
+    log.info(
+        f"{volume} belonged to uid {status.st_uid}, gid {status.st_gid}: handed it, and all "
+        f"in it, to dev ({who.uid}:{who.gid})"
+    )
 
 
 def configure_sudo(grant: bool) -> None:
@@ -162,6 +195,33 @@ def use_venv_packages(venv: Path = VENV) -> None:
     site_packages = str(venv / "lib" / version / "site-packages")
     if os.path.isdir(site_packages) and site_packages not in sys.path:
         sys.path.append(site_packages)
+
+
+def use_kept_packages(root: Path = Path(sitedir.KEPT_ROOT)) -> str:
+    """Make or refresh the kept packages' venv and put it first on PATH (for the services, the
+    start hooks and, exported, SSH sessions); the Python the services run: the kept venv's, so
+    that Jupyter's kernels and %pip install into it. A failure leaves the kept packages off."""
+    try:
+        prepared = kept.prepare(root, now=time.time())
+    except OSError as exc:
+        log.warn(f"the kept packages are off: preparing {root} failed ({exc})")
+        return jupyter.IMAGE_PYTHON
+    for note in prepared.notes:
+        log.info(note)
+    for warning in prepared.warnings:
+        log.warn(warning)
+    if prepared.prefix is None:
+        return jupyter.IMAGE_PYTHON
+    os.environ.update(kept_environment(os.environ, prepared.prefix))
+    return str(prepared.prefix / "bin" / "python")
+
+
+def kept_environment(environ: Mapping[str, str], prefix: Path) -> dict[str, str]:
+    """dev's PATH and VIRTUAL_ENV with the kept venv first. Never the image's ENV: root gets
+    that, and no folder dev can write may be on root's PATH."""
+    bin_dir = str(prefix / "bin")
+    rest = [entry for entry in environ.get("PATH", "").split(":") if entry and entry != bin_dir]
+    return {"PATH": ":".join([bin_dir, *rest]), "VIRTUAL_ENV": str(prefix)}
 
 
 def mount_points(mountinfo: Path = Path("/proc/self/mountinfo")) -> set[str]:
@@ -235,11 +295,13 @@ def export_environment(home: Path, state: Path) -> None:
     ssh.write_private(state / ENVIRONMENT_FILE, ssh.shell_exports_text(variables))
 
 
-def service_specs(settings: Settings, sshd_ok: bool, state: Path) -> list[ServiceSpec]:
+def service_specs(
+    settings: Settings, sshd_ok: bool, state: Path, python: str = jupyter.IMAGE_PYTHON
+) -> list[ServiceSpec]:
     specs = []
     for name in settings.services:
         if name == "jupyter":
-            specs.append(jupyter_spec(settings, state))
+            specs.append(jupyter_spec(settings, state, python))
         elif name == "sshd" and sshd_ok:
             specs.append(ServiceSpec("sshd", ssh.sshd_command()))
     if settings.services == ("sshd",) and not sshd_ok:
@@ -250,9 +312,11 @@ def service_specs(settings: Settings, sshd_ok: bool, state: Path) -> list[Servic
     return specs
 
 
-def jupyter_spec(settings: Settings, state: Path) -> ServiceSpec:
+def jupyter_spec(
+    settings: Settings, state: Path, python: str = jupyter.IMAGE_PYTHON
+) -> ServiceSpec:
     token = jupyter.resolve_token(settings.jupyter_token, settings.jupyter_allow_no_token, state)
-    argv = jupyter.jupyter_command(settings.jupyter_hostnames)
+    argv = jupyter.jupyter_command(settings.jupyter_hostnames, python)
     if not token.value:
         argv.append("--IdentityProvider.token=")
         log.warn(

@@ -217,3 +217,49 @@ def test_no_new_privileges_for_everything_the_start_runs_unless_sudo_is_granted(
     expected = ["drop to dev"] if euid == 0 else []
     expected += ["no-new-privileges"] if confined else []
     assert order == [*expected, "command"]
+
+
+def test_dev_gets_the_kept_venv_first_on_path_once() -> None:
+    environ = {"PATH": "/opt/packages/python3.11/bin:/opt/venv/bin:/usr/bin"}
+    prefix = Path("/opt/packages/python3.11")
+    assert entrypoint.kept_environment(environ, prefix) == {
+        "PATH": "/opt/packages/python3.11/bin:/opt/venv/bin:/usr/bin",
+        "VIRTUAL_ENV": "/opt/packages/python3.11",
+    }
+    assert entrypoint.kept_environment({"PATH": "/usr/bin"}, prefix)["PATH"] == (
+        "/opt/packages/python3.11/bin:/usr/bin"
+    )
+
+
+def test_kept_packages_that_cannot_be_prepared_leave_the_image_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin")
+    python = entrypoint.use_kept_packages(tmp_path / "absent")
+    assert python == "/opt/venv/bin/python"
+    assert os.environ["PATH"] == "/usr/bin"
+    assert "warning: the kept packages are off" in capsys.readouterr().err
+
+
+def test_a_volume_left_by_other_ids_is_handed_to_dev_and_devs_own_is_not_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handed: list[Path] = []
+    monkeypatch.setattr(entrypoint, "hand_to_dev", lambda tree, who: handed.append(tree))
+    volume = tmp_path / "cache"
+    volume.mkdir()
+    owner = volume.stat()
+    devs = accounts.Identity(owner.st_uid, owner.st_gid, (), "/home/dev", "/bin/bash")
+    entrypoint.reclaim_volume(volume, devs)
+    assert handed == []
+    new_ids = accounts.Identity(owner.st_uid + 1, owner.st_gid, (), "/home/dev", "/bin/bash")
+    entrypoint.reclaim_volume(volume, new_ids)
+    assert handed == [volume]
+    assert f"{volume} belonged to uid {owner.st_uid}, gid {owner.st_gid}: handed it" in (
+        capsys.readouterr().err
+    )
+    # A symlink in a volume's place (dev owns /home/dev) is not followed; a missing one is fine.
+    (tmp_path / "link").symlink_to(volume)
+    entrypoint.reclaim_volume(tmp_path / "link", new_ids)
+    entrypoint.reclaim_volume(tmp_path / "absent", new_ids)
+    assert handed == [volume]
