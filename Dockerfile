@@ -172,7 +172,8 @@ COPY entrypoint/gpu-notice/ /opt/venv/share/jupyter/labextensions/@torchrig/gpu-
 # every start of the venv's Python: the first puts dev's kept packages in front of the image's,
 # for every user but root (torchrig/packages/sitedir.py); the second, only in a worker that
 # torchrun started, hands the worker to the worker guard (torchrig/launch/worker.py): plain
-# torchrun gets what torchrig launch does.
+# torchrun gets what torchrig launch does. The "Python 3" kernel runs the kept venv's Python for
+# dev (entrypoint/kernel-python.sh), so `%pip install` in a notebook is kept too.
 RUN --mount=type=bind,target=/src \
     cp -r /src /tmp/torchrig-src \
     && UV_COMPILE_BYTECODE=1 /opt/uv/bin/uv pip install --python /opt/venv/bin/python \
@@ -180,7 +181,11 @@ RUN --mount=type=bind,target=/src \
     && rm -rf /tmp/torchrig-src \
     && site="$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
     && install -m 644 /src/entrypoint/torchrig-kept-packages.pth \
-         /src/entrypoint/torchrig-worker-guard.pth "${site}/"
+         /src/entrypoint/torchrig-worker-guard.pth "${site}/" \
+    && install -m 755 /src/entrypoint/kernel-python.sh /opt/venv/bin/torchrig-kernel-python \
+    && /opt/venv/bin/python -c 'import json, sys; spec = json.load(open(sys.argv[1])); \
+         spec["argv"][0] = sys.argv[2]; json.dump(spec, open(sys.argv[1], "w"), indent=1)' \
+         /opt/venv/share/jupyter/kernels/python3/kernel.json /opt/venv/bin/torchrig-kernel-python
 # Root's own copy of torchrig, for what root runs (the start's root steps, the healthcheck): the
 # venv is dev's, so root runs this copy with the system Python in isolated mode and without
 # site-packages (scripts/torchrig/container/root_main.py). Owned and writable by root alone.

@@ -57,7 +57,7 @@ def test_ids_the_image_already_uses_work_for_ssh_jupyter_and_pip(
     assert who.exit_code == 0, who.stderr
     assert who.stdout.split() == ["dev", puid, pgid]  # dev, not www-data, in ls -l and prompts
     assert installed.exit_code == 0, installed.stdout + installed.stderr
-    assert f"INSTALLED {puid} /opt/venv/lib/" in installed.stdout
+    assert f"INSTALLED {puid} /opt/packages/venv/lib/" in installed.stdout
     create_in_jupyter(stack, "from-jupyter.txt")
     expected = (int(puid), int(pgid))
     assert owner(stack.workspace / "over-ssh") == expected

@@ -80,7 +80,7 @@ def start(command: list[str]) -> int:
     use_venv_packages()
     show_banner(settings)
     check_mounts(mount_points())
-    python = use_kept_packages()
+    use_kept_packages()
     state = state_dir()
     os.environ.update(stop_environment(settings, os.environ))
     export_environment(home, state)
@@ -91,7 +91,7 @@ def start(command: list[str]) -> int:
         (state / SERVICES_FILE).write_text("", encoding="utf-8")
         return run_command(command)
     sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home, keys_file)
-    specs = service_specs(settings, sshd_ok, state, python)
+    specs = service_specs(settings, sshd_ok, state)
     (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
     return Supervisor(
         specs,
@@ -197,23 +197,22 @@ def use_venv_packages(venv: Path = VENV) -> None:
         sys.path.append(site_packages)
 
 
-def use_kept_packages(root: Path = Path(sitedir.KEPT_ROOT)) -> str:
-    """Make or refresh the kept packages' venv and put it first on PATH (for the services, the
-    start hooks and, exported, SSH sessions); the Python the services run: the kept venv's, so
-    that Jupyter's kernels and %pip install into it. A failure leaves the kept packages off."""
+def use_kept_packages(root: Path = Path(sitedir.KEPT_ROOT)) -> Path | None:
+    """Make or refresh the kept packages' venv and put it first on PATH, for the services, the
+    start hooks and (exported) SSH sessions; Jupyter's kernels start it through the image's
+    kernelspec (entrypoint/kernel-python.sh). A failure leaves the kept packages off."""
     try:
         prepared = kept.prepare(root, now=time.time())
     except OSError as exc:
         log.warn(f"the kept packages are off: preparing {root} failed ({exc})")
-        return jupyter.IMAGE_PYTHON
+        return None
     for note in prepared.notes:
         log.info(note)
     for warning in prepared.warnings:
         log.warn(warning)
-    if prepared.prefix is None:
-        return jupyter.IMAGE_PYTHON
-    os.environ.update(kept_environment(os.environ, prepared.prefix))
-    return str(prepared.prefix / "bin" / "python")
+    if prepared.prefix is not None:
+        os.environ.update(kept_environment(os.environ, prepared.prefix))
+    return prepared.prefix
 
 
 def kept_environment(environ: Mapping[str, str], prefix: Path) -> dict[str, str]:
@@ -295,13 +294,11 @@ def export_environment(home: Path, state: Path) -> None:
     ssh.write_private(state / ENVIRONMENT_FILE, ssh.shell_exports_text(variables))
 
 
-def service_specs(
-    settings: Settings, sshd_ok: bool, state: Path, python: str = jupyter.IMAGE_PYTHON
-) -> list[ServiceSpec]:
+def service_specs(settings: Settings, sshd_ok: bool, state: Path) -> list[ServiceSpec]:
     specs = []
     for name in settings.services:
         if name == "jupyter":
-            specs.append(jupyter_spec(settings, state, python))
+            specs.append(jupyter_spec(settings, state))
         elif name == "sshd" and sshd_ok:
             specs.append(ServiceSpec("sshd", ssh.sshd_command()))
     if settings.services == ("sshd",) and not sshd_ok:
@@ -312,11 +309,9 @@ def service_specs(
     return specs
 
 
-def jupyter_spec(
-    settings: Settings, state: Path, python: str = jupyter.IMAGE_PYTHON
-) -> ServiceSpec:
+def jupyter_spec(settings: Settings, state: Path) -> ServiceSpec:
     token = jupyter.resolve_token(settings.jupyter_token, settings.jupyter_allow_no_token, state)
-    argv = jupyter.jupyter_command(settings.jupyter_hostnames, python)
+    argv = jupyter.jupyter_command(settings.jupyter_hostnames)
     if not token.value:
         argv.append("--IdentityProvider.token=")
         log.warn(

@@ -11,11 +11,6 @@ from torchrig.container import ssh
 from torchrig.container.state import TOKEN_FILE
 
 JUPYTER_PORT = 8888
-# The image's Python and its JupyterLab. The entrypoint runs JupyterLab's script with the kept
-# venv's Python when there is one: kernels start with the server's sys.executable, so a
-# notebook's `%pip install` then installs into the kept packages.
-IMAGE_PYTHON = "/opt/venv/bin/python"
-JUPYTER_LAB = "/opt/venv/bin/jupyter-lab"
 ROOT_DIR = "/workspace"
 HOST_CHECK_EXTENSION = "torchrig.jupyter_hosts"
 
@@ -50,15 +45,12 @@ def lab_url(host_port: str, token: str) -> str:
     return f"{url}?token={token}" if token else url
 
 
-def jupyter_command(hostnames: tuple[str, ...] = (), python: str = IMAGE_PYTHON) -> list[str]:
-    """Jupyter's command line. `hostnames`: names besides localhost the browser may use;
-    `python`: the interpreter that runs it, and so its kernels."""
+def jupyter_command(hostnames: tuple[str, ...] = ()) -> list[str]:
+    """Jupyter's command line. `hostnames`: names besides localhost the browser may use."""
     # Settings that make up the container's contract are on the command line, not in a config
     # file a user might shadow. The token comes through the environment (not visible in `ps`).
-    # The script, not `python -m`: -m would put the working directory (/workspace) on sys.path.
     return [
-        python,
-        JUPYTER_LAB,
+        "/opt/venv/bin/jupyter-lab",
         "--ServerApp.ip=0.0.0.0",
         f"--ServerApp.port={JUPYTER_PORT}",
         "--ServerApp.port_retries=0",

@@ -5,11 +5,11 @@ read-only to dev, so nothing dev installs can replace the stack, and nothing dev
 root's PATH.
 
 - /opt/venv: the image's environment (torch, JupyterLab, torchrig), root-owned.
-- /opt/packages: the `packages` volume (or the folder PACKAGES_DIR names), dev's. It holds one
-  venv per Python version (`python3.11/`), which the entrypoint makes and keeps up to date as
-  dev at every start (`kept`). That venv's site-packages reads the image's through a `.pth`
-  file, so pip run there sees the whole stack as installed and writes only what is new (or what
-  the user upgrades) into the kept venv. dev's PATH and VIRTUAL_ENV point at it.
+- /opt/packages: the `packages` volume (or the folder PACKAGES_DIR names), dev's. It holds the
+  kept venv (`venv/`), which the entrypoint makes and keeps up to date as dev at every start
+  (`kept`). That venv's site-packages reads the image's through a `.pth` file, so pip run there
+  sees the whole stack as installed and writes only what is new (or what the user upgrades)
+  into the kept venv. dev's PATH and VIRTUAL_ENV point at it.
 - The image's site-packages has a root-owned `.pth` file that puts the kept site-packages in
   front of its own in every Python that is not root (`sitedir`): torchrun's workers, Jupyter and
   its kernels, scripts run with /opt/venv/bin/python all see the kept packages; root never does.

@@ -36,17 +36,20 @@ def run(args: argparse.Namespace, root: Path = Path(sitedir.KEPT_ROOT)) -> int:
 
 
 def show(root: Path) -> int:
-    tag = sitedir.python_tag()
-    prefix = root / tag
+    prefix = Path(sitedir.kept_prefix(str(root)))
     dists = kept.kept_dists(kept.kept_site(prefix))
-    print(f"Kept packages for {tag} in {prefix}: {len(dists)}")
+    print(f"Kept packages in {prefix}: {len(dists)}")
     for dist in dists:
         print(f"  {dist.name} {dist.version}")
     stamp = kept.read_stamp(prefix)
     lines = [
         kept.torch_warning(kept.stale_for_torch(dists, stamp), stamp, prefix) if stamp else None,
-        kept.other_pythons_warning(kept.other_pythons(root, tag), tag, root),
         kept.overrides_note(dists, kept.read_constraints(Path(stack.CONSTRAINTS_FILE))),
+        *(
+            f"{old} holds the kept packages of another Python, set aside when the image changed"
+            " (`make packages-reset` removes it)"
+            for old in kept.set_aside_venvs(root)
+        ),
     ]
     for line in lines:
         if line:

@@ -4,9 +4,10 @@ reset on request (`make packages`, `make packages-reset`).
 Run as dev (the entrypoint's dev steps, `torchrig packages`); standard library only.
 
 Judging whether the kept packages still fit the image:
-- another Python: a venv is made for one Python version, and its site-packages is named after
-  it. So each Python gets a venv of its own on the volume (python3.11/, python3.12/): a rebuild
-  onto another Python starts a fresh one and leaves the old one as it was, and the start says so.
+- another Python: a venv is made for one Python version (its site-packages is named after it,
+  its compiled modules are built for it). After a rebuild onto another Python the start moves
+  the old venv aside, whole (venv-python3.11/), makes a fresh one and says so: nothing is lost,
+  and no import finds a module built for the other Python.
 - another torch: packages that depend on the stack and were installed before this torch arrived
   may have been built against the old one. The kept venv remembers which torch it last saw and
   since when (`Stamp`); until such packages are reinstalled (or reset), each start names them.
@@ -175,31 +176,44 @@ def overrides_note(dists: Iterable[KeptDist], pinned: dict[str, str]) -> str | N
     )
 
 
-def other_pythons(root: Path, current: str) -> list[tuple[str, int]]:
-    """(python tag, number of kept packages) of the kept venvs made for other Pythons."""
-    found = []
-    for venv_dir in sorted(root.glob("python3.*")):
-        if venv_dir.name != current and (venv_dir / "pyvenv.cfg").is_file():
-            count = len(kept_dists(kept_site(venv_dir, tag_version(venv_dir.name))))
-            found.append((venv_dir.name, count))
-    return found
-
-
-def tag_version(tag: str) -> tuple[int, int]:
-    major, minor = tag.removeprefix("python").split(".")
-    return int(major), int(minor)
-
-
-def other_pythons_warning(others: list[tuple[str, int]], current: str, root: Path) -> str | None:
-    kept = [(tag, count) for tag, count in others if count]
-    if not kept:
+def venv_version(prefix: Path) -> tuple[int, int] | None:
+    """The Python a venv was made for, from its pyvenv.cfg (`version`, or uv's `version_info`)."""
+    try:
+        lines = (prefix / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+    except OSError:
         return None
-    named = ", ".join(f"{count} for {tag} ({root / tag})" for tag, count in kept)
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() in ("version", "version_info"):
+            parts = value.strip().split(".")
+            if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+                return int(parts[0]), int(parts[1])
+    return None
+
+
+def set_aside(prefix: Path, version: tuple[int, int]) -> Path:
+    """Move a kept venv made for another Python out of the way, whole: venv-python3.11."""
+    base = prefix.with_name(f"{prefix.name}-{sitedir.python_tag(version)}")
+    target, number = base, 1
+    while target.exists() or target.is_symlink():
+        number += 1
+        target = base.with_name(f"{base.name}-{number}")
+    prefix.rename(target)
+    return target
+
+
+def set_aside_warning(moved: Path, count: int, was: tuple[int, int], now: tuple[int, int]) -> str:
     return (
-        f"kept packages made for another Python do not fit this image's {current}: {named}. "
-        f"They are left as they were, and {current} has kept packages of its own: reinstall what "
-        "you need; `make packages-reset` removes the old ones."
+        f"the kept packages were made for Python {was[0]}.{was[1]} and this image runs Python "
+        f"{now[0]}.{now[1]}: moved them, {count} package(s), to {moved} (nothing deleted) and "
+        "made a fresh venv for this Python: reinstall what you need there; `make packages-reset`"
+        " removes the old ones."
     )
+
+
+def set_aside_venvs(root: Path) -> list[Path]:
+    """The kept venvs moved aside for another Python, for `make packages` to name."""
+    return sorted(p for p in root.glob(f"{sitedir.KEPT_VENV}-python*") if p.is_dir())
 
 
 # --- making and refreshing the kept venv ---------------------------------------------------------
@@ -255,15 +269,19 @@ def prepare(
     version: tuple[int, int] | None = None,
 ) -> Prepared:
     """Make or refresh the kept venv for this Python, and judge what it holds."""
-    version = version or tag_version(sitedir.python_tag())
-    tag = sitedir.python_tag(version)
+    version = version or (sys.version_info[0], sys.version_info[1])
     if not (root.is_dir() and os.access(root, os.W_OK | os.X_OK)):
         return Prepared(None, [], [
             f"the kept packages are off: {root} is not a folder dev can write "
             f"(uid {os.getuid()}), so `pip install` has nowhere to go. Mount a writable volume "
             "or folder there (PACKAGES_DIR)."
         ])  # fmt: skip
-    prefix = root / tag
+    prefix = Path(sitedir.kept_prefix(str(root)))
+    warnings = []
+    made_for = venv_version(prefix)
+    if made_for is not None and made_for != version:
+        count = len(kept_dists(kept_site(prefix, made_for)))
+        warnings.append(set_aside_warning(set_aside(prefix, made_for), count, made_for, version))
     made = ensure_venv(prefix)
     site = kept_site(prefix, version)
     write_image_pth(site, Path(sitedir.site_packages(image_prefix, version)))
@@ -271,12 +289,10 @@ def prepare(
     remove_image_records(site)
     dists = kept_dists(site)
     pinned = read_constraints(constraints)
-    warnings = []
     if "torch" in pinned:
         stamp = next_stamp(read_stamp(prefix), pinned["torch"], now)
         write_stamp(prefix, stamp)
         warnings.append(torch_warning(stale_for_torch(dists, stamp), stamp, prefix))
-    warnings.append(other_pythons_warning(other_pythons(root, tag), tag, root))
     notes = [
         f"kept packages: made a fresh venv for them in {prefix} (pip, uv and %pip install there)"
         if made

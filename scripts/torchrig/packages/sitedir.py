@@ -16,19 +16,20 @@ import site
 import sys
 from collections.abc import Sequence
 
-# The volume (or PACKAGES_DIR's folder) mounted for the kept packages; one venv per Python in it.
+# The volume (or PACKAGES_DIR's folder) mounted for the kept packages, and their venv in it.
 KEPT_ROOT = "/opt/packages"
+KEPT_VENV = "venv"
 # The image's own environment, read-only to dev.
 IMAGE_PREFIX = "/opt/venv"
 
 
 def python_tag(version: Sequence[int] = sys.version_info) -> str:
-    """'python3.11': the name of a venv's lib folder, and of the kept venv for that Python."""
+    """'python3.11': the name of a venv's lib folder for that Python."""
     return f"python{version[0]}.{version[1]}"
 
 
-def kept_prefix(root: str = KEPT_ROOT, version: Sequence[int] = sys.version_info) -> str:
-    return os.path.join(root, python_tag(version))
+def kept_prefix(root: str = KEPT_ROOT) -> str:
+    return os.path.join(root, KEPT_VENV)
 
 
 def site_packages(prefix: str, version: Sequence[int] = sys.version_info) -> str:
@@ -47,7 +48,8 @@ def add_kept_packages(root: str = KEPT_ROOT, image_prefix: str = IMAGE_PREFIX) -
     """Put the kept site-packages in front of the image's on sys.path, for every user but root.
 
     Already on sys.path (the kept venv's own Python, whose `.pth` brought the image's
-    site-packages in) or not there (kept packages off, or made for another Python): nothing."""
+    site-packages in) or not there (kept packages off, or the venv made for another Python,
+    whose site-packages has another name): nothing."""
     if os.geteuid() == 0:
         return
     kept = site_packages(kept_prefix(root))

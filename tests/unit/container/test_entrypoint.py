@@ -220,23 +220,22 @@ def test_no_new_privileges_for_everything_the_start_runs_unless_sudo_is_granted(
 
 
 def test_dev_gets_the_kept_venv_first_on_path_once() -> None:
-    environ = {"PATH": "/opt/packages/python3.11/bin:/opt/venv/bin:/usr/bin"}
-    prefix = Path("/opt/packages/python3.11")
+    environ = {"PATH": "/opt/packages/venv/bin:/opt/venv/bin:/usr/bin"}
+    prefix = Path("/opt/packages/venv")
     assert entrypoint.kept_environment(environ, prefix) == {
-        "PATH": "/opt/packages/python3.11/bin:/opt/venv/bin:/usr/bin",
-        "VIRTUAL_ENV": "/opt/packages/python3.11",
+        "PATH": "/opt/packages/venv/bin:/opt/venv/bin:/usr/bin",
+        "VIRTUAL_ENV": "/opt/packages/venv",
     }
     assert entrypoint.kept_environment({"PATH": "/usr/bin"}, prefix)["PATH"] == (
-        "/opt/packages/python3.11/bin:/usr/bin"
+        "/opt/packages/venv/bin:/usr/bin"
     )
 
 
-def test_kept_packages_that_cannot_be_prepared_leave_the_image_python(
+def test_kept_packages_that_cannot_be_prepared_leave_path_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("PATH", "/usr/bin")
-    python = entrypoint.use_kept_packages(tmp_path / "absent")
-    assert python == "/opt/venv/bin/python"
+    assert entrypoint.use_kept_packages(tmp_path / "absent") is None
     assert os.environ["PATH"] == "/usr/bin"
     assert "warning: the kept packages are off" in capsys.readouterr().err
 

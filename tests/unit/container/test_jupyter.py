@@ -36,12 +36,6 @@ def test_command_pins_the_contract() -> None:
     assert "token" not in command  # the token travels in the environment, not in `ps`
 
 
-def test_jupyterlab_runs_with_the_python_it_is_given_so_its_kernels_do_too() -> None:
-    assert jupyter.jupyter_command()[:2] == [jupyter.IMAGE_PYTHON, jupyter.JUPYTER_LAB]
-    kept = "/opt/packages/python3.11/bin/python"
-    assert jupyter.jupyter_command((), kept)[:2] == [kept, jupyter.JUPYTER_LAB]
-
-
 def test_the_host_check_is_torchrigs_with_localhost_and_the_listed_names() -> None:
     command = jupyter.jupyter_command(("gpubox", "gpubox.lan"))
     assert "--ServerApp.jpserver_extensions={'torchrig.jupyter_hosts': True}" in command

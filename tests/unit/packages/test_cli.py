@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 from torchrig.packages import cli, kept
 
-from .test_kept import TAG, dist_info
+from .test_kept import VENV, dist_info
 
 
 def test_list_shows_the_kept_packages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    site = kept.kept_site(tmp_path / TAG)
+    site = kept.kept_site(tmp_path / VENV)
     dist_info(site, "torch-ema", "0.3")
     dist_info(site, "six", "1.16.0")
     assert cli.run(argparse.Namespace(action="list"), root=tmp_path) == 0
     assert capsys.readouterr().out.splitlines() == [
-        f"Kept packages for {TAG} in {tmp_path / TAG}: 2",
+        f"Kept packages in {tmp_path / VENV}: 2",
         "  six 1.16.0",
         "  torch-ema 0.3",
     ]
@@ -31,11 +31,11 @@ def test_reset_leaves_a_fresh_kept_venv(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    dist_info(kept.kept_site(tmp_path / TAG), "six", "1.16.0")
+    dist_info(kept.kept_site(tmp_path / VENV), "six", "1.16.0")
     assert cli.run(argparse.Namespace(action="reset"), root=tmp_path) == 0
     assert "a fresh venv for them is in" in capsys.readouterr().out
-    assert (tmp_path / TAG / "pyvenv.cfg").is_file()
-    assert kept.kept_dists(kept.kept_site(tmp_path / TAG)) == []
+    assert (tmp_path / VENV / "pyvenv.cfg").is_file()
+    assert kept.kept_dists(kept.kept_site(tmp_path / VENV)) == []
 
 
 def test_root_is_sent_to_dev(

@@ -10,7 +10,7 @@ import pytest
 from torchrig.packages import kept, sitedir
 
 VERSION = (sys.version_info[0], sys.version_info[1])
-TAG = sitedir.python_tag(VERSION)
+VENV = sitedir.KEPT_VENV
 
 
 def dist_info(site: Path, name: str, version: str, requires: tuple[str, ...] = (),
@@ -66,23 +66,41 @@ def test_packages_on_the_stack_installed_before_a_new_torch_are_named(tmp_path: 
     stamp = kept.Stamp("2.14.0", since=700.0, before="2.13.0")
     stale = kept.stale_for_torch(kept.kept_dists(site), stamp)
     assert [d.name for d in stale] == ["torch-ema"]
-    line = kept.torch_warning(stale, stamp, Path("/opt/packages/python3.11"))
+    line = kept.torch_warning(stale, stamp, Path("/opt/packages/venv"))
     assert line is not None and "\n" not in line
     assert "installed with torch 2.13.0 and this image has torch 2.14.0: torch-ema 0.3" in line
     assert "make packages-reset" in line
     assert kept.torch_warning([], stamp, Path("/p")) is None
 
 
-def test_kept_packages_of_another_python_are_named_and_left_alone(tmp_path: Path) -> None:
-    old = tmp_path / "python3.10"
-    (old / "pyvenv.cfg").parent.mkdir()
+def test_the_python_a_venv_was_made_for_is_read_from_its_pyvenv_cfg(tmp_path: Path) -> None:
+    (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.10.12\n")
+    assert kept.venv_version(tmp_path) == (3, 10)
+    (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\nversion_info = 3.12.1\n")  # uv's
+    assert kept.venv_version(tmp_path) == (3, 12)
+    assert kept.venv_version(tmp_path / "absent") is None
+
+
+def test_a_kept_venv_of_another_python_is_set_aside_whole_and_a_fresh_one_made(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "packages"
+    old = root / VENV
+    (old / "lib" / "python3.10" / "site-packages").mkdir(parents=True)
     (old / "pyvenv.cfg").write_text("version = 3.10.12\n")
     dist_info(old / "lib" / "python3.10" / "site-packages", "six", "1.16.0")
-    others = kept.other_pythons(tmp_path, "python3.11")
-    assert others == [("python3.10", 1)]
-    line = kept.other_pythons_warning(others, "python3.11", tmp_path)
-    assert line is not None and "1 for python3.10" in line and "make packages-reset" in line
-    assert kept.other_pythons_warning([("python3.10", 0)], "python3.11", tmp_path) is None
+    (root / f"{VENV}-python3.10").mkdir()  # an earlier one: this one goes beside it
+    prepared = kept.prepare(root, now=1.0, constraints=constraints(tmp_path))
+    moved = root / f"{VENV}-python3.10-2"
+    assert (moved / "lib" / "python3.10" / "site-packages" / "six-1.16.0.dist-info").is_dir()
+    assert kept.venv_version(root / VENV) == VERSION
+    assert len(prepared.warnings) == 1
+    assert (
+        f"made for Python 3.10 and this image runs Python {VERSION[0]}.{VERSION[1]}"
+        in (prepared.warnings[0])
+    )
+    assert f"1 package(s), to {moved} (nothing deleted)" in prepared.warnings[0]
+    assert kept.set_aside_venvs(root) == [root / f"{VENV}-python3.10", moved]
 
 
 def test_a_replaced_stack_package_is_noted(tmp_path: Path) -> None:
@@ -96,7 +114,7 @@ def test_prepare_makes_the_kept_venv_once_and_refreshes_its_files(tmp_path: Path
     root = tmp_path / "packages"
     root.mkdir()
     first = kept.prepare(root, now=100.0, image_prefix="/img", constraints=constraints(tmp_path))
-    prefix = root / TAG
+    prefix = root / VENV
     assert first.prefix == prefix and first.warnings == []
     assert "made a fresh venv" in first.notes[0]
     assert (prefix / "pyvenv.cfg").is_file()
@@ -121,7 +139,7 @@ def test_prepare_after_a_torch_change_names_what_may_not_fit(tmp_path: Path) -> 
     root = tmp_path / "packages"
     root.mkdir()
     kept.prepare(root, now=100.0, constraints=constraints(tmp_path, "2.13.0"))
-    dist_info(kept.kept_site(root / TAG), "torch-ema", "0.3", requires=("torch",), mtime=150.0)
+    dist_info(kept.kept_site(root / VENV), "torch-ema", "0.3", requires=("torch",), mtime=150.0)
     later = kept.prepare(root, now=200.0, constraints=constraints(tmp_path, "2.14.0"))
     assert len(later.warnings) == 1 and "torch-ema 0.3" in later.warnings[0]
     # Said at every start until the package is reinstalled.
@@ -143,13 +161,13 @@ def test_prepare_on_a_folder_dev_cannot_write_turns_the_kept_packages_off(
 
 def test_reset_removes_everything_and_follows_no_symlink(tmp_path: Path) -> None:
     root = tmp_path / "packages"
-    (root / "python3.11" / "lib").mkdir(parents=True)
+    (root / "venv" / "lib").mkdir(parents=True)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "keep.txt").write_text("not the kept packages'")
     (root / "link").symlink_to(outside)
     (root / "stray.txt").write_text("x")
     removed = kept.reset(root)
-    assert sorted(p.name for p in removed) == ["link", "python3.11", "stray.txt"]
+    assert sorted(p.name for p in removed) == ["link", "stray.txt", "venv"]
     assert list(root.iterdir()) == []
     assert (outside / "keep.txt").exists()

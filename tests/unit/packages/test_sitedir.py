@@ -10,9 +10,9 @@ import pytest
 from torchrig.packages import sitedir
 
 
-def test_the_kept_venv_and_its_site_packages_are_named_after_the_python() -> None:
+def test_the_kept_venv_has_one_name_and_its_site_packages_the_pythons() -> None:
     assert sitedir.python_tag((3, 12, 1)) == "python3.12"
-    assert sitedir.kept_prefix("/opt/packages", (3, 11)) == "/opt/packages/python3.11"
+    assert sitedir.kept_prefix("/opt/packages") == "/opt/packages/venv"
     assert sitedir.site_packages("/opt/venv", (3, 11)) == ("/opt/venv/lib/python3.11/site-packages")
 
 
@@ -70,7 +70,7 @@ def test_root_never_sees_the_kept_packages(
 def test_no_kept_site_packages_for_this_python_adds_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, saved_path: list[str]
 ) -> None:
-    (tmp_path / "python2.7" / "lib").mkdir(parents=True)  # made for another Python
+    (tmp_path / "venv" / "lib" / "python2.7").mkdir(parents=True)  # made for another Python
     saved_path[:] = ["/stdlib"]
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     sitedir.add_kept_packages(str(tmp_path))

@@ -11,7 +11,7 @@ from torchrig.packages import kept, wrappers
 from .test_kept import dist_info
 from .test_stack import PIP_REFUSAL
 
-KEPT = Path("/opt/packages/python3.11")
+KEPT = Path("/opt/packages/venv")
 
 
 @pytest.mark.parametrize(
