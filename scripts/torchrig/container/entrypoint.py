@@ -113,19 +113,21 @@ def show_banner(settings: Settings) -> None:
 
 def prepare_as_root(settings: Settings) -> accounts.Identity:
     privileges.check_sudo_possible(settings.grant_sudo)
-    if accounts.apply_remap(settings.puid, settings.pgid):
-        who = accounts.identity()
-        hand_to_dev(HOME, who)
-        log.info(f"user dev remapped to uid {who.uid}, gid {who.gid}")
+    remapped = accounts.apply_remap(settings.puid, settings.pgid)
     who = accounts.identity()
-    for path in (STATE_DIR, ssh.HOST_KEY_DIR):
-        if path.exists():
-            hand_to_dev(path, who)
     for mount in FRESH_MOUNT_CANDIDATES:
         if accounts.claim_if_fresh_mount(Path(mount), who.uid, who.gid):
             log.info(f"{mount} was created empty by Docker as root: handed to dev")
+    # The volumes before dev's home: handing the home over changes the top of the volumes
+    # mounted in it, by which a volume left by other ids is told.
     for volume in DEV_VOLUMES:
         reclaim_volume(volume, who)
+    if remapped:
+        hand_to_dev(HOME, who)
+        log.info(f"user dev remapped to uid {who.uid}, gid {who.gid}")
+    for path in (STATE_DIR, ssh.HOST_KEY_DIR):
+        if path.exists():
+            hand_to_dev(path, who)
     configure_sudo(settings.grant_sudo)
     return who
 
