@@ -95,7 +95,7 @@ up: ## start the workstation, wait until ready, print how to connect (first run 
 	$(HOST_PY) torchrig.host.up --cpu "$(CPU)" -- $(COMPOSE)
 
 .PHONY: down
-down: ## stop and remove the container (volumes with host keys and caches are kept)
+down: ## stop and remove the container (volumes with host keys, caches and your packages are kept)
 	$(COMPOSE) down
 
 .PHONY: logs

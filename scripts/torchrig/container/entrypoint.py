@@ -29,7 +29,7 @@ from torchrig.container.supervisor import ServiceSpec, Supervisor
 from torchrig.packages import kept, sitedir
 
 HOME = Path("/home/dev")
-# What root's steps resolve commands in: the container's PATH starts with dev's venv.
+# What root's steps resolve commands in: the system's directories, nothing else on any PATH.
 ROOT_PATH = SYSTEM_PATH
 VENV = Path("/opt/venv")
 SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")

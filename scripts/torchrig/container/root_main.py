@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
         from torchrig.container import healthcheck
         from torchrig.container.settings import SYSTEM_PATH
 
-        os.environ["PATH"] = SYSTEM_PATH  # Docker gives it the image's PATH, dev's venv first
+        os.environ["PATH"] = SYSTEM_PATH  # Docker gives it the image's PATH: system dirs only
         return healthcheck.main()
     if command == "endpoints":
         # `make up`'s wait: as root it reads dev's token whatever uid dev was remapped to, even

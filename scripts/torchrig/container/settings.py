@@ -51,7 +51,7 @@ class Settings:
     ssh_public_keys_text: str
     ssh_authorized_keys_file: Path
     home: Path | None  # HOME as started; None when unset (the entrypoint then uses dev's home)
-    path: str  # PATH as started (the venv first): dev's, never root's
+    path: str  # PATH as started (the image's venv first); dev's comes from it
     stop_grace_s: float = STOP_GRACE_DEFAULT_S
     start_hook_timeout_s: float = START_HOOK_TIMEOUT_DEFAULT_S
 

@@ -152,8 +152,8 @@ def test_start_up_modules_import_only_the_standard_library() -> None:
 def test_root_steps_resolve_commands_in_system_directories_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The image's PATH starts with the venv, which dev can write: `nvidia-smi` or anything else
-    # root ran by name could be dev's. dev gets the container's PATH back after the drop.
+    # Root's steps resolve names in the system's directories alone, whatever PATH the container
+    # was given (a `docker run -e PATH=...` could name dev's folders). dev gets it back after.
     container_path = "/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"
     for name, value in {"PATH": container_path, "HOME": "/root", "USER": "root"}.items():
         monkeypatch.setenv(name, value)
