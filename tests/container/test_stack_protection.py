@@ -102,3 +102,13 @@ def test_the_override_lifts_the_pins(session: paramiko.SSHClient, command: str, 
     result = ssh.run(session, command, timeout_s=300)
     assert result.exit_code == 0, result.stdout + result.stderr
     assert would in result.stdout + result.stderr
+
+
+def test_in_a_notebook_the_override_is_an_empty_pip_constraint(stack: Stack) -> None:
+    unset, install = run_in_a_kernel(
+        stack,
+        "%env PIP_CONSTRAINT=",
+        f"%pip install --no-input --dry-run --no-deps {OTHER_TORCH}",
+    )
+    assert unset.error == "", unset
+    assert "Would install torch-2.12.0" in install.output, install
