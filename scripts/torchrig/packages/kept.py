@@ -220,9 +220,9 @@ def set_aside_venvs(root: Path) -> list[Path]:
 
 
 def ensure_venv(prefix: Path) -> bool:
-    """Make the kept venv unless it is there; True when it was made. Without pip: the image's
-    pip runs in it (through the image's site-packages), so the stack's pip is the one used."""
-    if (prefix / "pyvenv.cfg").is_file():
+    """Make the kept venv unless it is there (a venv with its Python); True when it was made or
+    mended. Without pip: the image's pip runs in it (through the image's site-packages)."""
+    if (prefix / "pyvenv.cfg").is_file() and (prefix / "bin" / "python").exists():
         return False
     venv.EnvBuilder(symlinks=True, with_pip=False, clear=False).create(str(prefix))
     return True

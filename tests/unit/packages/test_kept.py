@@ -171,3 +171,12 @@ def test_reset_removes_everything_and_follows_no_symlink(tmp_path: Path) -> None
     assert sorted(p.name for p in removed) == ["link", "stray.txt", "venv"]
     assert list(root.iterdir()) == []
     assert (outside / "keep.txt").exists()
+
+
+def test_a_kept_venv_that_lost_its_python_is_mended(tmp_path: Path) -> None:
+    prefix = tmp_path / "venv"
+    assert kept.ensure_venv(prefix)
+    assert not kept.ensure_venv(prefix)
+    (prefix / "bin" / "python").unlink()
+    assert kept.ensure_venv(prefix)
+    assert (prefix / "bin" / "python").exists()
