@@ -36,7 +36,24 @@ WHERE = (
 
 
 @pytest.fixture(scope="module")
-def stack(make_stack_in, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def rebuilt(image: str) -> Iterator[str]:
+    """Another image of the same stack, as a rebuild makes: a new image id, a new tag."""
+    tag = f"{image.split(':')[0]}:kept-packages-test"
+    subprocess.run(
+        ["docker", "build", "-q", "-t", tag, "-"],
+        input=f"FROM {image}\nLABEL io.torchrig.test=rebuilt\n",
+        text=True,
+        capture_output=True,
+        timeout=300,
+        check=True,
+    )
+    yield tag
+    subprocess.run(["docker", "image", "rm", tag], capture_output=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def stack(make_stack_in, tmp_path_factory: pytest.TempPathFactory, rebuilt: str) -> Iterator[Stack]:
+    """Torn down before `rebuilt`, whose image it may run by then."""
     stack = make_stack_in(tmp_path_factory.mktemp("kept"))
     try:
         stack.up()
@@ -58,20 +75,6 @@ def restart_keeping_volumes(stack: Stack, image: str | None = None) -> None:
         stack.variables["TORCHRIG_IMAGE"] = image
     stack.up()
     stack.wait_ready()
-
-
-def rebuilt(image: str) -> str:
-    """Another image of the same stack, as a rebuild makes: a new image id, a new tag."""
-    tag = f"{image.split(':')[0]}:kept-packages-test"
-    subprocess.run(
-        ["docker", "build", "-q", "-t", tag, "-"],
-        input=f"FROM {image}\nLABEL io.torchrig.test=rebuilt\n",
-        text=True,
-        capture_output=True,
-        timeout=300,
-        check=True,
-    )
-    return tag
 
 
 def test_pip_and_uv_install_only_what_is_new_into_the_kept_packages(
@@ -96,11 +99,11 @@ def test_pip_and_uv_install_only_what_is_new_into_the_kept_packages(
 
 
 def test_installs_are_kept_across_down_up_and_a_rebuilt_image(
-    stack: Stack, ssh_keys: KeyPair, image: str
+    stack: Stack, ssh_keys: KeyPair, rebuilt: str
 ) -> None:
     done = session_run(stack, ssh_keys, f"pip install --no-input {NEEDS_NUMPY} {NEEDS_TORCH}")
     assert done.exit_code == 0, done.stdout + done.stderr
-    restart_keeping_volumes(stack, rebuilt(image))
+    restart_keeping_volumes(stack, rebuilt)
     where = session_run(stack, ssh_keys, f"python -c {json.dumps(WHERE)}")
     assert where.exit_code == 0, where.stderr
     assert where.stdout.split()[0].startswith(f"{KEPT}/lib/")
