@@ -9,7 +9,7 @@
 #                  Minimum NVIDIA driver: cu130 >= 580; cu128 and cu126 >= 525.60 (CUDA 12
 #                  minor-version compatibility). The banner checks this at start.
 #   BASE_IMAGE     any Debian-family image instead of the flavour's nvidia/cuda base.
-#   UV_VERSION     the uv that installs the lock.
+#   UV_VERSION     the uv that installs the lock, and that dev's `uv` runs in the container.
 #   PYTORCH_VERSION  torch's version in the lock, passed by `make build`, which reads it there;
 #                  the build checks it against the torch it installed. Set in the image's
 #                  environment: enroot's PyTorch hook (pyxis on Slurm) acts on images that set
@@ -61,7 +61,7 @@ ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
     LANG=C.UTF-8
 
-# --- uv: the installer, from PyPI, kept out of the runtime image -----------------------------
+# --- uv: the installer, from PyPI; the runtime image takes its binary alone ---------------------
 FROM os AS uv
 ARG UV_VERSION
 ARG DEBIAN_FRONTEND=noninteractive
@@ -83,15 +83,14 @@ RUN if [ ! -f "/tmp/locks/${CUDA_FLAVOUR}.txt" ]; then \
            "Create it with: make lock CUDA_FLAVOUR=${CUDA_FLAVOUR}" >&2; \
       exit 1; \
     fi
-# The venv is owned by dev (1000) and group `users` (100), group-writable with setgid
-# directories: after dev's UID/GID are remapped at start, pip still works through the group
-# without a recursive chown over gigabytes of site-packages.
+# The venv is root's, read-only to everyone else: what dev installs goes to the kept packages
+# (/opt/packages, a volume), so the stack cannot be replaced by accident, and nothing dev can
+# write is on root's PATH (torchrig/packages/__init__.py).
 RUN --mount=type=cache,target=/root/.cache/uv \
     /opt/uv/bin/uv venv --python /usr/bin/python3 /opt/venv \
     && /opt/uv/bin/uv pip sync --python /opt/venv/bin/python --require-hashes \
          "/tmp/locks/${CUDA_FLAVOUR}.txt" \
-    && chmod -R g+w /opt/venv \
-    && find /opt/venv -type d -exec chmod g+s {} +
+    && chmod -R go-w /opt/venv
 ARG PYTORCH_VERSION
 RUN installed="$(/opt/venv/bin/python -c 'import importlib.metadata as m; print(m.version("torch"))')" \
     && if [ -n "${PYTORCH_VERSION}" ] && [ "${PYTORCH_VERSION}" != "${installed}" ]; then \
@@ -121,21 +120,25 @@ RUN --mount=type=cache,target=/var/cache/apt,sharing=locked \
          openssh-server tini sudo \
          git tmux htop curl less procps nano vim-tiny rsync \
     && rm -f /etc/ssh/ssh_host_*
-# User dev (1000:1000, also in `users` for the venv). Ubuntu images ship `ubuntu` at 1000.
+# User dev (1000:1000). Ubuntu images ship `ubuntu` at 1000.
 # Password '*': no password login, but not "locked", which sshd would refuse for key logins.
+# /opt/packages: the kept packages' volume (a fresh volume copies this folder's owner).
 RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && groupadd --gid 1000 dev \
-    && useradd --uid 1000 --gid 1000 --groups users --create-home --shell /bin/bash dev \
+    && useradd --uid 1000 --gid 1000 --create-home --shell /bin/bash dev \
     && usermod -p '*' dev \
     && install -d -o dev -g dev -m 755 /workspace /checkpoints /data /run/torchrig \
-         /var/lib/torchrig/ssh \
+         /var/lib/torchrig/ssh /opt/packages \
     && install -d -o dev -g dev -m 700 /home/dev/.ssh \
     && install -d -o dev -g dev -m 755 /home/dev/.cache
-COPY --from=venv --chown=1000:100 /opt/venv /opt/venv
+COPY --from=venv /opt/venv /opt/venv
+# uv for dev: the kept venv's `uv` wraps it (torchrig/packages/wrappers.py); on no one's PATH.
+COPY --from=uv /opt/uv/bin/uv /opt/uv/bin/uv
 # The NVIDIA runtime exposes all GPUs with compute+utility (nvidia-smi, NVML). Its own CUDA
 # version gate (NVIDIA_REQUIRE_CUDA, set by nvidia/cuda bases) is turned off: with a too-old
 # driver the container still starts and the banner names the minimum driver and the rebuild knob
 # instead of a bare "unsatisfied condition: cuda>=13.0" from the runtime.
+# UV_LINK_MODE: uv's cache and the kept packages are two volumes, where hard links cannot reach.
 # TORCH_DISABLE_SHARE_RDZV_TCP_STORE: each torchrun restart round gets a store of its own, so the
 # round re-forms the process group (with the agent's shared store the workers find the keys of the
 # round before: "Gloo connectFullMesh failed", or a hang), for plain torchrun too (docs/training.md).
@@ -152,7 +155,8 @@ ENV VIRTUAL_ENV=/opt/venv \
     HF_HOME=/home/dev/.cache/huggingface \
     TORCHRIG_CUDA_FLAVOUR=${CUDA_FLAVOUR} \
     PYTORCH_VERSION=${PYTORCH_VERSION} \
-    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 \
+    UV_LINK_MODE=copy
 COPY entrypoint/entrypoint.sh /usr/local/bin/torchrig-entrypoint
 COPY entrypoint/sshd_config /etc/torchrig/sshd_config
 COPY entrypoint/profile.sh /etc/profile.d/torchrig.sh
@@ -164,19 +168,24 @@ COPY entrypoint/tensorboard.svg /etc/torchrig/tensorboard.svg
 # Without a GPU, NVIDIA's GPU dashboard panel says so (its charts would just stay empty).
 COPY entrypoint/gpu-notice/ /opt/venv/share/jupyter/labextensions/@torchrig/gpu-notice/
 # This project last, so editing a helper rebuilds in seconds. Its dependencies are all in the
-# lock; setuptools (a torch dependency) builds it without reaching an index. The .pth file runs at
-# every start of the venv's Python and, only in a worker that torchrun started, hands the worker
-# to the worker guard (torchrig/launch/worker.py): plain torchrun gets what torchrig launch does.
+# lock; setuptools (a torch dependency) builds it without reaching an index. Two .pth files run at
+# every start of the venv's Python: the first puts dev's kept packages in front of the image's,
+# for every user but root (torchrig/packages/sitedir.py); the second, only in a worker that
+# torchrun started, hands the worker to the worker guard (torchrig/launch/worker.py): plain
+# torchrun gets what torchrig launch does. The "Python 3" kernel runs the kept venv's Python for
+# dev (entrypoint/kernel-python.sh), so `%pip install` in a notebook is kept too.
 RUN --mount=type=bind,target=/src \
-    --mount=type=bind,from=uv,source=/opt/uv/bin/uv,target=/usr/local/bin/uv \
     cp -r /src /tmp/torchrig-src \
-    && UV_COMPILE_BYTECODE=1 uv pip install --python /opt/venv/bin/python --no-deps \
-         --no-build-isolation --no-cache --offline /tmp/torchrig-src \
+    && UV_COMPILE_BYTECODE=1 /opt/uv/bin/uv pip install --python /opt/venv/bin/python \
+         --no-deps --no-build-isolation --no-cache --offline /tmp/torchrig-src \
     && rm -rf /tmp/torchrig-src \
-    && cp /src/entrypoint/torchrig-worker-guard.pth \
-         "$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/" \
-    && chown -R 1000:100 /opt/venv/bin/torchrig* /opt/venv/lib/python3*/site-packages/torchrig* \
-    && chmod 2775 /opt/venv
+    && site="$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+    && install -m 644 /src/entrypoint/torchrig-kept-packages.pth \
+         /src/entrypoint/torchrig-worker-guard.pth "${site}/" \
+    && install -m 755 /src/entrypoint/kernel-python.sh /opt/venv/bin/torchrig-kernel-python \
+    && /opt/venv/bin/python -c 'import json, sys; spec = json.load(open(sys.argv[1])); \
+         spec["argv"][0] = sys.argv[2]; json.dump(spec, open(sys.argv[1], "w"), indent=1)' \
+         /opt/venv/share/jupyter/kernels/python3/kernel.json /opt/venv/bin/torchrig-kernel-python
 # Root's own copy of torchrig, for what root runs (the start's root steps, the healthcheck): the
 # venv is dev's, so root runs this copy with the system Python in isolated mode and without
 # site-packages (scripts/torchrig/container/root_main.py). Owned and writable by root alone.
@@ -186,13 +195,20 @@ RUN --mount=type=bind,target=/src \
     && cp /usr/lib/torchrig/torchrig/container/root_main.py /usr/lib/torchrig/__main__.py \
     && chown -R root:root /usr/lib/torchrig \
     && chmod -R u=rwX,go=rX /usr/lib/torchrig \
-    && /usr/bin/python3 -I -S -m compileall -q /usr/lib/torchrig
+    && /usr/bin/python3 -I -S -m compileall -q /usr/lib/torchrig \
+    && /usr/bin/python3 -I -S /usr/lib/torchrig constraints \
+         "$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+         > /etc/torchrig/constraints.txt
+# The stack's pins, for dev's pip and uv (and root's): an install that would replace torch,
+# torchvision, triton or an nvidia-* library is refused (torchrig/packages/stack.py).
+ENV PIP_CONSTRAINT=/etc/torchrig/constraints.txt \
+    UV_CONSTRAINT=/etc/torchrig/constraints.txt
 # The examples, so that a pod without the workspace mount (Kubernetes, deploy/k8s) runs the same
 # script at the same path. compose mounts ./workspace over /workspace, which shows your copy.
 COPY --chown=1000:1000 workspace/examples/ /workspace/examples/
 WORKDIR /workspace
 EXPOSE 8888 2222
-# Docker runs these as root: absolute paths only (the image's PATH starts with dev's venv).
+# Docker runs these as root: absolute paths only, and root's own copy of torchrig.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["/usr/bin/python3", "-I", "-S", "/usr/lib/torchrig", "healthcheck"]
 ENTRYPOINT ["/usr/bin/tini", "-g", "--", "/usr/local/bin/torchrig-entrypoint"]

@@ -39,7 +39,7 @@ test-unit: $(VENV)/.installed ## run the fast unit tests only
 lint: $(VENV)/.installed ## ruff, shellcheck and actionlint
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	shellcheck entrypoint/*.sh .ci/run deploy/slurm/*.sbatch
+	shellcheck entrypoint/*.sh workspace/start.d/*.sh .ci/run deploy/slurm/*.sbatch
 	$(VENV)/bin/actionlint .github/workflows/*.yml
 
 # The Dev Containers reference CLI for the container tests, at the version tools/package.json pins.
@@ -95,7 +95,7 @@ up: ## start the workstation, wait until ready, print how to connect (first run 
 	$(HOST_PY) torchrig.host.up --cpu "$(CPU)" -- $(COMPOSE)
 
 .PHONY: down
-down: ## stop and remove the container (volumes with host keys and caches are kept)
+down: ## stop and remove the container (volumes with host keys, caches and your packages are kept)
 	$(COMPOSE) down
 
 .PHONY: logs
@@ -115,6 +115,14 @@ ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
 jupyter-url: ## print JupyterLab's URL with its token
 	$(EXEC) python -I -m torchrig.container.jupyter_url \
 		--published "$$($(COMPOSE) port workstation 8888)"
+
+.PHONY: packages
+packages: ## list the packages you installed (pip, uv, %pip), kept across down/up and rebuilds
+	$(EXEC) torchrig packages
+
+.PHONY: packages-reset
+packages-reset: ## remove every package you installed: back to the image's own
+	$(EXEC) torchrig packages reset
 
 .PHONY: verify-gpus
 verify-gpus: ## run `torchrig verify` in the container (ARGS=--quick)

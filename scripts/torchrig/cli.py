@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "launch": ("torchrig.launch.cli", "run a script with torchrun, with sensible defaults"),
     "ckpt": ("torchrig.checkpoint.cli", "list, inspect and export training checkpoints"),
     "status": ("torchrig.status.cli", "GPUs, their processes, torchrun jobs, last checkpoints"),
+    "packages": ("torchrig.packages.cli", "list the packages you installed, or reset them"),
 }
 
 

@@ -15,7 +15,7 @@ forge, plus the names the user asked for:
 Every other request gets 403 before any handler runs: Jupyter's API, the kernels' websockets,
 and the servers behind jupyter-server-proxy (TensorBoard) alike, token or no token
 (JUPYTER_ALLOW_NO_TOKEN=1 is exactly when the check matters most). Loaded by the command line that
-`torchrig.container.jupyter` builds. It runs inside Jupyter's server (dev's venv, with tornado),
+`torchrig.container.jupyter` builds. It runs inside Jupyter's server (with tornado),
 not at start-up, so it lives outside `container/`, whose modules use the standard library only.
 """
 

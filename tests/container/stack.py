@@ -175,8 +175,14 @@ class Stack:
 
     def make_up(self, *make_args: str, **env: str) -> subprocess.CompletedProcess[str]:
         """`make up` as a person types it, aimed at this stack's project, ports and folders;
-        `env` adds to (or, set to "", takes from) the environment. COMPOSE_ENV_FILES: compose
-        reads the stack's variables, never a developer's .env."""
+        `env` adds to (or, set to "", takes from) the environment."""
+        return self.make("up", *make_args, **env)
+
+    def make(self, *make_args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        """A make target as a person types it (`make up`, `make packages`), aimed at this
+        stack's project, ports and folders; `env` adds to (or, set to "", takes from) the
+        environment. COMPOSE_ENV_FILES: compose reads the stack's variables, never a
+        developer's .env."""
         self.write_env_file()
         environment = {
             **self.environment(),
@@ -185,7 +191,7 @@ class Stack:
             **env,
         }
         result = subprocess.run(
-            ["make", "-s", "up", *make_args],
+            ["make", "-s", *make_args],
             cwd=REPO_ROOT,
             env={key: value for key, value in environment.items() if value != ""},
             capture_output=True,
@@ -194,7 +200,7 @@ class Stack:
             check=False,
         )
         self.log.append(
-            f"make up {shlex.join(make_args)} (exit {result.returncode}):\n"
+            f"make {shlex.join(make_args)} (exit {result.returncode}):\n"
             f"{result.stdout}{result.stderr}"
         )
         return result

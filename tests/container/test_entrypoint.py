@@ -42,7 +42,7 @@ def test_custom_command_runs_after_setup_as_the_remapped_user(
     assert setup_lines, output_of(result)
     uid, gid, prefix, home, cwd = setup_lines[-1].split()[1:]
     assert (uid, gid) == (TEST_PUID, TEST_PGID)
-    assert (prefix, home, cwd) == ("/opt/venv", "/home/dev", "/workspace")
+    assert (prefix, home, cwd) == ("/opt/packages/venv", "/home/dev", "/workspace")
 
 
 def test_custom_command_exit_status_is_passed_on(stack_factory: Callable[..., Stack]) -> None:
@@ -158,14 +158,16 @@ python -c 'import os, trlocal; print("INSTALLED", os.getuid(), trlocal.WHERE)'
 """
 
 
-def test_remapped_user_can_pip_install_into_the_venv(stack_factory: Callable[..., Stack]) -> None:
+def test_remapped_user_can_pip_install_into_the_kept_packages(
+    stack_factory: Callable[..., Stack],
+) -> None:
     result = stack_factory().run("bash", "-c", LOCAL_PACKAGE)
     assert result.returncode == 0, output_of(result)
     installed = [line for line in result.stdout.splitlines() if line.startswith("INSTALLED ")]
     assert installed, output_of(result)
     uid, where = installed[-1].split()[1:]
     assert uid == TEST_PUID
-    assert where.startswith("/opt/venv/lib/"), where
+    assert where.startswith("/opt/packages/venv/lib/"), where
 
 
 @pytest.mark.parametrize(("grant", "allowed"), [("", False), ("1", True)])

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import pytest
 
 from .conftest import TEST_PUID
-from .stack import Stack
+from .stack import Stack, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600, func_only=True)]
 
@@ -29,8 +29,11 @@ def marker_python(what: str) -> str:
 
 
 def marker_shell(what: str, then: str) -> str:
-    """A stand-in program: leaves its marker, then runs the real one."""
-    return f'#!/bin/sh\ntouch "/tmp/{MARKER_PREFIX}{what}-$(id -u)"\nexec {then} "$@"\n'
+    """A stand-in program: leaves its marker, then runs the real one (all by absolute paths)."""
+    return (
+        f'#!/bin/sh\n/usr/bin/touch "/tmp/{MARKER_PREFIX}{what}-$(/usr/bin/id -u)"\n'
+        f'exec {then} "$@"\n'
+    )
 
 
 def markers(stack: Stack) -> set[str]:
@@ -59,34 +62,109 @@ def test_python_files_in_the_workspace_never_run_as_root(
     assert ran_as_root(markers(stack)) == set()
 
 
-def test_programs_dev_plants_in_the_venv_never_run_as_root(
+# Every folder dev can write (os.access as dev), the whole filesystem but /proc and /sys.
+DEV_WRITABLE_DIRS = r"""
+import os
+for top, dirs, files in os.walk("/"):
+    if top == "/":
+        dirs[:] = [d for d in dirs if d not in ("proc", "sys")]
+    if os.access(top, os.W_OK | os.X_OK):
+        print(top)
+"""
+# The names root most often runs by PATH, each planted as a stand-in for the real program.
+PLANTED_PROGRAMS = {
+    "bash": "/bin/bash",
+    "sh": "/bin/sh",
+    "python3": "/usr/bin/python3",
+    "env": "/usr/bin/env",
+    "torchrig": "/opt/venv/bin/torchrig",
+}
+# What an admin types as root (README, "Root in the container"), each by PATH.
+ROOTS_COMMANDS = (
+    ["bash", "-lc", "true"],
+    ["bash", "-c", "true"],
+    ["sh", "-c", "true"],
+    ["python3", "-c", "pass"],
+    ["env", "true"],
+    ["torchrig", "--version"],
+)
+
+
+def last_health_check(stack: Stack) -> str:
+    """When Docker's healthcheck last started (Docker keeps the last five runs)."""
+    container = stack.container()
+    container.reload()
+    runs = container.attrs["State"].get("Health", {}).get("Log") or []
+    return str(runs[-1]["Start"]) if runs else ""
+
+
+def test_programs_dev_plants_in_every_folder_it_can_write_never_run_as_root(
     stack_factory: Callable[..., Stack],
 ) -> None:
     stack = stack_factory()
     stack.up()
     stack.wait_ready()
-    code, site = stack.exec(
-        "/opt/venv/bin/python -I -c 'import site; print(site.getsitepackages()[0])'"
+    code, listing = stack.exec(f"/usr/bin/python3 -c {shlex.quote(DEV_WRITABLE_DIRS)}", user="dev")
+    assert code == 0, listing
+    folders = listing.split()
+    # The kept packages' bin (first on dev's PATH) and the workspace are among them; the image's
+    # environment, root's copy of torchrig and every folder on root's PATH are not.
+    assert {"/opt/packages/venv/bin", "/workspace", "/tmp", "/home/dev/.cache"} <= set(folders)
+    roots_path = {"/opt/venv/bin", "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin"}
+    assert not [f for f in folders if f in roots_path or f.startswith(("/opt/venv", "/usr/"))]
+    plant = "".join(
+        f'if [ ! -d "$d/{name}" ]; then /bin/rm -f "$d/{name}" && '
+        f'printf %s {shlex.quote(marker_shell(name, real))} > "$d/{name}" && '
+        f'/bin/chmod 755 "$d/{name}"; fi && '
+        for name, real in PLANTED_PROGRAMS.items()
     )
-    assert code == 0, site
-    plants = {
-        f"{site.strip()}/zz_torchrig_test.pth": marker_python("pth"),
-        "/opt/venv/bin/tini": marker_shell("tini", "/usr/bin/tini"),
-        "/opt/venv/bin/bash": marker_shell("bash", "/bin/bash"),
-        "/opt/venv/bin/python3": marker_shell("python3", "/opt/venv/bin/python"),
-        "/opt/venv/bin/env": marker_shell("env", "/usr/bin/env"),
-    }
-    for path, text in plants.items():
-        code, output = stack.exec(
-            f"rm -f {path} && printf %s {shlex.quote(text)} > {path} && chmod 755 {path}",
-            user="dev",
-        )
-        assert code == 0, f"dev could not write {path}: {output}"
-    stack.compose("restart")  # the same container: the planted files are still there
+    script = f"for d in {' '.join(shlex.quote(f) for f in folders)}; do {plant}:; done"
+    code, output = stack.exec(script, user="dev")
+    assert code == 0, output
+    # Root runs commands by name with `docker compose exec` (the image's PATH) ...
+    for command in ROOTS_COMMANDS:
+        done = stack.compose("exec", "-T", "workstation", *command, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+    # ... Docker's healthcheck runs again, and the start runs again with everything planted.
+    before = last_health_check(stack)
+    wait_until("Docker's healthcheck to run again", lambda: last_health_check(stack) != before,
+               timeout_s=60)  # fmt: skip
+    stack.compose("restart")
     stack.wait_ready()
     found = markers(stack)
     assert ran_as_root(found) == set(), found
-    # The control: the planted .pth is live, for dev's own Python (Jupyter) it runs.
+    # The control: the planted programs are live; dev's own login shell finds its bash there.
+    code, output = stack.exec("bash -lc 'bash -c true'", user="dev")
+    assert code == 0, output
+    assert f"{MARKER_PREFIX}bash-{TEST_PUID}" in markers(stack)
+
+
+def test_the_images_environment_and_root_owned_code_are_read_only_to_dev(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory()
+    stack.up()
+    stack.wait_ready()
+    find_writable = (
+        "/usr/bin/find /opt/venv /opt/uv /usr/lib/torchrig /etc/torchrig /etc/profile.d "
+        "-writable -print -quit"
+    )
+    code, output = stack.exec(find_writable, user="dev")
+    assert (code, output) == (0, "")
+    # A .pth dev drops into its kept packages runs for dev's Pythons, never for root's.
+    code, site = stack.exec(
+        "/opt/packages/venv/bin/python -c 'import site; print(site.getsitepackages()[0])'",
+        user="dev",
+    )
+    assert code == 0 and site.startswith("/opt/packages/venv/lib/"), site
+    pth = f"{site.strip()}/zz_torchrig_test.pth"
+    code, output = stack.exec(f"printf %s {shlex.quote(marker_python('pth'))} > {pth}", "dev")
+    assert code == 0, output
+    for user in ("dev", "root"):
+        code, output = stack.exec("/opt/venv/bin/python -c pass && python3 -c pass", user)
+        assert code == 0, output
+    found = markers(stack)
+    assert ran_as_root(found) == set(), found
     assert f"{MARKER_PREFIX}pth-{TEST_PUID}" in found
 
 

@@ -75,8 +75,8 @@ def test_ssh_session_sees_the_venv_and_compose_environment(
         result = ssh.run(client, "echo $VIRTUAL_ENV; which python; env")
     assert result.exit_code == 0, result.stderr
     virtual_env, python, *env_lines = result.stdout.splitlines()
-    assert virtual_env == "/opt/venv"
-    assert python == "/opt/venv/bin/python"
+    assert virtual_env == "/opt/packages/venv"  # the kept packages' venv: what pip installs into
+    assert python == "/opt/packages/venv/bin/python"
     name, value = COMPOSE_MARKER
     assert f"{name}={value}" in env_lines
 

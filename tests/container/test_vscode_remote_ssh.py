@@ -76,7 +76,7 @@ def test_bash_runs_a_script_sent_on_stdin(ssh_command: Ssh) -> None:
     script = b'echo "user=$(id -un)"\nbash -lc \'echo "login venv=$VIRTUAL_ENV"\'\nuname -s\n'
     code, output = run(ssh_command("-T", "dev@127.0.0.1", "bash"), stdin=script)
     assert code == 0, output
-    assert output.splitlines() == ["user=dev", "login venv=/opt/venv", "Linux"]
+    assert output.splitlines() == ["user=dev", "login venv=/opt/packages/venv", "Linux"]
 
 
 def test_tar_unpacks_an_archive_sent_over_the_connection(ssh_command: Ssh) -> None:

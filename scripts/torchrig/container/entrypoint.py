@@ -6,9 +6,10 @@
    Unless GRANT_SUDO=1, no-new-privileges from here on (privileges.py).
    Root runs this module from its own root-owned copy with `python3 -I -S` (no site-packages,
    nothing dev can write; see root_main.py).
-3. As dev: the venv's packages become readable (for the banner), print the banner (versions,
-   GPUs, checks with fixes), check the mounts, make SSH host keys once, install the keys, export
-   the environment for SSH sessions.
+3. As dev: the image's packages become readable (for the banner), print the banner (versions,
+   GPUs, checks with fixes), check the mounts, make or refresh the kept packages' venv and put it
+   first on PATH (torchrig.packages.kept), export the environment for SSH sessions, run the
+   start hooks (hooks.py), make SSH host keys once, install the keys.
 4. Run the given command, or supervise the services in SERVICES.
 """
 
@@ -16,16 +17,19 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
-from torchrig.container import accounts, banner, jupyter, log, privileges, ssh
+from torchrig.container import accounts, banner, hooks, jupyter, log, privileges, ssh
 from torchrig.container.log import SetupError
 from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings, stop_environment
 from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, STATE_DIR, state_dir
 from torchrig.container.supervisor import ServiceSpec, Supervisor
+from torchrig.packages import kept, sitedir
 
 HOME = Path("/home/dev")
-# What root's steps resolve commands in: the container's PATH starts with dev's venv.
+# What root's steps resolve commands in: the system's directories, nothing else on any PATH.
 ROOT_PATH = SYSTEM_PATH
 VENV = Path("/opt/venv")
 SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
@@ -33,6 +37,9 @@ SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
 WRITABLE_MOUNTS = {"/workspace": "WORKSPACE_DIR", "/checkpoints": "CHECKPOINT_DIR"}
 READABLE_MOUNTS = {"/data": "DATA_DIR"}
 FRESH_MOUNT_CANDIDATES = ("/workspace", "/checkpoints", "/data", "/home/dev/.cache")
+# The volumes dev writes to (caches, HF_HOME and the compile caches in the first, the kept
+# packages in the second): after a PUID/PGID change they are handed to dev's new ids at start.
+DEV_VOLUMES = (HOME / ".cache", Path(sitedir.KEPT_ROOT))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,9 +80,13 @@ def start(command: list[str]) -> int:
     use_venv_packages()
     show_banner(settings)
     check_mounts(mount_points())
+    use_kept_packages()
     state = state_dir()
     os.environ.update(stop_environment(settings, os.environ))
     export_environment(home, state)
+    hooks.run_hooks(
+        hooks.HOOKS_DIR, settings.start_hook_timeout_s, ssh.without_per_rank(os.environ), state
+    )
     if command:
         (state / SERVICES_FILE).write_text("", encoding="utf-8")
         return run_command(command)
@@ -102,17 +113,21 @@ def show_banner(settings: Settings) -> None:
 
 def prepare_as_root(settings: Settings) -> accounts.Identity:
     privileges.check_sudo_possible(settings.grant_sudo)
-    if accounts.apply_remap(settings.puid, settings.pgid):
-        who = accounts.identity()
-        hand_to_dev(HOME, who)
-        log.info(f"user dev remapped to uid {who.uid}, gid {who.gid}")
+    remapped = accounts.apply_remap(settings.puid, settings.pgid)
     who = accounts.identity()
-    for path in (STATE_DIR, ssh.HOST_KEY_DIR):
-        if path.exists():
-            hand_to_dev(path, who)
     for mount in FRESH_MOUNT_CANDIDATES:
         if accounts.claim_if_fresh_mount(Path(mount), who.uid, who.gid):
             log.info(f"{mount} was created empty by Docker as root: handed to dev")
+    # The volumes before dev's home: handing the home over changes the top of the volumes
+    # mounted in it, by which a volume left by other ids is told.
+    for volume in DEV_VOLUMES:
+        reclaim_volume(volume, who)
+    if remapped:
+        hand_to_dev(HOME, who)
+        log.info(f"user dev remapped to uid {who.uid}, gid {who.gid}")
+    for path in (STATE_DIR, ssh.HOST_KEY_DIR):
+        if path.exists():
+            hand_to_dev(path, who)
     configure_sudo(settings.grant_sudo)
     return who
 
@@ -123,6 +138,26 @@ def hand_to_dev(tree: Path, who: accounts.Identity) -> None:
             f"left {path} to its owner: it has other hard links (perhaps another's file linked "
             "in), so handing it to dev could hand over that file too; delete it if it is yours"
         )
+
+
+def reclaim_volume(volume: Path, who: accounts.Identity) -> None:
+    """A volume whose top is not dev's (made under another PUID/PGID, or by Docker as root) is
+    handed to dev whole, by chown_tree's rule (no symlink followed, no hard-linked file handed
+    over). A volume that is dev's already is left as it is: no walk over a large cache at every
+    start."""
+    try:
+        status = volume.lstat()
+    except FileNotFoundError:
+        return
+    if not volume.is_dir() or volume.is_symlink():
+        return
+    if (status.st_uid, status.st_gid) == (who.uid, who.gid):
+        return
+    hand_to_dev(volume, who)
+    log.info(
+        f"{volume} belonged to uid {status.st_uid}, gid {status.st_gid}: handed it, and all "
+        f"in it, to dev ({who.uid}:{who.gid})"
+    )
 
 
 def configure_sudo(grant: bool) -> None:
@@ -162,6 +197,32 @@ def use_venv_packages(venv: Path = VENV) -> None:
     site_packages = str(venv / "lib" / version / "site-packages")
     if os.path.isdir(site_packages) and site_packages not in sys.path:
         sys.path.append(site_packages)
+
+
+def use_kept_packages(root: Path = Path(sitedir.KEPT_ROOT)) -> Path | None:
+    """Make or refresh the kept packages' venv and put it first on PATH, for the services, the
+    start hooks and (exported) SSH sessions; Jupyter's kernels start it through the image's
+    kernelspec (entrypoint/kernel-python.sh). A failure leaves the kept packages off."""
+    try:
+        prepared = kept.prepare(root, now=time.time())
+    except OSError as exc:
+        log.warn(f"the kept packages are off: preparing {root} failed ({exc})")
+        return None
+    for note in prepared.notes:
+        log.info(note)
+    for warning in prepared.warnings:
+        log.warn(warning)
+    if prepared.prefix is not None:
+        os.environ.update(kept_environment(os.environ, prepared.prefix))
+    return prepared.prefix
+
+
+def kept_environment(environ: Mapping[str, str], prefix: Path) -> dict[str, str]:
+    """dev's PATH and VIRTUAL_ENV with the kept venv first. Never the image's ENV: root gets
+    that, and no folder dev can write may be on root's PATH."""
+    bin_dir = str(prefix / "bin")
+    rest = [entry for entry in environ.get("PATH", "").split(":") if entry and entry != bin_dir]
+    return {"PATH": ":".join([bin_dir, *rest]), "VIRTUAL_ENV": str(prefix)}
 
 
 def mount_points(mountinfo: Path = Path("/proc/self/mountinfo")) -> set[str]:

@@ -10,9 +10,6 @@ few seconds.
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 import sys
 import urllib.error
 import urllib.request
@@ -20,7 +17,12 @@ from pathlib import Path
 
 from torchrig.container.jupyter import JUPYTER_PORT
 from torchrig.container.ssh import SSH_PORT
-from torchrig.container.state import SERVICES_FILE, readable_state_dir
+from torchrig.container.state import (
+    SERVICES_FILE,
+    StateFileError,
+    read_state_file,
+    readable_state_dir,
+)
 
 TIMEOUT_S = 3.0
 PROC_NET_TCP = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
@@ -91,8 +93,8 @@ def listening_ports(proc_net_tcp: str) -> set[int]:
 PROBES = {"jupyter": jupyter_answers, "sshd": sshd_answers}
 
 
-class ServicesFileError(Exception):
-    """The services list is not a small regular file of the state dir: not read."""
+# The services list is not a small regular file of the state dir: not read.
+ServicesFileError = StateFileError
 
 
 def running_services(state: Path) -> list[str]:
@@ -103,39 +105,9 @@ def running_services(state: Path) -> list[str]:
 
 
 def read_services_file(state: Path) -> str | None:
-    """The services list's text; None while there is none. Opened without following a symlink
-    (the directory or the file), without blocking (a FIFO), and read up to a size limit."""
-    path = state / SERVICES_FILE
-    try:
-        directory = os.open(state, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ServicesFileError(f"{state}: {describe(state, exc)}") from None
-    try:
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        fd = os.open(SERVICES_FILE, flags, dir_fd=directory)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ServicesFileError(f"{path}: {describe(path, exc)}") from None
-    finally:
-        os.close(directory)
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ServicesFileError(f"{path}: not a regular file, not read")
-        data = handle.read(MAX_SERVICES_FILE_BYTES + 1)
-    if len(data) > MAX_SERVICES_FILE_BYTES:
-        raise ServicesFileError(
-            f"{path}: longer than a services list ({MAX_SERVICES_FILE_BYTES} bytes), not read"
-        )
-    return data.decode("utf-8", errors="replace")
-
-
-def describe(path: Path, error: OSError) -> str:
-    if error.errno in (errno.ELOOP, errno.ENOTDIR) and path.is_symlink():
-        return "a symlink, not followed"
-    return error.strerror or str(error)
+    """The services list's text; None while there is none (state.read_state_file's rules)."""
+    read = read_state_file(state, SERVICES_FILE, MAX_SERVICES_FILE_BYTES, "a services list")
+    return None if read is None else read.text
 
 
 def main() -> int:

@@ -6,9 +6,11 @@ Docker's own view waits for the healthcheck's next run (every 3 s; Docker 20.10 
 `start_interval`), which would keep `make up` waiting seconds after the services answer.
 
 `container_says` is the one place that reads what the container says it is doing while it
-starts; `make up` prints each change of it. Today that is "setting up" until the entrypoint has
-written its services file in this run, then which services do not answer yet; a new start-up
-step that reports itself is read there.
+starts; `make up` prints each change of it: "setting up" until the entrypoint has written its
+services file in this run, "running start hook start.d/<name>" while a start hook runs (its
+hook file), then which services do not answer yet; a new start-up step that reports itself is
+read there. Time spent in start hooks does not count against the wait: they have a time limit
+of their own (START_HOOK_TIMEOUT).
 """
 
 from __future__ import annotations
@@ -20,10 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchrig.container.healthcheck import PROBES
-from torchrig.container.state import SERVICES_FILE, readable_state_dir
+from torchrig.container.state import (
+    HOOK_FILE,
+    SERVICES_FILE,
+    StateFileError,
+    read_state_file,
+    readable_state_dir,
+)
 
 POLL_S = 0.05
 SETTING_UP = "setting up (user, mounts, checks)"
+# A hook's name, as the entrypoint writes it: start.d/ and a file name.
+MAX_HOOK_FILE_BYTES = 512
 
 Probe = Callable[[], str | None]
 
@@ -33,6 +43,7 @@ class Progress:
     ready: bool
     doing: str  # what the container says it is doing: printed by `make up` while it waits
     not_answering: Mapping[str, str] = field(default_factory=dict)  # service -> its problem
+    in_hook: bool = False  # a start hook runs: its time is its own limit's, not the wait's
 
     def why_not_ready(self) -> str:
         if not self.not_answering:
@@ -44,6 +55,9 @@ def container_says(
     state: Path, started_at: float, probes: Mapping[str, Probe] = PROBES
 ) -> Progress:
     """What the container is doing now, read from its state folder and its services."""
+    hook = running_hook(state, started_at)
+    if hook is not None:
+        return Progress(ready=False, doing=f"running start hook {hook}", in_hook=True)
     services = state / SERVICES_FILE
     try:
         written = services.stat().st_mtime
@@ -61,6 +75,20 @@ def container_says(
     return Progress(False, f"starting {', '.join(not_answering)}", not_answering)
 
 
+def running_hook(state: Path, started_at: float) -> str | None:
+    """The start hook the entrypoint runs now, by its hook file (written in this run). Read as
+    root from dev's state dir, so by state.read_state_file's rules, and printed only when it is
+    a name: a file dev made up says nothing."""
+    try:
+        read = read_state_file(state, HOOK_FILE, MAX_HOOK_FILE_BYTES, "a start hook's name")
+    except StateFileError:
+        return None
+    if read is None or read.written < started_at:
+        return None
+    name = read.text.strip()
+    return name if name.isprintable() and name.startswith("start.d/") else None
+
+
 def wait_until_ready(
     timeout_s: float,
     say: Callable[[str], None],
@@ -68,13 +96,19 @@ def wait_until_ready(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Progress:
-    """Poll until ready or `timeout_s` passed; `say` each new thing the container is doing."""
+    """Poll until ready or `timeout_s` passed (not counting the time start hooks ran); `say`
+    each new thing the container is doing."""
     look = look or (lambda: container_says(readable_state_dir(), container_started_at()))
     deadline = clock() + timeout_s
     said = None
+    last = clock()
     while True:
         progress = look()
-        if progress.ready or clock() >= deadline:
+        now = clock()
+        if progress.in_hook:
+            deadline += now - last
+        last = now
+        if progress.ready or now >= deadline:
             return progress
         if progress.doing != said:
             say(progress.doing)

@@ -1,12 +1,13 @@
 """How root runs torchrig in the container, and the only way it does:
 
-    /usr/bin/python3 -I -S /usr/lib/torchrig <entrypoint|healthcheck|endpoints> [args...]
+    /usr/bin/python3 -I -S /usr/lib/torchrig <entrypoint|healthcheck|endpoints|constraints> [...]
 
 The image copies the torchrig package to /usr/lib/torchrig/torchrig, root-owned, and this file
 to /usr/lib/torchrig/__main__.py. -I -S put neither the working directory (/workspace, the
 user's) nor PYTHON* variables, the user site or any site-packages on sys.path, so no .pth file
-runs: root imports the standard library and that copy, nothing dev can write. The venv
-(/opt/venv) is dev's, group-writable so `pip install` works, which is why root never runs it.
+runs: root imports the standard library and that copy, nothing dev can write, whatever the
+working directory (/workspace is dev's). `constraints SITE_PACKAGES` is the build's: it prints
+the stack's pins from what the image installed (torchrig.packages.stack).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 
 USAGE = (
     "usage: python3 -I -S /usr/lib/torchrig entrypoint [command...] | healthcheck"
-    " | endpoints [--wait S] [--jupyter ADDRESS] [--ssh ADDRESS]"
+    " | endpoints [--wait S] [--jupyter ADDRESS] [--ssh ADDRESS] | constraints SITE_PACKAGES"
 )
 
 
@@ -30,7 +31,7 @@ def main(argv: list[str]) -> int:
         from torchrig.container import healthcheck
         from torchrig.container.settings import SYSTEM_PATH
 
-        os.environ["PATH"] = SYSTEM_PATH  # Docker gives it the image's PATH, dev's venv first
+        os.environ["PATH"] = SYSTEM_PATH  # Docker gives it the image's PATH: system dirs only
         return healthcheck.main()
     if command == "endpoints":
         # `make up`'s wait: as root it reads dev's token whatever uid dev was remapped to, even
@@ -38,6 +39,11 @@ def main(argv: list[str]) -> int:
         from torchrig.container import endpoints
 
         return endpoints.main(args)
+    if command == "constraints" and len(args) == 1:
+        from torchrig.packages import stack
+
+        print(stack.constraints_text(stack.pins(stack.installed(args[0]))), end="")
+        return 0
     print(USAGE, file=sys.stderr)
     return 2
 

@@ -24,6 +24,9 @@ FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 # save its checkpoint) before what is left is killed. docker-compose.yml's stop_grace_period is
 # this plus a margin, with this same default (a unit test holds the two together).
 STOP_GRACE_DEFAULT_S = 60.0
+# START_HOOK_TIMEOUT: seconds each start hook (/workspace/start.d) may run before it is stopped
+# and the start goes on; an install of a requirements file usually takes well under this.
+START_HOOK_TIMEOUT_DEFAULT_S = 300.0
 # torchrun's own wait for its workers after it passes a stop signal on (its default is 30 s): set
 # for the container's sessions to STOP_GRACE, unless the user set it.
 TORCHRUN_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
@@ -48,8 +51,9 @@ class Settings:
     ssh_public_keys_text: str
     ssh_authorized_keys_file: Path
     home: Path | None  # HOME as started; None when unset (the entrypoint then uses dev's home)
-    path: str  # PATH as started (the venv first): dev's, never root's
+    path: str  # PATH as started (the image's venv first); dev's comes from it
     stop_grace_s: float = STOP_GRACE_DEFAULT_S
+    start_hook_timeout_s: float = START_HOOK_TIMEOUT_DEFAULT_S
 
 
 def parse_flag(name: str, value: str | None) -> bool:
@@ -167,4 +171,7 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         home=parse_absolute_path("HOME", environ.get("HOME")),
         path=environ.get("PATH") or SYSTEM_PATH,
         stop_grace_s=parse_seconds("STOP_GRACE", environ.get("STOP_GRACE"), STOP_GRACE_DEFAULT_S),
+        start_hook_timeout_s=parse_seconds(
+            "START_HOOK_TIMEOUT", environ.get("START_HOOK_TIMEOUT"), START_HOOK_TIMEOUT_DEFAULT_S
+        ),
     )

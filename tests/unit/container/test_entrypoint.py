@@ -152,8 +152,8 @@ def test_start_up_modules_import_only_the_standard_library() -> None:
 def test_root_steps_resolve_commands_in_system_directories_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The image's PATH starts with the venv, which dev can write: `nvidia-smi` or anything else
-    # root ran by name could be dev's. dev gets the container's PATH back after the drop.
+    # Root's steps resolve names in the system's directories alone, whatever PATH the container
+    # was given (a `docker run -e PATH=...` could name dev's folders). dev gets it back after.
     container_path = "/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"
     for name, value in {"PATH": container_path, "HOME": "/root", "USER": "root"}.items():
         monkeypatch.setenv(name, value)
@@ -217,3 +217,48 @@ def test_no_new_privileges_for_everything_the_start_runs_unless_sudo_is_granted(
     expected = ["drop to dev"] if euid == 0 else []
     expected += ["no-new-privileges"] if confined else []
     assert order == [*expected, "command"]
+
+
+def test_dev_gets_the_kept_venv_first_on_path_once() -> None:
+    environ = {"PATH": "/opt/packages/venv/bin:/opt/venv/bin:/usr/bin"}
+    prefix = Path("/opt/packages/venv")
+    assert entrypoint.kept_environment(environ, prefix) == {
+        "PATH": "/opt/packages/venv/bin:/opt/venv/bin:/usr/bin",
+        "VIRTUAL_ENV": "/opt/packages/venv",
+    }
+    assert entrypoint.kept_environment({"PATH": "/usr/bin"}, prefix)["PATH"] == (
+        "/opt/packages/venv/bin:/usr/bin"
+    )
+
+
+def test_kept_packages_that_cannot_be_prepared_leave_path_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", "/usr/bin")
+    assert entrypoint.use_kept_packages(tmp_path / "absent") is None
+    assert os.environ["PATH"] == "/usr/bin"
+    assert "warning: the kept packages are off" in capsys.readouterr().err
+
+
+def test_a_volume_left_by_other_ids_is_handed_to_dev_and_devs_own_is_not_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handed: list[Path] = []
+    monkeypatch.setattr(entrypoint, "hand_to_dev", lambda tree, who: handed.append(tree))
+    volume = tmp_path / "cache"
+    volume.mkdir()
+    owner = volume.stat()
+    devs = accounts.Identity(owner.st_uid, owner.st_gid, (), "/home/dev", "/bin/bash")
+    entrypoint.reclaim_volume(volume, devs)
+    assert handed == []
+    new_ids = accounts.Identity(owner.st_uid + 1, owner.st_gid, (), "/home/dev", "/bin/bash")
+    entrypoint.reclaim_volume(volume, new_ids)
+    assert handed == [volume]
+    assert f"{volume} belonged to uid {owner.st_uid}, gid {owner.st_gid}: handed it" in (
+        capsys.readouterr().err
+    )
+    # A symlink in a volume's place (dev owns /home/dev) is not followed; a missing one is fine.
+    (tmp_path / "link").symlink_to(volume)
+    entrypoint.reclaim_volume(tmp_path / "link", new_ids)
+    entrypoint.reclaim_volume(tmp_path / "absent", new_ids)
+    assert handed == [volume]

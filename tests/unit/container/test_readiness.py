@@ -7,7 +7,7 @@ from pathlib import Path
 
 from torchrig.container import readiness
 from torchrig.container.readiness import Progress
-from torchrig.container.state import SERVICES_FILE
+from torchrig.container.state import HOOK_FILE, SERVICES_FILE
 
 ANSWERS = {"jupyter": lambda: None, "sshd": lambda: None}
 
@@ -41,6 +41,32 @@ def test_ready_when_every_service_it_started_answers(tmp_path: Path) -> None:
     services_file(tmp_path, "jupyter", written=101.0)  # sshd skipped: no key
     probes = {"jupyter": lambda: None, "sshd": lambda: "must not be asked"}
     assert readiness.container_says(tmp_path, started_at=100.0, probes=probes).ready
+
+
+def hook_file(state: Path, text: str, written: float) -> None:
+    path = state / HOOK_FILE
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, (written, written))
+
+
+def test_a_running_start_hook_is_named(tmp_path: Path) -> None:
+    hook_file(tmp_path, "start.d/10-requirements.sh\n", written=101.0)
+    progress = readiness.container_says(tmp_path, started_at=100.0, probes=ANSWERS)
+    assert progress == Progress(
+        False, "running start hook start.d/10-requirements.sh", in_hook=True
+    )
+
+
+def test_a_hook_file_from_before_this_start_or_not_a_hook_name_says_nothing(
+    tmp_path: Path,
+) -> None:
+    hook_file(tmp_path, "start.d/10-old\n", written=99.0)
+    assert readiness.container_says(tmp_path, 100.0, ANSWERS).doing == readiness.SETTING_UP
+    hook_file(tmp_path, "root:x:0:0:root:/root:/bin/bash\n", written=101.0)  # dev's own text
+    assert readiness.container_says(tmp_path, 100.0, ANSWERS).doing == readiness.SETTING_UP
+    (tmp_path / HOOK_FILE).unlink()
+    (tmp_path / HOOK_FILE).symlink_to("/etc/shadow")
+    assert readiness.container_says(tmp_path, 0.0, ANSWERS).doing == readiness.SETTING_UP
 
 
 class FakeClock:
@@ -80,6 +106,16 @@ def test_waiting_gives_up_at_the_deadline_with_what_does_not_answer() -> None:
     assert not progress.ready
     assert progress.why_not_ready() == "jupyter: HTTP 500"
     assert 1.0 <= clock.now < 1.1
+
+
+def test_time_in_start_hooks_does_not_count_against_the_wait() -> None:
+    clock = FakeClock()
+    hooking = Progress(False, "running start hook start.d/10-slow", in_hook=True)
+    seen = [hooking] * 100 + [Progress(True, "ready")]  # 5 s of hooks, a 1 s wait
+    progress = readiness.wait_until_ready(
+        1.0, lambda doing: None, look=lambda: seen.pop(0), clock=clock, sleep=clock.sleep
+    )
+    assert progress.ready and clock.now > 4.9
 
 
 def test_the_container_s_start_comes_from_pid_1_and_the_boot_time(tmp_path: Path) -> None:

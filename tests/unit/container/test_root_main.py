@@ -53,6 +53,18 @@ def test_make_up_s_wait_runs_from_the_copy_and_never_from_the_working_directory(
     assert sorted(p.name for p in (tmp_path / "workspace").rglob("*.ran")) == []
 
 
+def test_the_build_prints_the_stacks_pins_from_what_the_image_installed(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    for name, version in (("torch", "2.13.0"), ("numpy", "2.4.6"), ("nvidia_nccl_cu13", "2.29.7")):
+        dist = site / f"{name}-{version}.dist-info"
+        dist.mkdir(parents=True)
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    result = launch(tmp_path, "constraints", str(site))
+    assert result.returncode == 0, result.stderr
+    pins = [line for line in result.stdout.splitlines() if not line.startswith("#")]
+    assert pins == ["nvidia-nccl-cu13==2.29.7", "torch==2.13.0"]
+
+
 def test_anything_else_is_a_usage_error(tmp_path: Path) -> None:
     result = launch(tmp_path, "bash")
     assert result.returncode == 2

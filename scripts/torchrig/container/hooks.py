@@ -1,0 +1,239 @@
+"""Start hooks: the executable files in the workspace's start.d/ (/workspace/start.d), run as dev
+in name order at every start, after the set-up and before the services (or the given command).
+
+Like docker-stacks' before-notebook.d and RunPod's pre_start.sh. Each hook:
+- runs with the services' environment (the kept packages first on PATH) in /workspace, with no
+  stdin, in a session of its own;
+- has its output in the container's log (`make logs`) line by line, each line under the hook's
+  name: `[start.d/10-requirements.sh] ...`;
+- may run START_HOOK_TIMEOUT seconds (0: no limit); then it is stopped (SIGTERM, then SIGKILL
+  to its whole process group) and named;
+- fails without stopping the start: a failed or stopped hook is named with its exit status, and
+  the services start anyway.
+A file there that is not executable is named and skipped; dotfiles (.gitkeep) are ignored.
+While a hook runs, the state dir's hook file names it: `make up` says so (readiness.py).
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchrig.container import log
+from torchrig.container.state import HOOK_FILE
+
+HOOKS_DIR = Path("/workspace/start.d")
+WORKDIR = "/workspace"
+# After SIGTERM at the time limit, how long the hook gets before SIGKILL.
+KILL_GRACE_S = 5.0
+# After the hook exited, how long what it left running may still write to its output: a program
+# it started in the background and did not detach keeps the pipe open.
+DRAIN_S = 1.0
+READ_BYTES = 65536
+
+
+@dataclass(frozen=True)
+class Outcome:
+    name: str  # start.d/<file name>
+    status: int | None  # the exit status (negative: the signal that killed it); None: stopped
+    seconds: float
+
+
+def label(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+def find_hooks(directory: Path) -> tuple[list[Path], list[Path]]:
+    """(hooks to run, files that are not executable), each in name order. Dotfiles are skipped;
+    so are folders, which are not hooks."""
+    try:
+        entries = sorted(directory.iterdir(), key=lambda path: path.name)
+    except FileNotFoundError:
+        return [], []
+    runnable, not_executable = [], []
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_file():
+            continue
+        (runnable if os.access(entry, os.X_OK) else not_executable).append(entry)
+    return runnable, not_executable
+
+
+def describe(outcome: Outcome, timeout_s: float) -> str | None:
+    """What a hook that did not succeed did, in one line; None when it succeeded."""
+    if outcome.status == 0:
+        return None
+    if outcome.status is None:
+        return (
+            f"start hook {outcome.name} did not finish within {timeout_s:g} s "
+            "(START_HOOK_TIMEOUT): stopped it; the services start anyway"
+        )
+    if outcome.status < 0:
+        try:
+            how = f"was killed by {signal.Signals(-outcome.status).name}"
+        except ValueError:
+            how = f"was killed by signal {-outcome.status}"
+    else:
+        how = f"failed with exit status {outcome.status}"
+    return (
+        f"start hook {outcome.name} {how} after {outcome.seconds:.1f} s; the services start "
+        "anyway (its output is above, under its name)"
+    )
+
+
+def not_executable_warning(path: Path) -> str:
+    return (
+        f"start hook {label(path)} is not executable, so it did not run: `chmod +x "
+        f"start.d/{path.name}` to run it at every start, or move it out of start.d"
+    )
+
+
+class LinePrinter:
+    """A hook's output, printed line by line under its name (a last partial line at the end)."""
+
+    def __init__(self, name: str, out: Callable[[str], None]) -> None:
+        self.prefix = f"[{name}] "
+        self.out = out
+        self.pending = b""
+
+    def feed(self, data: bytes) -> None:
+        *lines, self.pending = (self.pending + data).split(b"\n")
+        for line in lines:
+            self.out(self.prefix + line.rstrip(b"\r").decode("utf-8", errors="replace"))
+
+    def close(self) -> None:
+        if self.pending:
+            self.feed(b"\n")
+
+
+def print_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the hook's process group, SIGKILL after KILL_GRACE_S."""
+    for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_hook(
+    path: Path,
+    timeout_s: float,
+    env: Mapping[str, str],
+    out: Callable[[str], None] = print_line,
+    clock: Callable[[], float] = time.monotonic,
+) -> Outcome:
+    name = label(path)
+    started = clock()
+    deadline = started + timeout_s if timeout_s > 0 else float("inf")
+    try:
+        process = subprocess.Popen(
+            [str(path)],
+            cwd=WORKDIR if os.path.isdir(WORKDIR) else None,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as exc:  # no interpreter for its #! line, a bad format
+        out(f"[{name}] could not start: {exc}")
+        return Outcome(name, 126, clock() - started)
+    printer = LinePrinter(name, out)
+    timed_out = read_until_done(process, printer, deadline, clock)
+    printer.close()
+    if process.stdout is not None:
+        process.stdout.close()
+    if timed_out:
+        stop_group(process)
+    status = None if timed_out else process.wait()
+    return Outcome(name, status, clock() - started)
+
+
+def read_until_done(
+    process: subprocess.Popen[bytes],
+    printer: LinePrinter,
+    deadline: float,
+    clock: Callable[[], float],
+) -> bool:
+    """Pass the hook's output on until it ends: it exited, and its output closed or DRAIN_S
+    passed. True when the deadline came first."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    os.set_blocking(fd, False)
+    exited_at: float | None = None
+    closed = False
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            now = clock()
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+            if exited_at is not None and (closed or now - exited_at >= DRAIN_S):
+                return False
+            if now >= deadline:
+                return True
+            wait_s = min(0.2, deadline - now)
+            if closed:
+                time.sleep(wait_s)  # it closed its output but runs on
+            elif selector.select(timeout=wait_s):
+                data = os.read(fd, READ_BYTES)
+                if data:
+                    printer.feed(data)
+                else:
+                    closed = True
+                    selector.unregister(fd)
+
+
+def mark_running(state: Path, name: str | None) -> None:
+    """The state dir's hook file names the hook that runs now; removed after the last one."""
+    path = state / HOOK_FILE
+    if name is None:
+        path.unlink(missing_ok=True)
+        return
+    temporary = state / f".{HOOK_FILE}.tmp"
+    temporary.write_text(name + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def run_hooks(
+    directory: Path, timeout_s: float, env: Mapping[str, str], state: Path
+) -> list[Outcome]:
+    """Run every hook in name order; say what each did. The start goes on whatever they do."""
+    try:
+        runnable, not_executable = find_hooks(directory)
+    except OSError as exc:
+        log.warn(f"start hooks not run: cannot read {directory} ({exc.strerror or exc})")
+        return []
+    for path in not_executable:
+        log.warn(not_executable_warning(path))
+    outcomes = []
+    limit = f"time limit {timeout_s:g} s" if timeout_s > 0 else "no time limit"
+    try:
+        for path in runnable:
+            mark_running(state, label(path))
+            log.info(f"start hook {label(path)}: running ({limit}: START_HOOK_TIMEOUT)")
+            outcome = run_hook(path, timeout_s, env)
+            outcomes.append(outcome)
+            problem = describe(outcome, timeout_s)
+            if problem:
+                log.warn(problem)
+            else:
+                log.info(f"start hook {outcome.name}: done in {outcome.seconds:.1f} s")
+    finally:
+        mark_running(state, None)
+    return outcomes

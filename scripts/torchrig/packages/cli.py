@@ -1,0 +1,71 @@
+"""`torchrig packages`: list the kept packages (`make packages`), or remove them all and start
+afresh (`torchrig packages reset`, `make packages-reset`). Runs as dev."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from torchrig.packages import kept, sitedir, stack
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=("list", "reset"),
+        default="list",
+        help="list (the default) or reset: remove every kept package, of every Python",
+    )
+
+
+def run(args: argparse.Namespace, root: Path = Path(sitedir.KEPT_ROOT)) -> int:
+    if os.geteuid() == 0:
+        print(
+            "torchrig packages: run it as dev, whose packages they are "
+            "(`make packages`, `make packages-reset`, or `docker compose exec -u dev ...`)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.action == "reset":
+        return reset(root)
+    return show(root)
+
+
+def show(root: Path) -> int:
+    prefix = Path(sitedir.kept_prefix(str(root)))
+    dists = kept.kept_dists(kept.kept_site(prefix))
+    print(f"Kept packages in {prefix}: {len(dists)}")
+    for dist in dists:
+        print(f"  {dist.name} {dist.version}")
+    stamp = kept.read_stamp(prefix)
+    lines = [
+        kept.torch_warning(kept.stale_for_torch(dists, stamp), stamp, prefix) if stamp else None,
+        kept.overrides_note(dists, kept.read_constraints(Path(stack.CONSTRAINTS_FILE))),
+        *(
+            f"{old} holds the kept packages of another Python, set aside when the image changed"
+            " (`make packages-reset` removes it)"
+            for old in kept.set_aside_venvs(root)
+        ),
+    ]
+    for line in lines:
+        if line:
+            print(f"note: {line}")
+    return 0
+
+
+def reset(root: Path) -> int:
+    removed = kept.reset(root)
+    prepared = kept.prepare(root, now=time.time())
+    if prepared.prefix is None:
+        print(f"torchrig packages: {prepared.warnings[0]}", file=sys.stderr)
+        return 1
+    print(
+        f"Removed the kept packages ({', '.join(p.name for p in removed) or 'there were none'}); "
+        f"a fresh venv for them is in {prepared.prefix}. Running programs keep what they "
+        "imported: restart Jupyter's kernels (or `make down && make up`)."
+    )
+    return 0

@@ -1,0 +1,322 @@
+"""The kept venv on the packages volume: made, refreshed and judged at every start, listed and
+reset on request (`make packages`, `make packages-reset`).
+
+Run as dev (the entrypoint's dev steps, `torchrig packages`); standard library only.
+
+Judging whether the kept packages still fit the image:
+- another Python: a venv is made for one Python version (its site-packages is named after it,
+  its compiled modules are built for it). After a rebuild onto another Python the start moves
+  the old venv aside, whole (venv-python3.11/), makes a fresh one and says so: nothing is lost,
+  and no import finds a module built for the other Python.
+- another torch: packages that depend on the stack and were installed before this torch arrived
+  may have been built against the old one. The kept venv remembers which torch it last saw and
+  since when (`Stamp`); until such packages are reinstalled (or reset), each start names them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import venv
+from collections.abc import Iterable
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+
+from torchrig.packages import sitedir, stack
+
+# In the kept site-packages: the image's site-packages, read after the kept one. Only when it is
+# not on sys.path yet: a Python of the image that added the kept packages already has it, and
+# processing its `.pth` files twice would run their hooks twice.
+IMAGE_PTH = "torchrig-image.pth"
+# In the kept venv: which torch its packages last saw, and since when.
+STAMP = "torchrig-stack.json"
+# What a dist-info's INSTALLER says when it is a record of the image's, not a kept package
+# (wrappers.py writes them for uv while it runs).
+IMAGE_RECORD_INSTALLER = "torchrig-image-record"
+REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
+WRAPPER = """\
+#!{python}
+# {tool} for the kept packages, with the image's stack protected (torchrig.packages.wrappers).
+# Written by the container at every start: changes here do not last.
+import sys
+from torchrig.packages.wrappers import main
+sys.exit(main({tool!r}, sys.argv[1:]))
+"""
+
+
+@dataclass(frozen=True)
+class KeptDist:
+    name: str
+    version: str
+    requires_stack: bool  # needs torch, torchvision, triton or an nvidia-* library
+    installed_at: float  # its dist-info's modification time
+
+
+@dataclass(frozen=True)
+class Stamp:
+    torch: str
+    since: float  # when the kept venv first saw this torch (0: from its start)
+    before: str = ""  # the torch it saw until then
+
+
+@dataclass(frozen=True)
+class Prepared:
+    prefix: Path | None  # the kept venv; None when the kept packages are off
+    notes: list[str]  # info lines
+    warnings: list[str]
+
+
+def image_site(image_prefix: str = sitedir.IMAGE_PREFIX) -> Path:
+    return Path(sitedir.site_packages(image_prefix))
+
+
+def kept_site(prefix: Path, version: tuple[int, int] | None = None) -> Path:
+    return Path(sitedir.site_packages(str(prefix), version or sys.version_info))
+
+
+# --- what is installed -------------------------------------------------------------------------
+
+
+def requirement_name(requirement: str) -> str:
+    """'torch (>=2.0) ; extra == "x"' -> 'torch': the name a requirement starts with (PEP 508)."""
+    match = REQUIREMENT_NAME.match(requirement)
+    return stack.normalize(match.group(1)) if match else ""
+
+
+def read_dist(dist_info: Path) -> KeptDist | None:
+    """A kept distribution, or None for an image record or an unreadable dist-info."""
+    try:
+        installer = (dist_info / "INSTALLER").read_text(encoding="utf-8").strip()
+    except OSError:
+        installer = ""
+    if installer == IMAGE_RECORD_INSTALLER:
+        return None
+    try:
+        metadata = HeaderParser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8"))
+        installed_at = dist_info.stat().st_mtime
+    except (OSError, UnicodeDecodeError):
+        return None
+    requires = metadata.get_all("Requires-Dist") or []
+    return KeptDist(
+        name=str(metadata.get("Name", dist_info.name)),
+        version=str(metadata.get("Version", "")),
+        requires_stack=any(stack.is_protected(requirement_name(r)) for r in requires if r.strip()),
+        installed_at=installed_at,
+    )
+
+
+def kept_dists(site: Path) -> list[KeptDist]:
+    """The distributions installed in a kept site-packages, by name."""
+    try:
+        entries = sorted(site.glob("*.dist-info"))
+    except OSError:
+        return []
+    dists = [read_dist(entry) for entry in entries]
+    return sorted((d for d in dists if d is not None), key=lambda d: stack.normalize(d.name))
+
+
+# --- judging the fit -----------------------------------------------------------------------------
+
+
+def read_stamp(prefix: Path) -> Stamp | None:
+    try:
+        data = json.loads((prefix / STAMP).read_text(encoding="utf-8"))
+        return Stamp(str(data["torch"]), float(data["since"]), str(data.get("before", "")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_stamp(prefix: Path, stamp: Stamp) -> None:
+    text = json.dumps({"torch": stamp.torch, "since": stamp.since, "before": stamp.before})
+    (prefix / STAMP).write_text(text + "\n", encoding="utf-8")
+
+
+def next_stamp(previous: Stamp | None, image_torch: str, now: float) -> Stamp:
+    """A kept venv without a stamp is new (or older than stamps): nothing in it is judged stale."""
+    if previous is None:
+        return Stamp(image_torch, 0.0)
+    if previous.torch != image_torch:
+        return Stamp(image_torch, now, previous.torch)
+    return previous
+
+
+def stale_for_torch(dists: Iterable[KeptDist], stamp: Stamp) -> list[KeptDist]:
+    """Kept packages that need the stack and were installed before this torch arrived."""
+    return [d for d in dists if d.requires_stack and d.installed_at < stamp.since]
+
+
+def torch_warning(stale: list[KeptDist], stamp: Stamp, prefix: Path) -> str | None:
+    if not stale:
+        return None
+    named = ", ".join(f"{d.name} {d.version}" for d in stale)
+    return (
+        f"kept packages that depend on torch were installed with torch {stamp.before or 'before'}"
+        f" and this image has torch {stamp.torch}: {named} (in {prefix}). Any built against the "
+        "old torch may fail to import: reinstall them (`pip install --force-reinstall "
+        "--no-deps NAME`) or start afresh (`make packages-reset`)."
+    )
+
+
+def overrides_note(dists: Iterable[KeptDist], pinned: dict[str, str]) -> str | None:
+    """Stack packages the user replaced on purpose (with the constraints lifted)."""
+    replaced = [
+        f"{d.name} {d.version} (the image has {pinned[stack.normalize(d.name)]})"
+        for d in dists
+        if stack.normalize(d.name) in pinned
+    ]
+    if not replaced:
+        return None
+    return (
+        f"the kept packages replace part of the image's stack: {', '.join(replaced)}; "
+        "`make packages-reset` goes back to the image's"
+    )
+
+
+def venv_version(prefix: Path) -> tuple[int, int] | None:
+    """The Python a venv was made for, from its pyvenv.cfg (`version`, or uv's `version_info`)."""
+    try:
+        lines = (prefix / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() in ("version", "version_info"):
+            parts = value.strip().split(".")
+            if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+                return int(parts[0]), int(parts[1])
+    return None
+
+
+def set_aside(prefix: Path, version: tuple[int, int]) -> Path:
+    """Move a kept venv made for another Python out of the way, whole: venv-python3.11."""
+    base = prefix.with_name(f"{prefix.name}-{sitedir.python_tag(version)}")
+    target, number = base, 1
+    while target.exists() or target.is_symlink():
+        number += 1
+        target = base.with_name(f"{base.name}-{number}")
+    prefix.rename(target)
+    return target
+
+
+def set_aside_warning(moved: Path, count: int, was: tuple[int, int], now: tuple[int, int]) -> str:
+    return (
+        f"the kept packages were made for Python {was[0]}.{was[1]} and this image runs Python "
+        f"{now[0]}.{now[1]}: moved them, {count} package(s), to {moved} (nothing deleted) and "
+        "made a fresh venv for this Python: reinstall what you need there; `make packages-reset`"
+        " removes the old ones."
+    )
+
+
+def set_aside_venvs(root: Path) -> list[Path]:
+    """The kept venvs moved aside for another Python, for `make packages` to name."""
+    return sorted(p for p in root.glob(f"{sitedir.KEPT_VENV}-python*") if p.is_dir())
+
+
+# --- making and refreshing the kept venv ---------------------------------------------------------
+
+
+def ensure_venv(prefix: Path) -> bool:
+    """Make the kept venv unless it is there (a venv with its Python); True when it was made or
+    mended. Without pip: the image's pip runs in it (through the image's site-packages)."""
+    if (prefix / "pyvenv.cfg").is_file() and (prefix / "bin" / "python").exists():
+        return False
+    venv.EnvBuilder(symlinks=True, with_pip=False, clear=False).create(str(prefix))
+    return True
+
+
+def write_image_pth(site: Path, image: Path) -> None:
+    line = f"import sys, site; {str(image)!r} in sys.path or site.addsitedir({str(image)!r})\n"
+    (site / IMAGE_PTH).write_text(line, encoding="utf-8")
+
+
+def wrapper_names(version: tuple[int, int]) -> tuple[str, ...]:
+    return ("pip", "pip3", f"pip{version[0]}.{version[1]}", "uv")
+
+
+def write_wrappers(prefix: Path, version: tuple[int, int]) -> None:
+    python = prefix / "bin" / "python"
+    for name in wrapper_names(version):
+        tool = "uv" if name == "uv" else "pip"
+        path = prefix / "bin" / name
+        path.unlink(missing_ok=True)  # a symlink dev left there is replaced, not written through
+        path.write_text(WRAPPER.format(python=python, tool=tool), encoding="utf-8")
+        path.chmod(0o755)
+
+
+def remove_image_records(site: Path) -> int:
+    """The records of the image's packages a uv run left behind (it was killed): removed."""
+    removed = 0
+    for dist_info in site.glob("*.dist-info"):
+        try:
+            installer = (dist_info / "INSTALLER").read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        if installer == IMAGE_RECORD_INSTALLER:
+            shutil.rmtree(dist_info, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def prepare(
+    root: Path,
+    now: float,
+    image_prefix: str = sitedir.IMAGE_PREFIX,
+    constraints: Path = Path(stack.CONSTRAINTS_FILE),
+    version: tuple[int, int] | None = None,
+) -> Prepared:
+    """Make or refresh the kept venv for this Python, and judge what it holds."""
+    version = version or (sys.version_info[0], sys.version_info[1])
+    if not (root.is_dir() and os.access(root, os.W_OK | os.X_OK)):
+        return Prepared(None, [], [
+            f"the kept packages are off: {root} is not a folder dev can write "
+            f"(uid {os.getuid()}), so `pip install` has nowhere to go. Mount a writable volume "
+            "or folder there (PACKAGES_DIR)."
+        ])  # fmt: skip
+    prefix = Path(sitedir.kept_prefix(str(root)))
+    warnings = []
+    made_for = venv_version(prefix)
+    if made_for is not None and made_for != version:
+        count = len(kept_dists(kept_site(prefix, made_for)))
+        warnings.append(set_aside_warning(set_aside(prefix, made_for), count, made_for, version))
+    made = ensure_venv(prefix)
+    site = kept_site(prefix, version)
+    write_image_pth(site, Path(sitedir.site_packages(image_prefix, version)))
+    write_wrappers(prefix, version)
+    remove_image_records(site)
+    dists = kept_dists(site)
+    pinned = read_constraints(constraints)
+    if "torch" in pinned:
+        stamp = next_stamp(read_stamp(prefix), pinned["torch"], now)
+        write_stamp(prefix, stamp)
+        warnings.append(torch_warning(stale_for_torch(dists, stamp), stamp, prefix))
+    notes = [
+        f"kept packages: made a fresh venv for them in {prefix} (pip, uv and %pip install there)"
+        if made
+        else f"kept packages: {len(dists)} in {prefix} (`make packages` lists them)",
+        overrides_note(dists, pinned),
+    ]
+    return Prepared(prefix, [n for n in notes if n], [w for w in warnings if w])
+
+
+def read_constraints(path: Path) -> dict[str, str]:
+    try:
+        return stack.read_pins(path.read_text(encoding="utf-8"))
+    except OSError:
+        return {}
+
+
+def reset(root: Path) -> list[Path]:
+    """Remove every kept venv (all Pythons) and whatever else is in the kept folder; the
+    folder itself stays (it is the volume's mount point). Symlinks are removed, never followed."""
+    removed = []
+    for entry in sorted(root.iterdir()):
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed.append(entry)
+    return removed

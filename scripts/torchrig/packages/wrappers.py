@@ -1,0 +1,168 @@
+"""`pip` and `uv` as dev runs them in the kept venv: the real tool, plus two things.
+
+- After a refusal that ran into the image's pinned stack, one line says what was kept and how
+  to override on purpose (pip and uv name the package, not the way past the pin).
+- uv sees only the target environment's own site-packages (astral-sh/uv#2500), not what a `.pth`
+  adds: in the kept venv it would find no torch and fetch the whole stack again, gigabytes. So
+  while `uv pip install` (and the commands that read the environment) runs on the kept venv,
+  the kept site-packages holds a record of each of the image's distributions: a dist-info with
+  its METADATA and a RECORD of the record alone. uv then resolves against the stack as pip
+  does, installs only what is new, and an upgrade replaces just the record, the image's files
+  staying where they are. The records go again when uv ends (and at the next start, if it was
+  killed), so pip never sees them.
+
+The wrapper scripts in the kept venv's bin (kept.py writes them) call `main`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib.metadata
+import os
+import pty
+import selectors
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+from torchrig.packages import kept, stack
+
+# The real uv, off every PATH: dev reaches it through this wrapper only.
+UV = "/opt/uv/bin/uv"
+# `uv pip` commands that read or change the environment's installed set.
+UV_READS_ENVIRONMENT = frozenset({"install", "sync", "list", "freeze", "show", "tree", "check"})
+# Options that point uv at another environment than VIRTUAL_ENV.
+UV_OTHER_TARGET = ("--python", "-p", "--system", "--target", "-t", "--prefix")
+# What is kept of a failed command's error output to look for the pins in.
+KEEP_BYTES = 256 * 1024
+
+
+def uv_pip_command(args: Sequence[str]) -> str | None:
+    """The `uv pip` subcommand of an argument list ('install'), or None for any other uv use."""
+    words = [arg for arg in args if not arg.startswith("-")]
+    if len(words) >= 2 and words[0] == "pip":
+        return words[1]
+    return None
+
+
+def uv_needs_image_records(args: Sequence[str], environ: Mapping[str, str], prefix: Path) -> bool:
+    """True when uv is about to resolve against, or list, the kept venv."""
+    if uv_pip_command(args) not in UV_READS_ENVIRONMENT:
+        return False
+    for option in UV_OTHER_TARGET:
+        if any(arg == option or arg.startswith(f"{option}=") for arg in args):
+            return False
+    target = environ.get("VIRTUAL_ENV", "")
+    return bool(target) and os.path.realpath(target) == os.path.realpath(prefix)
+
+
+def record_name(name: str, version: str) -> str:
+    """A dist-info folder name as wheels spell it: 'nvidia_nccl_cu13-2.29.7.dist-info'."""
+    return f"{stack.normalize(name).replace('-', '_')}-{version}.dist-info"
+
+
+def write_image_records(site: Path, image: Path) -> list[Path]:
+    """A record of each of the image's distributions that the kept venv does not have itself."""
+    present = {stack.normalize(d.name) for d in kept.kept_dists(site)}
+    written = []
+    for dist in importlib.metadata.distributions(path=[str(image)]):
+        name, version = dist.metadata["Name"], dist.version
+        if not name or stack.normalize(name) in present:
+            continue
+        present.add(stack.normalize(name))
+        folder = site / record_name(name, version)
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            continue
+        (folder / "METADATA").write_text(dist.read_text("METADATA") or "", encoding="utf-8")
+        (folder / "INSTALLER").write_text(kept.IMAGE_RECORD_INSTALLER + "\n", encoding="utf-8")
+        files = ("METADATA", "INSTALLER", "RECORD")
+        record = "".join(f"{folder.name}/{file},,\n" for file in files)
+        (folder / "RECORD").write_text(record, encoding="utf-8")
+        written.append(folder)
+    return written
+
+
+@contextlib.contextmanager
+def image_records(site: Path, image: Path) -> Iterator[None]:
+    write_image_records(site, image)
+    try:
+        yield
+    finally:
+        kept.remove_image_records(site)
+
+
+def run_keeping_output(command: Sequence[str]) -> tuple[int, str]:
+    """Run a command with its output shown as it comes; its exit status and the tail of what it
+    printed (pip says which pins it ran into on stdout, uv on stderr). When stdout is a terminal
+    the command gets one too (a pseudo-terminal), so pip still draws its progress bars."""
+    out_read, out_write = pty.openpty() if sys.stdout.isatty() else os.pipe()
+    err_read, err_write = os.pipe()
+    try:
+        process = subprocess.Popen(list(command), stdout=out_write, stderr=err_write)
+    finally:
+        os.close(out_write)
+        os.close(err_write)
+    targets = {out_read: sys.stdout.buffer, err_read: sys.stderr.buffer}
+    tail = bytearray()
+    with selectors.DefaultSelector() as selector:
+        for fd in targets:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            try:
+                ready = selector.select()
+            except KeyboardInterrupt:
+                continue  # the tool got the same Ctrl-C: let it end its own way
+            for key, _ in ready:
+                data = read_some(key.fd)
+                if not data:
+                    selector.unregister(key.fd)
+                    os.close(key.fd)
+                    continue
+                targets[key.fd].write(data)
+                targets[key.fd].flush()
+                tail += data
+                del tail[:-KEEP_BYTES]
+    return process.wait(), tail.decode("utf-8", errors="replace")
+
+
+def read_some(fd: int) -> bytes:
+    """What a pipe or pseudo-terminal has; b"" at its end (a pseudo-terminal says EIO then)."""
+    try:
+        return os.read(fd, 65536)
+    except OSError as error:
+        if error.errno == errno.EIO:
+            return b""
+        raise
+
+
+def tool_command(tool: str, args: Sequence[str]) -> list[str]:
+    if tool == "uv":
+        return [UV, *args]
+    return [sys.executable, "-m", "pip", *args]
+
+
+def main(
+    tool: str,
+    args: Sequence[str],
+    environ: Mapping[str, str] = os.environ,
+    constraints: Path = Path(stack.CONSTRAINTS_FILE),
+) -> int:
+    prefix = Path(sys.prefix)
+    site = kept.kept_site(prefix)
+    command = tool_command(tool, args)
+    if tool == "uv" and not os.access(UV, os.X_OK):
+        print(f"[torchrig] uv is not in this image ({UV})", file=sys.stderr)
+        return 127
+    records = tool == "uv" and uv_needs_image_records(args, environ, prefix)
+    with image_records(site, kept.image_site()) if records else contextlib.nullcontext():
+        code, output = run_keeping_output(command)
+    if code != 0:
+        pinned = kept.read_constraints(constraints)
+        names = stack.refused(output, pinned)
+        if names:
+            print(stack.override_hint(names, pinned, tool), file=sys.stderr)
+    return code
