@@ -24,7 +24,10 @@ EVERY = 3
 # Slow enough that the interruption lands mid-run on any machine, however loaded.
 SLOW = ("--steps", str(STEPS), "--step-delay", "0.25")
 PERIODIC = ("--checkpoint-every", str(EVERY), "--keep", "20")
-TORCHRUN_GOT_SIGTERM = re.compile(r"Received (15|SIGTERM) death signal")
+# torchrun's words for a SIGTERM: its log line, or, when a second SIGTERM lands while it writes
+# that line (Slurm signals every process of the step, and launch passes its own on), the
+# exception the second one raises in its place.
+TORCHRUN_GOT_SIGTERM = re.compile(r"Received (15|SIGTERM) death signal|got signal: 15\b")
 
 
 def newest_checkpoint(checkpoint_dir: Path) -> int:
