@@ -42,6 +42,7 @@ from torchrig.checkpoint.model_state import sharded_parameter
 from torchrig.checkpoint.sharded import ShardedLayout
 from torchrig.checkpoint.single_file import SingleFileLayout
 from torchrig.checkpoint.torchfile import first_line
+from torchrig.sizes import size_text
 
 if TYPE_CHECKING:
     import torch
@@ -200,7 +201,7 @@ class CheckpointManager:
         free = shutil.disk_usage(self.directory).free
         return (
             f"cannot save step {step} in {self.directory}: {error.strerror or 'disk full'} "
-            f"({free / 2**20:.1f} MiB free). The unfinished file was removed; "
+            f"({size_text(free, unit='MiB')} free). The unfinished file was removed; "
             + (f"`latest` still names {kept}, intact. " if kept else "no earlier checkpoint. ")
             + "Free space there (fewer kept: keep=, `torchrig ckpt ls`) or save elsewhere."
         )

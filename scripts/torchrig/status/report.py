@@ -14,9 +14,9 @@ from typing import Any
 
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.processes import Process
+from torchrig.sizes import size_figure
 from torchrig.status.jobs import TorchrunJob, ranks
 
-GIB = 1024**3
 NOT_RECORDED = (
     "none recorded (torchrig's CheckpointManager records its directory at its first load or save)"
 )
@@ -194,7 +194,7 @@ def command(job: dict[str, Any], width: int = 100) -> str:
 
 
 def gib(value: int | None) -> str:
-    return "?" if value is None else f"{value / GIB:.1f}"
+    return "?" if value is None else size_figure(value, "GiB")
 
 
 def percent(value: int | None) -> str:

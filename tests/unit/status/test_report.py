@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from torchrig.checkpoint import CheckpointManager, TrainingState
 from torchrig.facts.nvml import NvmlSnapshot
+from torchrig.sizes import GIB
 from torchrig.status import jobs, report
 
 from ..facts.fake_nvml import snapshot
@@ -15,7 +16,6 @@ from ..facts.fake_proc import fake_proc
 from .test_jobs import a_job
 
 NOW = 1_800_000_000.0
-GIB = 1024**3
 
 
 def jobs_in(proc: Path, recorded: dict[int, list[Path]] | None = None) -> list[jobs.TorchrunJob]:

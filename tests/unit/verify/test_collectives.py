@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from torchrig.facts.verdict import Verdict
+from torchrig.sizes import MIB
 from torchrig.verify import collectives, spawn
-
-MIB = 1024**2
 
 
 def entry(size: int, algbw: float, world: int, correct: bool = True) -> dict[str, object]:
