@@ -26,11 +26,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchrig import mounts
 from torchrig.container import log
 from torchrig.container.state import HOOK_FILE
 
-HOOKS_DIR = Path("/workspace/start.d")
-WORKDIR = "/workspace"
+WORKDIR = mounts.WORKSPACE.point
+HOOKS_DIR = Path(WORKDIR, "start.d")
 # After SIGTERM at the time limit, how long the hook gets before SIGKILL.
 KILL_GRACE_S = 5.0
 # After the hook exited, how long what it left running may still write to its output: a program

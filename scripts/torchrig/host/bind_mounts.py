@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchrig import ownership, user_ids
+from torchrig import mounts, ownership, user_ids
 
 
 def bind_sources(config: dict[str, Any]) -> list[Path]:
@@ -35,7 +35,7 @@ def bind_sources(config: dict[str, Any]) -> list[Path]:
 DEFAULT_DEV_IDS = (1000, 1000)
 # Mount points dev must be able to write everywhere in, and the variable that chooses each one's
 # host side; /data is often a read-only dataset.
-WRITABLE_TARGETS = {"/workspace": "WORKSPACE_DIR", "/checkpoints": "CHECKPOINT_DIR"}
+WRITABLE_TARGETS = mounts.binds_dev_writes()
 # Trees that hold the system's own files, and directories that hold everyone's: none of them is
 # a project folder, and handing their root-owned files to dev would give dev the machine.
 SYSTEM_TREES = (
