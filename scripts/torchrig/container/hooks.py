@@ -41,7 +41,7 @@ READ_BYTES = 65536
 
 
 @dataclass(frozen=True)
-class Outcome:
+class HookOutcome:
     name: str  # start.d/<file name>
     status: int | None  # the exit status (negative: the signal that killed it); None: stopped
     seconds: float
@@ -66,7 +66,7 @@ def find_hooks(directory: Path) -> tuple[list[Path], list[Path]]:
     return runnable, not_executable
 
 
-def describe(outcome: Outcome, timeout_s: float) -> str | None:
+def describe(outcome: HookOutcome, timeout_s: float) -> str | None:
     """What a hook that did not succeed did, in one line; None when it succeeded."""
     if outcome.status == 0:
         return None
@@ -137,7 +137,7 @@ def run_hook(
     env: Mapping[str, str],
     out: Callable[[str], None] = print_line,
     clock: Callable[[], float] = time.monotonic,
-) -> Outcome:
+) -> HookOutcome:
     name = label(path)
     started = clock()
     deadline = started + timeout_s if timeout_s > 0 else float("inf")
@@ -153,7 +153,7 @@ def run_hook(
         )
     except OSError as exc:  # no interpreter for its #! line, a bad format
         out(f"[{name}] could not start: {exc}")
-        return Outcome(name, 126, clock() - started)
+        return HookOutcome(name, 126, clock() - started)
     printer = LinePrinter(name, out)
     timed_out = read_until_done(process, printer, deadline, clock)
     printer.close()
@@ -162,7 +162,7 @@ def run_hook(
     if timed_out:
         stop_group(process)
     status = None if timed_out else process.wait()
-    return Outcome(name, status, clock() - started)
+    return HookOutcome(name, status, clock() - started)
 
 
 def read_until_done(
@@ -213,7 +213,7 @@ def mark_running(state: Path, name: str | None) -> None:
 
 def run_hooks(
     directory: Path, timeout_s: float, env: Mapping[str, str], state: Path
-) -> list[Outcome]:
+) -> list[HookOutcome]:
     """Run every hook in name order; say what each did. The start goes on whatever they do."""
     try:
         runnable, not_executable = find_hooks(directory)

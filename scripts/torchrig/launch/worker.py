@@ -79,7 +79,7 @@ class Target:
 
 
 @dataclass(frozen=True)
-class Report:
+class ScriptReport:
     """What the script's process told the guard: its exit status, or the exception it raised."""
 
     status: int | None = None
@@ -87,7 +87,7 @@ class Report:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class GuardExit:
     """How the guard exits: with `code` (>= 0) or of signal `-code`, after printing `line`."""
 
     code: int
@@ -147,7 +147,7 @@ def describe_death(returncode: int) -> str:
     return f"exited {returncode}"
 
 
-def judge(report: Report | None, returncode: int, rank: str) -> Outcome:
+def judge(report: ScriptReport | None, returncode: int, rank: str) -> GuardExit:
     """The guard's exit: the script's own status when only the teardown after it went wrong."""
     if returncode < 0 and report is not None and report.status is not None:
         line = (
@@ -155,18 +155,18 @@ def judge(report: Report | None, returncode: int, rank: str) -> Outcome:
             f"{describe_death(returncode)}; that does not fail the job: the rank exits "
             f"{report.status} and nothing runs again"
         )
-        return Outcome(report.status, line)
-    return Outcome(returncode)
+        return GuardExit(report.status, line)
+    return GuardExit(returncode)
 
 
-def cause(report: Report | None, returncode: int) -> str:
+def cause(report: ScriptReport | None, returncode: int) -> str:
     """What a failed rank died of, for the next round's line."""
     if report is not None and report.error:
         return f"raised {report.error}"
     return describe_death(returncode)
 
 
-def parse_report(raw: bytes) -> Report | None:
+def parse_report(raw: bytes) -> ScriptReport | None:
     """The last JSON line the script's process wrote, if any."""
     for line in reversed(raw.decode(errors="replace").splitlines()):
         try:
@@ -176,7 +176,7 @@ def parse_report(raw: bytes) -> Report | None:
         if isinstance(message, dict):
             status = message.get("status")
             error = message.get("error")
-            return Report(
+            return ScriptReport(
                 status=status if isinstance(status, int) else None,
                 error=error if isinstance(error, str) else None,
             )
@@ -241,7 +241,7 @@ def say(line: str) -> None:
     print(f"[torchrig] {line}", file=sys.stderr, flush=True)
 
 
-def run_guarded(target: Target) -> tuple[Report | None, int, bool]:
+def run_guarded(target: Target) -> tuple[ScriptReport | None, int, bool]:
     """Run the script's process; returns what it reported, its return code, and whether the
     guard itself got a stop signal meanwhile (the rank was stopped, not failing on its own)."""
     read_end, write_end = os.pipe()

@@ -280,7 +280,7 @@ class JobPolicy:
     deadline_s: float | None = None
 
 
-class Job:
+class FanOut:
     """Every host's command, run to the end together; see `run`."""
 
     def __init__(

@@ -93,7 +93,9 @@ def run_allreduce(
     return allreduce_verdict(plan, outcomes, nvlink_everywhere)
 
 
-def allreduce_verdict(plan: Plan, outcomes: list[spawn.Outcome], nvlink_everywhere: bool) -> Check:
+def allreduce_verdict(
+    plan: Plan, outcomes: list[spawn.HelperOutcome], nvlink_everywhere: bool
+) -> Check:
     what = f"{plan.world} rank(s), {plan.backend}"
     # A rank that died is the cause; its peers, killed after a grace, only waited for it.
     broken = [

@@ -298,7 +298,7 @@ COMPILER_WORDS = ("compiler", "gcc", "cc1", "g++", "clang", "python.h", "invalid
 
 
 def compile_check(outcome: Any, timeout: float, device: str) -> Check:
-    """The verdict on a `compile_smoke` run (a spawn.Outcome)."""
+    """The verdict on a `compile_smoke` run (a spawn.HelperOutcome)."""
     if outcome.timed_out:
         return warned(
             SECTION,

@@ -54,7 +54,7 @@ def test_a_single_rank_reports_algorithm_bandwidth() -> None:
 
 
 def test_a_timed_out_run_fails_with_the_usual_fixes() -> None:
-    outcomes = [spawn.Outcome(None, "", ""), spawn.Outcome(None, "", "")]
+    outcomes = [spawn.HelperOutcome(None, "", ""), spawn.HelperOutcome(None, "", "")]
     check = collectives.allreduce_verdict(plan(world=2, timeout=7), outcomes, False)
     assert check.verdict is Verdict.FAIL
     assert "not finished after 7 s" in check.summary
