@@ -16,6 +16,9 @@ from typing import Any
 
 from torchrig.checkpoint.errors import CheckpointError
 from torchrig.sizes import size_text
+from torchrig.voice import Voice
+
+VOICE = Voice.of_command("ckpt")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             return int(args._ckpt(args))
         except CheckpointError as exc:
-            print(f"torchrig ckpt: {exc}", file=sys.stderr)
+            VOICE.error(str(exc))
             return 1
         except BrokenPipeError:
             # `torchrig ckpt ls DIR | head`: the reader left; stop quietly, as other tools do.
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _show_warning(message: Warning | str, *_args: object, **_kwargs: object) -> None:
-    print(f"torchrig ckpt: warning: {message}", file=sys.stderr)
+    VOICE.warning(str(message))
 
 
 # --- ls -----------------------------------------------------------------------------------------

@@ -114,6 +114,7 @@ class LinePrinter:
 
 
 def print_line(text: str) -> None:
+    """A hook's own line, under its name (not torchrig's: no `[torchrig]`)."""
     print(text, file=sys.stderr, flush=True)
 
 

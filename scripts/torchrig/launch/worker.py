@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from torchrig.voice import IN_OTHERS_OUTPUT, Voice
+
 # Set to the job's run id in the guard's children (so that no descendant guards itself again), or
 # "off" by the user to run workers unguarded.
 GUARD_ENV = "TORCHRIG_WORKER_GUARD"
@@ -237,8 +239,8 @@ def restart_round_line(environ: Mapping[str, str], causes: list[str]) -> str | N
 # --- the guard ------------------------------------------------------------------------------------
 
 
-def say(line: str) -> None:
-    print(f"[torchrig] {line}", file=sys.stderr, flush=True)
+# Between torchrun's lines and the script's: torchrig speaking inside another program's output.
+say = Voice(IN_OTHERS_OUTPUT).note
 
 
 def run_guarded(target: Target) -> tuple[ScriptReport | None, int, bool]:

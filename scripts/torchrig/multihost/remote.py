@@ -22,6 +22,7 @@ import sys
 import threading
 
 from torchrig.facts.processes import read_descendants
+from torchrig.voice import IN_OTHERS_OUTPUT, Voice
 
 # torchrun gives its workers 30 s after SIGTERM before it kills them; a training script may save
 # a checkpoint in that time. After this, anything left is killed outright.
@@ -94,7 +95,7 @@ def main(argv: list[str]) -> int:
     try:
         wrapper = Wrapper(argv)
     except OSError as exc:
-        print(f"torchrig: cannot start {argv[0]}: {exc.strerror}", file=sys.stderr)
+        Voice(IN_OTHERS_OUTPUT).error(f"cannot start {argv[0]}: {exc.strerror}")
         return 127
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, wrapper.on_signal)

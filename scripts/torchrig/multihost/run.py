@@ -85,7 +85,7 @@ def run(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = False
         job.python,
         job.cwd,
         job.script,
-        lambda text: printer.note(f"warning: {text}"),
+        printer.warning,
     )
     if problems:
         for problem in problems:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from functools import partial
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from torchrig.checkpoint import location
 from torchrig.facts import processes
 from torchrig.facts.nvml import read_snapshot
 from torchrig.status import jobs, report
+from torchrig.voice import Voice
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,9 +23,8 @@ def run(args: argparse.Namespace, proc: Path = processes.PROC, nvml: object = No
     try:
         found = jobs.read_commands(proc)
     except OSError as exc:
-        print(
-            f"torchrig status: cannot read the process table ({exc}): is /proc mounted?",
-            file=sys.stderr,
+        Voice.of_command("status").error(
+            f"cannot read the process table ({exc}): is /proc mounted?"
         )
         return 1
     running = jobs.find_jobs(found, partial(location.recorded_directories, proc=proc))

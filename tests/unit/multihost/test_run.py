@@ -44,7 +44,7 @@ def job(commands: dict[str, list[str]], cwd: Path, script: str | None = None) ->
 
 def printed() -> tuple[Printer, io.StringIO, io.StringIO]:
     out, err = io.StringIO(), io.StringIO()
-    return Printer([host.name for host in HOSTS], out, err, "torchrig test"), out, err
+    return Printer([host.name for host in HOSTS], out, err, "test"), out, err
 
 
 def test_each_command_runs_under_the_remote_wrapper_in_the_same_folder() -> None:
