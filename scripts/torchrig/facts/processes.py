@@ -49,7 +49,8 @@ class Process:
     running_s: float | None = None  # since it started; None when the uptime was not readable
     cpu_s: float = 0.0  # user + system time it has used
     cwd: Path | None = None  # None: another user's
-    environ: Mapping[str, str] = field(default_factory=dict)  # the names asked for, if readable
+    # The names asked for, if readable (not hashed: a Process stays usable as a set member).
+    environ: Mapping[str, str] = field(default_factory=dict, hash=False)
     files: OpenFiles = OpenFiles()  # when asked for
 
     @property

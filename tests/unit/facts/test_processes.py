@@ -179,6 +179,7 @@ def test_processes_carry_their_command_line_parent_age_cwd_and_the_variables_ask
     assert job.cpu_s == pytest.approx(12.5, abs=0.1)
     assert job.cwd == Path("/work")
     assert job.environ == {"RANK": "0"}  # only the names asked for; no value of another is held
+    assert len({job, kernel_thread}) == 2  # usable in sets, environment and all
     assert read_processes(proc)[1].environ == {}  # none asked for, none read
 
 
