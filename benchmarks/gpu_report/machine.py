@@ -15,6 +15,7 @@ from typing import Any
 
 from torchrig.facts import nvml
 from torchrig.facts.visible import CUDA_VISIBLE, visible_positions
+from torchrig.sizes import GIB
 from torchrig.verify.peaks import peak_for
 
 PACKAGES = ("torch", "torchvision", "numpy", "nvidia-ml-py", "pytest", "tensorboard", "tqdm")
@@ -72,7 +73,7 @@ def describe(environ: dict[str, str]) -> dict[str, Any]:
         "gpus": [
             {
                 "name": gpu.name,
-                "memory_gib": round(gpu.memory_total_bytes / 1024**3, 1),
+                "memory_gib": round(gpu.memory_total_bytes / GIB, 1),
                 "uuid": gpu.uuid,
                 "pci_bus_id": gpu.pci_bus_id,
             }

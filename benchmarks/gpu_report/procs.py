@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # Every process below a pid, read from /proc: the one reader, shared with launch's remote end.
-from torchrig.multihost.remote import descendants
+from torchrig.facts.processes import read_descendants, running
 
 POLL_S = 0.05
 
@@ -113,7 +113,7 @@ def kill_tree(process: subprocess.Popen, grace: float = 60.0) -> None:
     belong to someone else."""
     if process.poll() is not None:
         return
-    below = descendants(process.pid)
+    below = [found.pid for found in read_descendants(process.pid)]
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     for pid in below:
@@ -123,12 +123,3 @@ def kill_tree(process: subprocess.Popen, grace: float = 60.0) -> None:
     deadline = time.monotonic() + grace
     while any(running(pid) for pid in below) and time.monotonic() < deadline:
         time.sleep(POLL_S)
-
-
-def running(pid: int) -> bool:
-    """Still there and not a zombie (an orphan's zombie waits for init to reap it)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"

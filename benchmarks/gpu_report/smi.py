@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchrig.facts.nvml import NvmlGpu, NvmlSnapshot
+from torchrig.sizes import MIB
 from torchrig.verify import health
 
 # nvidia-smi's names for the clock event reasons, as NVML's bits (health.CLOCK_REASONS).
@@ -128,7 +129,7 @@ def integer(text: str | None) -> int | None:
 
 def mib_to_bytes(text: str | None) -> int:
     value = integer(text)
-    return 0 if value is None else value * 1024**2
+    return 0 if value is None else value * MIB
 
 
 def enabled(text: str | None) -> bool | None:

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from torchrig.sizes import size_text
+
 Part = dict[str, Any]  # {"status": "ok"|"failed"|"skipped", "reason": str, "figures": {...}}
 
 QUICK_VERIFY_MAX_S = 5.0
@@ -269,7 +271,7 @@ def allreduce_targets(allreduce: dict[str, Any] | None) -> list[Target]:
 
 
 def mib(nbytes: int) -> str:
-    return f"{nbytes / 1024**2:g} MiB" if nbytes >= 1024**2 else f"{nbytes / 1024:g} KiB"
+    return size_text(nbytes, digits=None)
 
 
 # --- nvidia-smi against NVML ----------------------------------------------------------------

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from torchrig import __version__
+from torchrig.voice import Voice
 
 # name -> (module, one-line help). Modules are imported when the parser is built; they must stay
 # light at import time (heavy imports go inside functions).
@@ -67,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        Voice.of_command(args.command).note("interrupted")
         return 130
 
 

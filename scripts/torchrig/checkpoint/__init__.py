@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from torchrig.checkpoint.errors import CheckpointError
+from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 
 if TYPE_CHECKING:
     from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager
@@ -56,6 +56,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointManager",
+    "CheckpointWarning",
     "StopSignals",
     "TrainingState",
     "capture_rng_state",

@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from torchrig.checkpoint.errors import CheckpointError
+from torchrig.sizes import size_text
+from torchrig.voice import Voice
+
+VOICE = Voice.of_command("ckpt")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             return int(args._ckpt(args))
         except CheckpointError as exc:
-            print(f"torchrig ckpt: {exc}", file=sys.stderr)
+            VOICE.error(str(exc))
             return 1
         except BrokenPipeError:
             # `torchrig ckpt ls DIR | head`: the reader left; stop quietly, as other tools do.
@@ -58,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _show_warning(message: Warning | str, *_args: object, **_kwargs: object) -> None:
-    print(f"torchrig ckpt: warning: {message}", file=sys.stderr)
+    VOICE.warning(str(message))
 
 
 # --- ls -----------------------------------------------------------------------------------------
@@ -82,7 +86,7 @@ def _row(info: Any) -> tuple[str, str, str, str, str]:
     return (
         str(info.step),
         name,
-        human_bytes(info.size_bytes),
+        size_text(info.size_bytes),
         "*" if info.is_latest else "",
         status,
     )
@@ -94,15 +98,6 @@ def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
         print(
             "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         )
-
-
-def human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def _require_dir(directory: Path) -> None:
@@ -195,12 +190,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
                 value = json.dumps(value, sort_keys=True, default=str)
             print(f"{key + ':':<11}{value}")
     if "size_bytes" in summary:
-        print(f"{'size:':<11}{human_bytes(summary['size_bytes'])}")
-    print(f"{'tensors:':<11}{summary['tensors']} ({human_bytes(summary['tensor_bytes'])})")
+        print(f"{'size:':<11}{size_text(summary['size_bytes'])}")
+    print(f"{'tensors:':<11}{summary['tensors']} ({size_text(summary['tensor_bytes'])})")
     if "model_tensors" in summary:
         print(
             f"{'model:':<11}{summary['model_tensors']} tensors "
-            f"({human_bytes(summary['model_bytes'])})"
+            f"({size_text(summary['model_bytes'])})"
         )
 
 
@@ -233,5 +228,5 @@ def _export(args: argparse.Namespace) -> int:
     weights = {k: _compact(v) for k, v in weights.items()}
     atomic_write(out, lambda f: torch.save(weights, f))
     count, nbytes = _tensor_totals(weights)
-    print(f"wrote {out}: {count} tensors, {human_bytes(nbytes)}")
+    print(f"wrote {out}: {count} tensors, {size_text(nbytes)}")
     return 0

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import re
 import secrets
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
-log = logging.getLogger(__name__)
+from torchrig.checkpoint.errors import CheckpointWarning
 
 LATEST_NAME = "latest"
 _STEP_RE = re.compile(r"^step_(\d{8,})(\.pt)?$")
@@ -201,7 +200,12 @@ def remove_stale_temps(directory: Path) -> None:
     """Remove what interrupted saves left behind (temp files and folders of either layout)."""
     for entry in directory.iterdir():
         if TEMP_RE.match(entry.name):
-            log.warning("removing %s, left behind by an interrupted save", entry)
+            # save -> run_on_rank0 -> _prepare -> here: the warning names the caller's line.
+            warnings.warn(
+                f"removing {entry}, left behind by an interrupted save",
+                CheckpointWarning,
+                stacklevel=5,
+            )
             discard(entry)
 
 
@@ -246,6 +250,7 @@ class StepDirectory:
             if (self.path / LATEST_NAME).exists():
                 warnings.warn(
                     f"{self.path / LATEST_NAME} is unreadable; using the newest checkpoint",
+                    CheckpointWarning,
                     stacklevel=2,
                 )
             return [steps[s] for s in newest_first]
@@ -255,6 +260,7 @@ class StepDirectory:
             warnings.warn(
                 f"{self.path / LATEST_NAME} names {latest}, which is missing; "
                 "falling back to the newest older checkpoint",
+                CheckpointWarning,
                 stacklevel=2,
             )
         return [steps[s] for s in newest_first if s <= latest_step]
@@ -284,5 +290,6 @@ class StepDirectory:
                     f"{self.path} holds {other.description} checkpoints ({found[-1]}, ...) that "
                     f"the {self.kind.description} layout does not read: was the run started "
                     "with a different sharding setting?",
+                    CheckpointWarning,
                     stacklevel=3,
                 )

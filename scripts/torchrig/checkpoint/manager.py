@@ -37,11 +37,12 @@ from torchrig.checkpoint.directory import (
     move_in,
     remove_stale_temps,
 )
-from torchrig.checkpoint.errors import CheckpointError
+from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 from torchrig.checkpoint.model_state import sharded_parameter
 from torchrig.checkpoint.sharded import ShardedLayout
 from torchrig.checkpoint.single_file import SingleFileLayout
 from torchrig.checkpoint.torchfile import first_line
+from torchrig.sizes import size_text
 
 if TYPE_CHECKING:
     import torch
@@ -200,7 +201,7 @@ class CheckpointManager:
         free = shutil.disk_usage(self.directory).free
         return (
             f"cannot save step {step} in {self.directory}: {error.strerror or 'disk full'} "
-            f"({free / 2**20:.1f} MiB free). The unfinished file was removed; "
+            f"({size_text(free, unit='MiB')} free). The unfinished file was removed; "
             + (f"`latest` still names {kept}, intact. " if kept else "no earlier checkpoint. ")
             + "Free space there (fewer kept: keep=, `torchrig ckpt ls`) or save elsewhere."
         )
@@ -231,6 +232,7 @@ class CheckpointManager:
             warnings.warn(
                 f"{self.directory} holds checkpoints newer than step {step} "
                 f"({', '.join(newer)}); they are kept, and `latest` now names {final.name}",
+                CheckpointWarning,
                 stacklevel=2,
             )
 
@@ -262,11 +264,11 @@ class CheckpointManager:
         for path in self._agreed_candidates(steps):
             payload, error = _attempt(layout.read, path, map_location, verify=verify)
             if (error := _agreed_error(error)) is not None:
-                warnings.warn(f"skipping bad checkpoint {error}", stacklevel=2)
+                warnings.warn(f"skipping bad checkpoint {error}", CheckpointWarning, stacklevel=2)
                 continue
             resumed, error = _attempt(self._restore, layout, path, payload, state)
             if (error := _agreed_error(error)) is not None:
-                warnings.warn(f"skipping checkpoint {error}", stacklevel=2)
+                warnings.warn(f"skipping checkpoint {error}", CheckpointWarning, stacklevel=2)
                 misfits.append(error)
                 continue
             return resumed
@@ -315,7 +317,7 @@ class CheckpointManager:
             try:
                 return layout.model_weights(path, map_location)
             except CheckpointError as exc:
-                warnings.warn(f"skipping bad checkpoint {exc}", stacklevel=2)
+                warnings.warn(f"skipping bad checkpoint {exc}", CheckpointWarning, stacklevel=2)
         raise CheckpointError(f"{self.directory}: no good checkpoint in this directory")
 
     def list(self, *, verify: bool = False) -> builtins.list[CheckpointInfo]:

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from torchrig.checkpoint import _dist
+from torchrig.checkpoint.errors import CheckpointWarning
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -63,6 +64,7 @@ def restore_rng_state(states: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -
         warnings.warn(
             f"checkpoint holds RNG states for {len(states)} ranks but this run has {world}; "
             "RNG states not restored (reseed instead)",
+            CheckpointWarning,
             stacklevel=2,
         )
         return False
@@ -92,6 +94,7 @@ def _restore_one(state: Mapping[str, Any]) -> None:
         warnings.warn(
             f"checkpoint holds CUDA RNG states for {len(cuda_states)} devices, this machine has "
             f"{count}; restoring the first {min(count, len(cuda_states))}",
+            CheckpointWarning,
             stacklevel=3,
         )
     for index, cuda_state in enumerate(cuda_states[:count]):

@@ -26,7 +26,7 @@ import torch
 
 from torchrig.checkpoint import _dist, torchfile
 from torchrig.checkpoint.directory import FOLDER, atomic_write, entry_size
-from torchrig.checkpoint.errors import CheckpointError
+from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 from torchrig.checkpoint.loadable import check_loadable
 from torchrig.checkpoint.state import TrainingState, require_format
 
@@ -87,7 +87,9 @@ class ShardedLayout:
         optimizer = state.optimizer
         if optimizer is not None and not _holds_optimizer(path):
             warnings.warn(
-                "checkpoint holds no optimizer state; optimizer left as it is", stacklevel=2
+                "checkpoint holds no optimizer state; optimizer left as it is",
+                CheckpointWarning,
+                stacklevel=2,
             )
             optimizer = None
         from torchrig.checkpoint.safe_dcp import SafeLoadPlanner

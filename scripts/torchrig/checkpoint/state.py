@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from torchrig.checkpoint.errors import CheckpointError
+from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 from torchrig.checkpoint.loadable import check_json_like
 from torchrig.checkpoint.rng import gather_rng_states, restore_rng_state
 
@@ -125,6 +125,7 @@ class TrainingState:
             warnings.warn(
                 f"checkpoint holds state for extras {unused} that this TrainingState has no "
                 "object for: not loaded (pass them in extras= to restore them)",
+                CheckpointWarning,
                 stacklevel=4,
             )
 
@@ -143,7 +144,11 @@ def load_part(target: Stateful | None, saved: Any, name: str) -> None:
     if empty and not target.state_dict():
         return  # disabled then, disabled now: nothing to carry over
     if saved is None or empty:
-        warnings.warn(f"checkpoint holds no {name} state; {name} left as it is", stacklevel=3)
+        warnings.warn(
+            f"checkpoint holds no {name} state; {name} left as it is",
+            CheckpointWarning,
+            stacklevel=3,
+        )
         return
     target.load_state_dict(saved)
 

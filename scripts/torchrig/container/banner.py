@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchrig.facts import cuda_compat, nvml, runtime
-from torchrig.facts.nvml import NvmlSnapshot
+from torchrig.facts.nvml import NvmlGpu, NvmlSnapshot
 from torchrig.facts.runtime import RuntimeFacts
 from torchrig.facts.verdict import Check, failed, passed, skipped
-
-GIB = 1024**3
+from torchrig.sizes import size_text
 
 
 @dataclass(frozen=True)
@@ -147,14 +146,18 @@ def describe(facts: Facts) -> Banner:
     return banner
 
 
+def gpu_name(gpu: NvmlGpu) -> str:
+    """`0: NVIDIA H100 80GB HBM3 (80 GiB)`: its memory in whole GiB, as `torchrig verify` says."""
+    memory = gpu.memory_total_bytes
+    return f"{gpu.index}: {gpu.name}" + (
+        f" ({size_text(memory, digits=0, unit='GiB')})" if memory else ""
+    )
+
+
 def gpu_line(facts: Facts) -> str:
     if facts.cpu_only:
         return "GPUs: CPU-only mode (TORCHRIG_CPU_ONLY=1): GPU checks skipped"
     if not facts.gpus.gpus:
         return "GPUs: none visible"
-    names = ", ".join(
-        f"{gpu.index}: {gpu.name}"
-        + (f" ({gpu.memory_total_bytes // GIB} GiB)" if gpu.memory_total_bytes else "")
-        for gpu in facts.gpus.gpus
-    )
+    names = ", ".join(gpu_name(gpu) for gpu in facts.gpus.gpus)
     return f"GPUs: {len(facts.gpus.gpus)} (driver {facts.gpus.driver_version}) {names}"

@@ -21,12 +21,13 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from torchrig import mounts
 from torchrig.container import accounts, banner, hooks, jupyter, log, privileges, ssh
 from torchrig.container.log import SetupError
 from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings, stop_environment
 from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, STATE_DIR, state_dir
 from torchrig.container.supervisor import ServiceSpec, Supervisor
-from torchrig.packages import kept, sitedir
+from torchrig.packages import kept
 
 HOME = Path("/home/dev")
 # What root's steps resolve commands in: the system's directories, nothing else on any PATH.
@@ -34,12 +35,13 @@ ROOT_PATH = SYSTEM_PATH
 VENV = Path("/opt/venv")
 SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
 # Mount point -> the compose variable that chooses its host side (for error messages).
-WRITABLE_MOUNTS = {"/workspace": "WORKSPACE_DIR", "/checkpoints": "CHECKPOINT_DIR"}
-READABLE_MOUNTS = {"/data": "DATA_DIR"}
-FRESH_MOUNT_CANDIDATES = ("/workspace", "/checkpoints", "/data", "/home/dev/.cache")
-# The volumes dev writes to (caches, HF_HOME and the compile caches in the first, the kept
-# packages in the second): after a PUID/PGID change they are handed to dev's new ids at start.
-DEV_VOLUMES = (HOME / ".cache", Path(sitedir.KEPT_ROOT))
+WRITABLE_MOUNTS = mounts.binds_dev_writes()
+READABLE_MOUNTS = mounts.binds_dev_writes(False)
+# What Docker may have made empty as root: a bind mount's missing host folder, a fresh cache.
+FRESH_MOUNT_CANDIDATES = (*(bind.point for bind in mounts.BINDS), mounts.CACHE.point)
+# The volumes dev writes to (caches, HF_HOME and the compile caches, the kept packages): after a
+# PUID/PGID change they are handed to dev's new ids at start.
+DEV_VOLUMES = tuple(Path(volume.point) for volume in mounts.VOLUMES if volume.reclaimed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,7 +201,7 @@ def use_venv_packages(venv: Path = VENV) -> None:
         sys.path.append(site_packages)
 
 
-def use_kept_packages(root: Path = Path(sitedir.KEPT_ROOT)) -> Path | None:
+def use_kept_packages(root: Path = Path(mounts.PACKAGES.point)) -> Path | None:
     """Make or refresh the kept packages' venv and put it first on PATH, for the services, the
     start hooks and (exported) SSH sessions; Jupyter's kernels start it through the image's
     kernelspec (entrypoint/kernel-python.sh). A failure leaves the kept packages off."""

@@ -26,11 +26,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchrig import mounts
 from torchrig.container import log
 from torchrig.container.state import HOOK_FILE
 
-HOOKS_DIR = Path("/workspace/start.d")
-WORKDIR = "/workspace"
+WORKDIR = mounts.WORKSPACE.point
+HOOKS_DIR = Path(WORKDIR, "start.d")
 # After SIGTERM at the time limit, how long the hook gets before SIGKILL.
 KILL_GRACE_S = 5.0
 # After the hook exited, how long what it left running may still write to its output: a program
@@ -40,7 +41,7 @@ READ_BYTES = 65536
 
 
 @dataclass(frozen=True)
-class Outcome:
+class HookOutcome:
     name: str  # start.d/<file name>
     status: int | None  # the exit status (negative: the signal that killed it); None: stopped
     seconds: float
@@ -65,7 +66,7 @@ def find_hooks(directory: Path) -> tuple[list[Path], list[Path]]:
     return runnable, not_executable
 
 
-def describe(outcome: Outcome, timeout_s: float) -> str | None:
+def describe(outcome: HookOutcome, timeout_s: float) -> str | None:
     """What a hook that did not succeed did, in one line; None when it succeeded."""
     if outcome.status == 0:
         return None
@@ -113,6 +114,7 @@ class LinePrinter:
 
 
 def print_line(text: str) -> None:
+    """A hook's own line, under its name (not torchrig's: no `[torchrig]`)."""
     print(text, file=sys.stderr, flush=True)
 
 
@@ -136,7 +138,7 @@ def run_hook(
     env: Mapping[str, str],
     out: Callable[[str], None] = print_line,
     clock: Callable[[], float] = time.monotonic,
-) -> Outcome:
+) -> HookOutcome:
     name = label(path)
     started = clock()
     deadline = started + timeout_s if timeout_s > 0 else float("inf")
@@ -152,7 +154,7 @@ def run_hook(
         )
     except OSError as exc:  # no interpreter for its #! line, a bad format
         out(f"[{name}] could not start: {exc}")
-        return Outcome(name, 126, clock() - started)
+        return HookOutcome(name, 126, clock() - started)
     printer = LinePrinter(name, out)
     timed_out = read_until_done(process, printer, deadline, clock)
     printer.close()
@@ -161,7 +163,7 @@ def run_hook(
     if timed_out:
         stop_group(process)
     status = None if timed_out else process.wait()
-    return Outcome(name, status, clock() - started)
+    return HookOutcome(name, status, clock() - started)
 
 
 def read_until_done(
@@ -212,7 +214,7 @@ def mark_running(state: Path, name: str | None) -> None:
 
 def run_hooks(
     directory: Path, timeout_s: float, env: Mapping[str, str], state: Path
-) -> list[Outcome]:
+) -> list[HookOutcome]:
     """Run every hook in name order; say what each did. The start goes on whatever they do."""
     try:
         runnable, not_executable = find_hooks(directory)

@@ -7,11 +7,12 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchrig import mounts
 from torchrig.container import ssh
 from torchrig.container.state import TOKEN_FILE
 
 JUPYTER_PORT = 8888
-ROOT_DIR = "/workspace"
+ROOT_DIR = mounts.WORKSPACE.point
 HOST_CHECK_EXTENSION = "torchrig.jupyter_hosts"
 
 

@@ -11,6 +11,7 @@ import sys
 
 from torchrig.container.jupyter import JUPYTER_PORT, lab_url
 from torchrig.container.state import TOKEN_FILE, readable_state_dir
+from torchrig.voice import MAKEFILE
 
 
 def browser_address(published: str) -> str:
@@ -29,10 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         token = path.read_text(encoding="utf-8").strip()
     except OSError:
-        print(
-            "error: no Jupyter token yet: is the container up with SERVICES including jupyter? "
-            "(see `make logs`)",
-            file=sys.stderr,
+        MAKEFILE.error(
+            "no Jupyter token yet: is the container up with SERVICES including jupyter? "
+            "(see `make logs`)"
         )
         return 1
     print(lab_url(browser_address(args.published), token))

@@ -1,30 +1,18 @@
-"""One-line log messages with a fixed prefix, so the start-up story reads well in `docker logs`.
+"""The container start's voice: `[torchrig]` lines in `docker logs` (torchrig.voice's rule).
 
 Levels are spelled out in the text (`warning:`, `error:`) because that is what people grep for.
 """
 
 from __future__ import annotations
 
-import sys
+from torchrig.voice import IN_OTHERS_OUTPUT, Voice
 
-PREFIX = "[torchrig]"
+VOICE = Voice(IN_OTHERS_OUTPUT)
+
+info = VOICE.note
+warn = VOICE.warning
+error = VOICE.error
 
 
 class SetupError(Exception):
     """Bad input the user has to fix. The message says what is wrong and how to fix it."""
-
-
-def info(message: str) -> None:
-    _emit(message)
-
-
-def warn(message: str) -> None:
-    _emit(f"warning: {message}")
-
-
-def error(message: str) -> None:
-    _emit(f"error: {message}")
-
-
-def _emit(text: str) -> None:
-    print(f"{PREFIX} {text}", file=sys.stderr, flush=True)

@@ -15,7 +15,6 @@ of their own (START_HOOK_TIMEOUT).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +28,8 @@ from torchrig.container.state import (
     read_state_file,
     readable_state_dir,
 )
+from torchrig.facts import processes
+from torchrig.facts.processes import PROC
 
 POLL_S = 0.05
 SETTING_UP = "setting up (user, mounts, checks)"
@@ -116,16 +117,6 @@ def wait_until_ready(
         sleep(POLL_S)
 
 
-def container_started_at(proc: Path = Path("/proc")) -> float:
+def container_started_at(proc: Path = PROC) -> float:
     """When PID 1 (this container's init) started, in seconds since the epoch (0 if unknown)."""
-    try:
-        boot = next(
-            int(line.split()[1])
-            for line in (proc / "stat").read_text(encoding="ascii").splitlines()
-            if line.startswith("btime ")
-        )
-        stat = (proc / "1" / "stat").read_text(encoding="ascii")
-        ticks = int(stat[stat.rindex(")") + 2 :].split()[19])
-    except (OSError, ValueError, IndexError, StopIteration):
-        return 0.0
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
+    return processes.started_at(1, proc) or 0.0

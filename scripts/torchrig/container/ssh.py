@@ -17,12 +17,13 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from torchrig import mounts
 from torchrig.container.log import SetupError
 
 SSHD = "/usr/sbin/sshd"
 SSHD_CONFIG = "/etc/torchrig/sshd_config"
 SSH_PORT = 2222
-HOST_KEY_DIR = Path("/var/lib/torchrig/ssh")
+HOST_KEY_DIR = Path(mounts.SSH_HOST_KEYS.point)
 HOST_KEY_TYPES = ("ed25519", "ecdsa")
 
 KEY_TYPES = frozenset(

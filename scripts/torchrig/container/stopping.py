@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from torchrig.container import log
-from torchrig.container.processes import Process, read_processes
+from torchrig.facts.processes import Process, Reading, descends_from, read_descendants
 
 POLL_S = 0.1
 CARRIER_LINGER_S = 1.0
@@ -52,8 +52,8 @@ def is_helper(process: Process, by_pid: dict[int, Process]) -> bool:
     parent = by_pid.get(process.ppid)
     if parent is None or parent.pgid != process.pgid:
         return False
-    forked = process.cmdline == parent.cmdline
-    return forked or any(MULTIPROCESSING_MARK in part for part in process.cmdline)
+    forked = process.argv == parent.argv
+    return forked or any(MULTIPROCESSING_MARK in part for part in process.argv)
 
 
 def working(process: Process) -> bool:
@@ -74,7 +74,7 @@ def carriers(table: Iterable[Process]) -> set[int]:
     carries: set[tuple[int, int]] = set()
     for reader in processes:
         for writer in writers:
-            if reader.pid == writer.pid or below(reader, writer.pid, by_pid):
+            if reader.pid == writer.pid or descends_from(reader, writer.pid, by_pid):
                 continue
             if feeds(writer, reader):
                 carries.add((reader.pid, writer.pid))
@@ -83,22 +83,17 @@ def carriers(table: Iterable[Process]) -> set[int]:
 
 def feeds(writer: Process, reader: Process) -> bool:
     """Whether `writer` writes into a pipe `reader` reads, or into a terminal `reader` drives."""
-    if writer.pipes_written & reader.pipes_read:
+    written, read = writer.files, reader.files
+    if written.pipes_written & read.pipes_read:
         return True
-    if not writer.terminals or not reader.pty_masters:
+    if not written.terminals or not read.pty_masters:
         return False
-    return -1 in reader.pty_masters or bool(writer.terminals & reader.pty_masters)
+    return -1 in read.pty_masters or bool(written.terminals & read.pty_masters)
 
 
-def below(process: Process, ancestor: int, by_pid: dict[int, Process]) -> bool:
-    seen: set[int] = set()
-    pid = process.ppid
-    while pid not in seen and pid in by_pid:
-        if pid == ancestor:
-            return True
-        seen.add(pid)
-        pid = by_pid[pid].ppid
-    return pid == ancestor
+def processes_to_stop(root: int, exclude: frozenset[int]) -> list[Process]:
+    """The processes below `root` (less `exclude`), with what they have open."""
+    return read_descendants(root, exclude, Reading(open_files=True))
 
 
 def due_for_sigterm(table: list[Process], skip: set[Key]) -> list[Process]:
@@ -116,7 +111,7 @@ class Stopper:
     root: int
     exclude: frozenset[int]
     reap: Callable[[], None] = lambda: None  # the caller's own children: it must wait() for them
-    read: Callable[[int, frozenset[int]], list[Process]] = read_processes
+    read: Callable[[int, frozenset[int]], list[Process]] = processes_to_stop
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], None] = time.sleep
     signalled: set[Key] = field(default_factory=set)

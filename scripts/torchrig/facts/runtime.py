@@ -12,11 +12,11 @@ import resource
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchrig import sizes
 from torchrig.facts.verdict import Check, failed, passed, warned
+from torchrig.sizes import GIB, MIB
 
 SECTION = "runtime"
-MIB = 1024**2
-GIB = 1024**3
 DOCKER_DEFAULT_SHM = 64 * MIB
 # Below this, DataLoader workers with a few batches in flight run out.
 MIN_SHM = GIB
@@ -87,11 +87,10 @@ def numa_cpulists(root: Path) -> list[str]:
 
 
 def size_text(size: int | None) -> str:
+    """A limit as the checks say it: whole MiB (64 MiB), tenths of a GiB (15.6 GiB)."""
     if size is None:
         return "unlimited"
-    if size >= GIB:
-        return f"{size / GIB:.1f} GiB"
-    return f"{size / MIB:.0f} MiB"
+    return sizes.size_text(size, digits=1 if size >= GIB else 0)
 
 
 def check_runtime(facts: RuntimeFacts, gpu_count: int) -> list[Check]:

@@ -1,8 +1,9 @@
 """The Makefile's helpers, run on the user's machine before and around Docker.
 
 `make` runs them with plain `python3 -m torchrig.host.<module>` and `PYTHONPATH=scripts`, with no
-venv, so they import only the standard library and `torchrig.user_ids` (PUID/PGID, parsed as
-the container parses them), never `torchrig.container` (that package runs inside the image).
+venv, so they import only the standard library and the top-level modules both sides of Docker
+share (`user_ids`: PUID/PGID, parsed as the container parses them; `ownership`; `mounts`; `voice`),
+never `torchrig.container` (that package runs inside the image).
 
 `up` starts the container (GPUs or CPU mode, `gpu_mode`), waits until its services answer and
 prints how to connect or why it failed (`compose_failure` for compose's own failures);

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchrig import ownership, user_ids
+from torchrig import mounts, ownership, user_ids
+from torchrig.voice import MAKEFILE as VOICE
 
 
 def bind_sources(config: dict[str, Any]) -> list[Path]:
@@ -35,7 +36,7 @@ def bind_sources(config: dict[str, Any]) -> list[Path]:
 DEFAULT_DEV_IDS = (1000, 1000)
 # Mount points dev must be able to write everywhere in, and the variable that chooses each one's
 # host side; /data is often a read-only dataset.
-WRITABLE_TARGETS = {"/workspace": "WORKSPACE_DIR", "/checkpoints": "CHECKPOINT_DIR"}
+WRITABLE_TARGETS = mounts.binds_dev_writes()
 # Trees that hold the system's own files, and directories that hold everyone's: none of them is
 # a project folder, and handing their root-owned files to dev would give dev the machine.
 SYSTEM_TREES = (
@@ -151,11 +152,10 @@ def hand_writable_mounts_to_dev(config: dict[str, Any]) -> int:
     for source, variable in mounts.items():
         if system := system_directory(source):
             where = "is" if os.path.realpath(source) == system else "lies in"
-            print(
-                f"error: {variable}={source} {where} the system directory {system}: `make up` "
+            VOICE.error(
+                f"{variable}={source} {where} the system directory {system}: `make up` "
                 f"as root would hand root's files there to the container's dev ({uid}:{gid}). "
-                f"Set {variable} to a project folder.",
-                file=sys.stderr,
+                f"Set {variable} to a project folder."
             )
             return 1
     if uid == 0:
@@ -163,24 +163,21 @@ def hand_writable_mounts_to_dev(config: dict[str, Any]) -> int:
     try:
         handed = hand_root_owned_to(list(mounts), uid, gid)
     except OSError as exc:
-        print(
-            f"error: handing the mounts to dev stopped ({exc}): did a folder change while it "
-            "was walked? Run `make up` again.",
-            file=sys.stderr,
+        VOICE.error(
+            f"handing the mounts to dev stopped ({exc}): did a folder change while it "
+            "was walked? Run `make up` again."
         )
         return 1
     names = ", ".join(str(source) for source in mounts)
     if handed.changed:
-        print(
+        VOICE.note(
             f"running as root: handed {handed.changed} root-owned entries in {names} to the "
-            f"container's dev ({uid}:{gid}) so it can write there",
-            file=sys.stderr,
+            f"container's dev ({uid}:{gid}) so it can write there"
         )
     for path in handed.left_alone:
-        print(
-            f"warning: left {path} to root: it is hard-linked elsewhere (possibly root's own "
-            "file); chown it yourself if it is yours",
-            file=sys.stderr,
+        VOICE.warning(
+            f"left {path} to root: it is hard-linked elsewhere (possibly root's own "
+            "file); chown it yourself if it is yours"
         )
     return 0
 
@@ -194,7 +191,7 @@ def prepare_from_json(config_json: str) -> int:
     try:
         config = json.loads(config_json)
     except json.JSONDecodeError as exc:
-        print(f"error: `docker compose config` gave no JSON ({exc})", file=sys.stderr)
+        VOICE.error(f"`docker compose config` gave no JSON ({exc})")
         return 1
     return prepare_mounts(config)
 
@@ -202,7 +199,7 @@ def prepare_from_json(config_json: str) -> int:
 def prepare_mounts(config: dict[str, Any]) -> int:
     """Create the missing bind-mount sources; as root, hand dev's writable ones to dev."""
     for path in create_missing(bind_sources(config)):
-        print(f"created {path}", file=sys.stderr)
+        VOICE.note(f"created {path}")
     if os.geteuid() == 0:
         return hand_writable_mounts_to_dev(config)
     return 0

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from torchrig.host import dockerfile_facts
+from torchrig.voice import MAKEFILE as VOICE
 
 PEM_MARKER = "-----BEGIN CERTIFICATE-----"
 
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         found = problems(os.environ, dockerfile_facts.read(), Path("locks"))
     for problem in found:
-        print(f"error: {problem}", file=sys.stderr)
+        VOICE.error(problem)
     return 1 if found else 0
 
 

@@ -54,7 +54,8 @@ class FailureFacts:
 
 
 def diagnose(output: str, facts: FailureFacts) -> list[str] | None:
-    """The lines to print (the first is the `error:`), or None for a failure we do not know."""
+    """The error to say (its first line what failed, the others, indented, what to do), or None
+    for a failure we do not know."""
     for check in (daemon_unreachable, compose_too_old, port_taken, no_nvidia, image_missing):
         lines = check(output, facts)
         if lines:
@@ -66,15 +67,14 @@ def daemon_unreachable(output: str, facts: FailureFacts) -> list[str] | None:
     denied = SOCKET_DENIED.search(output)
     if denied:
         return [
-            f"error: you may not use the Docker engine at {denied[1]}: permission denied on its "
-            "socket.",
+            f"you may not use the Docker engine at {denied[1]}: permission denied on its socket.",
             "  Add yourself to the `docker` group (`sudo usermod -aG docker $USER`), then log out "
             "and in again (or run `newgrp docker`), and `make up` again.",
         ]
     down = DAEMON_DOWN.search(output)
     if down:
         return [
-            f"error: the Docker engine at {down[1]} does not answer: is it running?",
+            f"the Docker engine at {down[1]} does not answer: is it running?",
             "  Start it (`sudo systemctl start docker`), or point DOCKER_HOST (or `docker "
             "context use`) at one that runs, then `make up` again.",
         ]
@@ -85,14 +85,14 @@ def compose_too_old(output: str, facts: FailureFacts) -> list[str] | None:
     needed = ".".join(map(str, MIN_COMPOSE))
     if NO_COMPOSE.search(output):
         return [
-            "error: Docker Compose v2 (`docker compose`) is not installed.",
+            "Docker Compose v2 (`docker compose`) is not installed.",
             f"  Install Docker's compose plugin, {needed} or newer (README: Prerequisites).",
         ]
     version = parse_version(facts.compose_version)
     if version is None or version >= MIN_COMPOSE:
         return None
     return [
-        f"error: Docker Compose {facts.compose_version} is too old for these compose files: they "
+        f"Docker Compose {facts.compose_version} is too old for these compose files: they "
         f"need {needed} or newer (`!reset` in docker-compose.cpu.yml and "
         "docker-compose.published.yml).",
         "  Update Docker's compose plugin (README: Prerequisites), then `make up` again.",
@@ -108,7 +108,7 @@ def port_taken(output: str, facts: FailureFacts) -> list[str] | None:
     chosen = f"{variable}={port}" if variable else "JUPYTER_PORT or SSH_PORT"
     setting = variable or "JUPYTER_PORT"
     return [
-        f"error: port {port} on {address} is already taken on this machine ({chosen}), so "
+        f"port {port} on {address} is already taken on this machine ({chosen}), so "
         "the workstation cannot be published there.",
         f"  Choose another port: `make up {setting}=<free port>` (or set {setting} in .env), or "
         f"stop what holds it (`ss -ltnp 'sport = :{port}'` shows it).",
@@ -120,7 +120,7 @@ def no_nvidia(output: str, facts: FailureFacts) -> list[str] | None:
         return None
     if facts.cpu_mode:  # a compose that ignored `!reset []` and kept the GPU reservation
         return [
-            'error: compose asked for GPUs in CPU mode (could not select device driver "nvidia"):'
+            'compose asked for GPUs in CPU mode (could not select device driver "nvidia"):'
             " this compose did not apply docker-compose.cpu.yml's `!reset`.",
             f"  Update Docker's compose plugin to {'.'.join(map(str, MIN_COMPOSE))} or newer.",
         ]
@@ -132,7 +132,7 @@ def image_missing(output: str, facts: FailureFacts) -> list[str] | None:
         return None
     said = last_error_line(output)
     return [
-        f"error: the image {facts.image} is not on this machine, and pulling it failed"
+        f"the image {facts.image} is not on this machine, and pulling it failed"
         + (f": {said}" if said else "."),
         "  Check TORCHRIG_IMAGE: a tag the registry has (README: Ready-made images); for a "
         "private registry, `docker login <registry>` first.",

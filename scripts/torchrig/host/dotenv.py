@@ -18,6 +18,8 @@ import stat
 import sys
 from pathlib import Path
 
+from torchrig.voice import MAKEFILE as VOICE
+
 PUBLIC_KEY_NAMES = ("id_ed25519.pub", "id_ecdsa.pub", "id_rsa.pub")
 PRIVATE_MODE = 0o600
 
@@ -114,20 +116,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_on_first_run(path: Path) -> None:
     if os.environ.get("COMPOSE_ENV_FILES"):
-        print(
-            "COMPOSE_ENV_FILES is set: compose reads those, not .env; none written", file=sys.stderr
-        )
+        VOICE.note("COMPOSE_ENV_FILES is set: compose reads those, not .env; none written")
         return
     if os.path.lexists(path):
         notice = tighten(path)
         if notice is not None:
-            print(notice, file=sys.stderr)
-        print(f"using the existing {path} (delete it to write a fresh one)", file=sys.stderr)
+            VOICE.note(notice)
+        VOICE.note(f"using the existing {path} (delete it to write a fresh one)")
         return
     text = dotenv_text(os.getuid(), os.getgid(), find_public_key(Path.home()))
     write_private(path, text)
-    print(f"wrote {path}:", file=sys.stderr)
-    sys.stderr.write("".join(f"  {line}\n" for line in text.splitlines()))
+    VOICE.note(f"wrote {path}:\n" + "\n".join(f"  {line}" for line in text.splitlines()))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ TOOLKIT_FIX = "sudo nvidia-ctk runtime configure --runtime=docker && sudo system
 
 class ModeError(Exception):
     """`make up` cannot start in the mode asked for, or the choice itself is malformed: the
-    message lines say what to do."""
+    lines, said as an error (torchrig.voice), say what to do."""
 
     def __init__(self, *lines: str) -> None:
         super().__init__(lines[0])
@@ -75,7 +75,7 @@ def parse_cpu_setting(value: str) -> bool | None:
     if text in ("", "0", "1"):
         return None if text == "" else text == "1"
     raise ModeError(
-        f"error: CPU={value!r} is not 0 or 1: `make up CPU=1` starts without GPUs, `make up CPU=0` "
+        f"CPU={value!r} is not 0 or 1: `make up CPU=1` starts without GPUs, `make up CPU=0` "
         "insists on GPUs, and without CPU `make up` chooses from what this machine has."
     )
 
@@ -110,13 +110,13 @@ def no_toolkit_lines(host: HostGpus | None, runtimes: Iterable[str] | None) -> l
     if host is not None and runtimes is not None:
         known = ", ".join(sorted(runtimes)) or "none"
         what = (
-            f"error: this machine has NVIDIA GPUs ({host.evidence()}), but Docker cannot hand "
+            f"this machine has NVIDIA GPUs ({host.evidence()}), but Docker cannot hand "
             f"them to containers: it has no `{NVIDIA_RUNTIME}` runtime (it has: {known}) and "
             f"{NVIDIA_HOOK} is not installed."
         )
     else:
         what = (
-            "error: Docker cannot hand GPUs to containers (compose: could not select device "
+            "Docker cannot hand GPUs to containers (compose: could not select device "
             'driver "nvidia"): the NVIDIA Container Toolkit is missing, or Docker is not '
             "configured for it."
         )

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from torchrig.host import dockerfile_facts
+from torchrig.voice import MAKEFILE as VOICE
 
 PYPI_TORCH_FLAVOUR = "cu130"  # the CUDA build of torch that PyPI itself serves
 TORCH_INDEX = "https://download.pytorch.org/whl"
@@ -64,14 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     flavour = args.flavour or dockerfile_facts.default_flavour(text)
     known = dockerfile_facts.flavours(text)
     if flavour not in known:
-        print(
-            f"error: CUDA_FLAVOUR={flavour} has no base stage in the Dockerfile; "
-            f"known: {', '.join(known)}",
-            file=sys.stderr,
+        VOICE.error(
+            f"CUDA_FLAVOUR={flavour} has no base stage in the Dockerfile; known: {', '.join(known)}"
         )
         return 2
     command = uv_command(find_uv(args.uv), flavour, Path("locks") / f"{flavour}.txt", args.upgrade)
-    print("+ " + " ".join(command), file=sys.stderr)
+    VOICE.note("+ " + " ".join(command))
     return subprocess.run(command, check=False).returncode
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from torchrig.host import bind_mounts, compose_failure, dotenv
+from torchrig.voice import MAKEFILE as VOICE
 
 RunCompose = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -32,10 +33,10 @@ def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
             compose_version=version.stdout.strip() if version.returncode == 0 else None
         )
         lines = compose_failure.diagnose(config.stderr, facts) or [
-            f"error: `docker compose config` failed (exit {config.returncode}): compose's own "
+            f"`docker compose config` failed (exit {config.returncode}): compose's own "
             "message is above."
         ]
-        print("\n".join(lines), file=sys.stderr)
+        VOICE.error("\n".join(lines))
         return 1
     return bind_mounts.prepare_from_json(config.stdout)
 

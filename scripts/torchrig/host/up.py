@@ -34,13 +34,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from torchrig.host import buildcheck, compose_failure, gpu_mode, prepare
+from torchrig.voice import IN_OTHERS_OUTPUT
+from torchrig.voice import MAKEFILE as VOICE
 
 SERVICE = "workstation"
 PORTS = {name: port for name, (port, _) in compose_failure.PUBLISHED_PORTS.items()}
 # Generous: a healthy start takes seconds, and a failing one is reported as soon as the container
 # stops (the supervisor gives up on a crash loop within a minute).
 WAIT_TIMEOUT_S = 300
-PREFIX = "[torchrig] "
+PREFIX = f"{IN_OTHERS_OUTPUT} "  # the container's own lines in its log
 ERROR_MARK = f"{PREFIX}error:"
 STARTED_MARKS = (f"{PREFIX}started ", f"{PREFIX}restarting ")
 MAX_LINES = 20
@@ -238,21 +240,17 @@ def report_failure(compose: Compose, timeout_s: int, still_waiting_for: str = ""
     failed to start."""
     state = read_state(compose)
     if state is None:
-        print(
-            "error: the workstation's container is gone (removed while it started).",
-            file=sys.stderr,
-        )
+        VOICE.error("the workstation's container is gone (removed while it started).")
         return 1
     logs = compose.run("logs", "--no-color", "--no-log-prefix", SERVICE).stdout
     what, advice = failure_report(state, timeout_s)
-    print(f"error: {what}", file=sys.stderr)
-    for line in error_lines(logs):
-        print(f"  {line}", file=sys.stderr)
+    said = [f"  {line}" for line in error_lines(logs)]
     if still_waiting_for and not state.failed_to_start:
-        print(f"  not answering: {still_waiting_for}", file=sys.stderr)
+        said.append(f"  not answering: {still_waiting_for}")
+    VOICE.error("\n".join([what, *said]))
     if state.failed_to_start:
         compose.run("stop", SERVICE)
-    print(advice, file=sys.stderr)
+    VOICE.note(advice)
     return 1
 
 
@@ -261,10 +259,10 @@ def report_compose_failure(
 ) -> int:
     """compose itself failed, so no container ran: say what it was (its output is above)."""
     lines = compose_failure.diagnose(up.stdout, read_failure_facts(compose, cpu)) or [
-        f"error: `docker compose up` failed (exit {up.returncode}) before the workstation "
+        f"`docker compose up` failed (exit {up.returncode}) before the workstation "
         "started: compose's own message is above."
     ]
-    print("\n".join(lines), file=sys.stderr)
+    VOICE.error("\n".join(lines))
     return up.returncode or 1
 
 
@@ -296,7 +294,7 @@ def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:
             said = info.stderr.strip()
             facts = compose_failure.FailureFacts()
             raise gpu_mode.ModeError(
-                *(compose_failure.diagnose(said, facts) or [f"error: `docker info`: {said}"])
+                *(compose_failure.diagnose(said, facts) or [f"`docker info`: {said}"])
             )
         runtimes = gpu_mode.parse_runtimes(info.stdout)
     return gpu_mode.choose_mode(forced, host, runtimes)
@@ -311,7 +309,7 @@ def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
 
     def on_line(line: str) -> None:
         if line.startswith(STATUS):
-            print(f"waiting: {line.removeprefix(STATUS)}", file=sys.stderr, flush=True)
+            VOICE.note(f"waiting: {line.removeprefix(STATUS)}")
         else:
             endpoints.append(line)
 
@@ -336,13 +334,10 @@ def report_asking_failed(compose: Compose, timeout_s: int, output: list[str]) ->
     if state is None or state.failed_to_start or state.status != "running":
         return report_failure(compose, timeout_s)
     said = [line for line in output if line.strip()][-MAX_LINES:]
-    print("error: asking the workstation whether it is ready failed:", file=sys.stderr)
-    for line in said:
-        print(f"  {line}", file=sys.stderr)
-    print(
-        "It runs: `make logs` shows how its start went; `make up` again asks again.",
-        file=sys.stderr,
+    VOICE.error(
+        "\n".join(["asking the workstation whether it is ready failed:", *(f"  {x}" for x in said)])
     )
+    VOICE.note("It runs: `make logs` shows how its start went; `make up` again asks again.")
     return 1
 
 
@@ -353,10 +348,9 @@ def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int
         return report_failure(compose, timeout_s)
     asked = compose.docker(*exec_in(container, DEV_ENDPOINTS), *endpoint_arguments(container))
     if asked.returncode != 0:
-        print(
-            f"warning: the workstation is up, but asking it for its addresses failed "
-            f"({asked.stderr.strip() or asked.returncode}): `make jupyter-url`, `make ssh`",
-            file=sys.stderr,
+        VOICE.warning(
+            f"the workstation is up, but asking it for its addresses failed "
+            f"({asked.stderr.strip() or asked.returncode}): `make jupyter-url`, `make ssh`"
         )
         return 0
     return report_ready(asked.stdout.splitlines(), cpu)
@@ -367,7 +361,7 @@ def pass_build_arguments() -> int:
     the lock as PYTORCH_VERSION, as `make build` does."""
     version, problems = buildcheck.checked_torch_version(os.environ)
     for problem in problems:
-        print(f"error: {problem}", file=sys.stderr)
+        VOICE.error(problem)
     if version is None:
         return 1
     os.environ["PYTORCH_VERSION"] = version
@@ -393,10 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mode = choose_mode(compose, args.cpu)
     except gpu_mode.ModeError as refused:
-        print("\n".join(refused.lines), file=sys.stderr)
+        VOICE.error("\n".join(refused.lines))
         return 1
     if mode.notice:
-        print("\n".join(mode.notice), file=sys.stderr)
+        VOICE.note("\n".join(mode.notice))
     if mode.cpu:
         compose = compose.with_file(gpu_mode.CPU_OVERRIDE)
     prepared = prepare.prepare(compose.run) or pass_build_arguments()

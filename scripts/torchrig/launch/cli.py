@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from torchrig.checkpoint.stop import RESUMABLE_EXIT
 from torchrig.launch import child, environment, hosts, options, plan, rendezvous
@@ -21,6 +20,9 @@ from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
 from torchrig.launch.worker import guard_command
 from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
+from torchrig.voice import Voice
+
+VOICE = Voice.of_command("launch")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,23 +55,23 @@ def run(args: argparse.Namespace) -> int:
             request, environ, gpus, os.cpu_count() or 1, route, worker_guard=guard_command()
         )
     except (LaunchError, HostsError) as exc:
-        print(f"torchrig launch: {exc}", file=sys.stderr)
+        VOICE.error(str(exc))
         return 2
     exposure = rendezvous.exposure_here(request.torchrun)
     if exposure is not None:
-        print(f"torchrig launch: warning: {exposure}", file=sys.stderr)
+        VOICE.warning(exposure)
     print(f"+ {launch_plan.display()}", flush=True)
     if args.dry_run:
         return 0
     # torchrun as a child, not exec'd: it exits 1 for a resumable stop, launch exits 75.
     result = child.run_torchrun(launch_plan.argv, {**environ, **launch_plan.env_updates})
     if restarts_were_left_off(request, environ, result):
-        print(NOT_RESTARTED, file=sys.stderr, flush=True)
+        VOICE.note(NOT_RESTARTED)
     return result.status
 
 
 NOT_RESTARTED = (
-    f"torchrig launch: the job failed and was not restarted (--max-restarts is "
+    f"the job failed and was not restarted (--max-restarts is "
     f"{DEFAULT_MAX_RESTARTS} unless given: a restart runs the script again from its start). A "
     "script that resumes from its checkpoints, as workspace/examples/train_ddp.py does, can ask "
     "for restarts: --max-restarts 3"

@@ -29,7 +29,7 @@ from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, run
 from torchrig.multihost.fanout import JobPolicy, Printer
 from torchrig.multihost.hostfile import Host
-from torchrig.multihost.run import HostJob, Outcome, Rendezvous
+from torchrig.multihost.run import HostJob, JobOutcome, Rendezvous
 
 # Flags the fan-out sets per host.
 SET_PER_HOST = ("--nnodes", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf")
@@ -136,7 +136,7 @@ def run_on_hosts(
     printer: Printer | None = None,
     policy: JobPolicy | None = None,
     dry_run: bool = False,
-) -> Outcome:
+) -> JobOutcome:
     """Check every host, then run the launch on all of them (multihost's sequence). Lines go to
     `printer` (default: this terminal); `policy` defaults to an elastic job."""
     job = host_job(request, hosts, python or sys.executable, cwd)

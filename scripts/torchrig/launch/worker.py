@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from torchrig.voice import IN_OTHERS_OUTPUT, Voice
+
 # Set to the job's run id in the guard's children (so that no descendant guards itself again), or
 # "off" by the user to run workers unguarded.
 GUARD_ENV = "TORCHRIG_WORKER_GUARD"
@@ -79,7 +81,7 @@ class Target:
 
 
 @dataclass(frozen=True)
-class Report:
+class ScriptReport:
     """What the script's process told the guard: its exit status, or the exception it raised."""
 
     status: int | None = None
@@ -87,7 +89,7 @@ class Report:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class GuardExit:
     """How the guard exits: with `code` (>= 0) or of signal `-code`, after printing `line`."""
 
     code: int
@@ -147,7 +149,7 @@ def describe_death(returncode: int) -> str:
     return f"exited {returncode}"
 
 
-def judge(report: Report | None, returncode: int, rank: str) -> Outcome:
+def judge(report: ScriptReport | None, returncode: int, rank: str) -> GuardExit:
     """The guard's exit: the script's own status when only the teardown after it went wrong."""
     if returncode < 0 and report is not None and report.status is not None:
         line = (
@@ -155,18 +157,18 @@ def judge(report: Report | None, returncode: int, rank: str) -> Outcome:
             f"{describe_death(returncode)}; that does not fail the job: the rank exits "
             f"{report.status} and nothing runs again"
         )
-        return Outcome(report.status, line)
-    return Outcome(returncode)
+        return GuardExit(report.status, line)
+    return GuardExit(returncode)
 
 
-def cause(report: Report | None, returncode: int) -> str:
+def cause(report: ScriptReport | None, returncode: int) -> str:
     """What a failed rank died of, for the next round's line."""
     if report is not None and report.error:
         return f"raised {report.error}"
     return describe_death(returncode)
 
 
-def parse_report(raw: bytes) -> Report | None:
+def parse_report(raw: bytes) -> ScriptReport | None:
     """The last JSON line the script's process wrote, if any."""
     for line in reversed(raw.decode(errors="replace").splitlines()):
         try:
@@ -176,7 +178,7 @@ def parse_report(raw: bytes) -> Report | None:
         if isinstance(message, dict):
             status = message.get("status")
             error = message.get("error")
-            return Report(
+            return ScriptReport(
                 status=status if isinstance(status, int) else None,
                 error=error if isinstance(error, str) else None,
             )
@@ -237,11 +239,11 @@ def restart_round_line(environ: Mapping[str, str], causes: list[str]) -> str | N
 # --- the guard ------------------------------------------------------------------------------------
 
 
-def say(line: str) -> None:
-    print(f"[torchrig] {line}", file=sys.stderr, flush=True)
+# Between torchrun's lines and the script's: torchrig speaking inside another program's output.
+say = Voice(IN_OTHERS_OUTPUT).note
 
 
-def run_guarded(target: Target) -> tuple[Report | None, int, bool]:
+def run_guarded(target: Target) -> tuple[ScriptReport | None, int, bool]:
     """Run the script's process; returns what it reported, its return code, and whether the
     guard itself got a stop signal meanwhile (the rank was stopped, not failing on its own)."""
     read_end, write_end = os.pipe()

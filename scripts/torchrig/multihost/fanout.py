@@ -26,6 +26,7 @@ from typing import IO, Any
 
 from torchrig.multihost.hostfile import HostsError
 from torchrig.multihost.remote import STARTED
+from torchrig.voice import Voice
 
 # BatchMode: fail instead of asking for a password or passphrase nobody will type. The keep-alive
 # notices a host that vanished (a killed container, a pulled cable) in about 15 s.
@@ -183,12 +184,12 @@ class Printer:
         hosts: Iterable[str],
         out: IO[str] | None = None,
         err: IO[str] | None = None,
-        command: str = "torchrig launch",
+        command: str = "launch",
     ) -> None:
         self.width = max((len(host) for host in hosts), default=0)
         self.out = out or sys.stdout
         self.err = err or sys.stderr
-        self.command = command
+        self.voice = Voice.of_command(command, self.err)
         self.lock = threading.Lock()
 
     def __call__(self, host: str, stream: str, text: str) -> None:
@@ -199,8 +200,11 @@ class Printer:
 
     def note(self, text: str) -> None:
         with self.lock:
-            self.err.write(f"{self.command}: {text}\n")
-            self.err.flush()
+            self.voice.note(text)
+
+    def warning(self, text: str) -> None:
+        with self.lock:
+            self.voice.warning(text)
 
 
 @dataclass
@@ -280,7 +284,7 @@ class JobPolicy:
     deadline_s: float | None = None
 
 
-class Job:
+class FanOut:
     """Every host's command, run to the end together; see `run`."""
 
     def __init__(

@@ -20,7 +20,9 @@ import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
+
+from torchrig.facts.processes import read_descendants
+from torchrig.voice import IN_OTHERS_OUTPUT, Voice
 
 # torchrun gives its workers 30 s after SIGTERM before it kills them; a training script may save
 # a checkpoint in that time. After this, anything left is killed outright.
@@ -38,33 +40,6 @@ def become_subreaper() -> None:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def parent_pids() -> dict[int, int]:
-    """pid -> parent pid of every process, from /proc."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # ended while we looked
-        # The command name in (...) may hold spaces; the parent pid is the 2nd field after it.
-        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    return parents
-
-
-def descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for pid, parent in parent_pids().items():
-        children.setdefault(parent, []).append(pid)
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def wait_for_end_of_stdin() -> None:
     """Block until stdin ends. The raw descriptor, not sys.stdin: a daemon thread blocked in a
     buffered read makes the interpreter abort at exit ("could not acquire lock")."""
@@ -74,9 +49,9 @@ def wait_for_end_of_stdin() -> None:
 
 
 def kill_all_below(root: int) -> None:
-    for pid in descendants(root):
+    for process in read_descendants(root):
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+            os.kill(process.pid, signal.SIGKILL)
 
 
 class Wrapper:
@@ -120,7 +95,7 @@ def main(argv: list[str]) -> int:
     try:
         wrapper = Wrapper(argv)
     except OSError as exc:
-        print(f"torchrig: cannot start {argv[0]}: {exc.strerror}", file=sys.stderr)
+        Voice(IN_OTHERS_OUTPUT).error(f"cannot start {argv[0]}: {exc.strerror}")
         return 127
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, wrapper.on_signal)

@@ -45,7 +45,7 @@ class HostJob:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class JobOutcome:
     code: int  # the job's exit status; PREFLIGHT_FAILED when the preflight stopped it
     problems: list[str] = field(default_factory=list)  # the preflight's, one line each
 
@@ -69,7 +69,7 @@ def summary(job: HostJob) -> str:
     )
 
 
-def run(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = False) -> Outcome:
+def run(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = False) -> JobOutcome:
     """Say what runs where; with `dry_run` print each host's command and stop. Otherwise the
     preflight, and when it finds nothing, every host's command under `policy`, whose essential
     hosts always include the first (it holds the rendezvous)."""
@@ -78,18 +78,18 @@ def run(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = False
     if dry_run:
         for host, argv in commands.items():
             printer(host, "out", "+ " + shlex.join(argv))
-        return Outcome(0)
+        return JobOutcome(0)
     problems = preflight.preflight_problems(
         job.hosts,
         job.rendezvous.endpoint,
         job.python,
         job.cwd,
         job.script,
-        lambda text: printer.note(f"warning: {text}"),
+        printer.warning,
     )
     if problems:
         for problem in problems:
             printer.note(problem)
-        return Outcome(PREFLIGHT_FAILED, problems)
+        return JobOutcome(PREFLIGHT_FAILED, problems)
     policy = replace(policy, essential={*policy.essential, job.hosts[0].name})
-    return Outcome(fanout.Job(commands, printer, policy).run())
+    return JobOutcome(fanout.FanOut(commands, printer, policy).run())

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 from torchrig.packages import kept, sitedir, stack
+from torchrig.voice import Voice
+
+VOICE = Voice("torchrig packages:")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,10 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, root: Path = Path(sitedir.KEPT_ROOT)) -> int:
     if os.geteuid() == 0:
-        print(
-            "torchrig packages: run it as dev, whose packages they are "
-            "(`make packages`, `make packages-reset`, or `docker compose exec -u dev ...`)",
-            file=sys.stderr,
+        VOICE.error(
+            "run it as dev, whose packages they are "
+            "(`make packages`, `make packages-reset`, or `docker compose exec -u dev ...`)"
         )
         return 2
     if args.action == "reset":
@@ -53,7 +54,7 @@ def show(root: Path) -> int:
     ]
     for line in lines:
         if line:
-            print(f"note: {line}")
+            print(f"note: {line}")  # part of the listing, on stdout
     return 0
 
 
@@ -61,7 +62,7 @@ def reset(root: Path) -> int:
     removed = kept.reset(root)
     prepared = kept.prepare(root, now=time.time())
     if prepared.prefix is None:
-        print(f"torchrig packages: {prepared.warnings[0]}", file=sys.stderr)
+        VOICE.error(prepared.warnings[0])
         return 1
     print(
         f"Removed the kept packages ({', '.join(p.name for p in removed) or 'there were none'}); "

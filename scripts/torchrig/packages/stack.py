@@ -80,7 +80,7 @@ def override_hint(names: list[str], pinned: Mapping[str, str], tool: str) -> str
     variable = CONSTRAINT_VARIABLE[tool]
     command = "uv pip install" if tool == "uv" else "pip install"
     return (
-        f"[torchrig] kept {stack}: the image's stack is pinned in {CONSTRAINTS_FILE} "
+        f"kept {stack}: the image's stack is pinned in {CONSTRAINTS_FILE} "
         f"({variable}). To replace it anyway: `{variable}= {command} ...`. That goes into your "
         "kept packages, in front of the image's build, may not match the image's CUDA, driver or "
         "NCCL, and `make packages-reset` undoes it."

@@ -28,6 +28,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from torchrig.packages import kept, stack
+from torchrig.voice import IN_OTHERS_OUTPUT, Voice
+
+# Inside pip's and uv's output.
+VOICE = Voice(IN_OTHERS_OUTPUT)
 
 # The real uv, off every PATH: dev reaches it through this wrapper only.
 UV = "/opt/uv/bin/uv"
@@ -155,7 +159,7 @@ def main(
     site = kept.kept_site(prefix)
     command = tool_command(tool, args)
     if tool == "uv" and not os.access(UV, os.X_OK):
-        print(f"[torchrig] uv is not in this image ({UV})", file=sys.stderr)
+        VOICE.error(f"uv is not in this image ({UV})")
         return 127
     records = tool == "uv" and uv_needs_image_records(args, environ, prefix)
     with image_records(site, kept.image_site()) if records else contextlib.nullcontext():
@@ -164,5 +168,5 @@ def main(
         pinned = kept.read_constraints(constraints)
         names = stack.refused(output, pinned)
         if names:
-            print(stack.override_hint(names, pinned, tool), file=sys.stderr)
+            VOICE.note(stack.override_hint(names, pinned, tool))
     return code

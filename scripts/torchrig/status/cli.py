@@ -4,30 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from functools import partial
 from pathlib import Path
 
 from torchrig.checkpoint import location
+from torchrig.facts import processes
 from torchrig.facts.nvml import read_snapshot
 from torchrig.status import jobs, report
+from torchrig.voice import Voice
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def run(args: argparse.Namespace, proc: Path = jobs.PROC, nvml: object = None) -> int:
+def run(args: argparse.Namespace, proc: Path = processes.PROC, nvml: object = None) -> int:
     """`proc` and `nvml` (a pynvml stand-in) are for tests; the defaults read this machine."""
     try:
-        processes = jobs.read_processes(proc)
+        found = jobs.read_commands(proc)
     except OSError as exc:
-        print(
-            f"torchrig status: cannot read the process table ({exc}): is /proc mounted?",
-            file=sys.stderr,
+        Voice.of_command("status").error(
+            f"cannot read the process table ({exc}): is /proc mounted?"
         )
         return 1
-    found = jobs.find_jobs(processes, partial(location.recorded_directories, proc=proc))
-    result = report.build_report(read_snapshot(nvml), found)
+    running = jobs.find_jobs(found, partial(location.recorded_directories, proc=proc))
+    result = report.build_report(read_snapshot(nvml), running)
     print(json.dumps(result, indent=2) if args.json else report.render(result))
     return 0

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from torchrig.facts.nvml import NvmlSnapshot
-from torchrig.status.jobs import Job, Process
+from torchrig.facts.processes import Process
+from torchrig.sizes import size_figure
+from torchrig.status.jobs import TorchrunJob, ranks
 
-GIB = 1024**3
 NOT_RECORDED = (
     "none recorded (torchrig's CheckpointManager records its directory at its first load or save)"
 )
@@ -24,7 +25,7 @@ NOT_RECORDED = (
 # --- gathering ------------------------------------------------------------------------------------
 
 
-def build_report(snapshot: NvmlSnapshot, jobs: list[Job], now: float | None = None) -> dict:
+def build_report(snapshot: NvmlSnapshot, jobs: list[TorchrunJob], now: float | None = None) -> dict:
     now = time.time() if now is None else now
     owners = {worker.pid: job.agent.pid for job in jobs for worker in job.workers}
     owners.update({job.agent.pid: job.agent.pid for job in jobs})
@@ -68,7 +69,7 @@ def gpu_section(snapshot: NvmlSnapshot, owners: dict[int, int]) -> dict[str, Any
     }
 
 
-def job_entry(job: Job, now: float) -> dict[str, Any]:
+def job_entry(job: TorchrunJob, now: float) -> dict[str, Any]:
     entry: dict[str, Any] = {
         **process_entry(job.agent),
         "workers": [process_entry(worker) for worker in job.workers],
@@ -91,7 +92,7 @@ def process_entry(process: Process) -> dict[str, Any]:
         "pid": process.pid,
         "command": list(process.argv),
         "running_s": None if process.running_s is None else round(process.running_s, 1),
-        **{name.lower(): value for name, value in process.ranks.items()},
+        **{name.lower(): value for name, value in ranks(process).items()},
     }
 
 
@@ -193,7 +194,7 @@ def command(job: dict[str, Any], width: int = 100) -> str:
 
 
 def gib(value: int | None) -> str:
-    return "?" if value is None else f"{value / GIB:.1f}"
+    return "?" if value is None else size_figure(value, "GiB")
 
 
 def percent(value: int | None) -> str:

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from torchrig.distributed import init_distributed, shutdown_distributed
+from torchrig.sizes import MIB
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -37,7 +38,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def iterations_for(size: int) -> int:
     # Enough repetitions to average out launch noise on small messages, few on large ones.
-    return 20 if size <= 1024**2 else 8
+    return 20 if size <= MIB else 8
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,7 @@ import sys
 
 from torchrig.multihost.hostfile import add_host_arguments
 from torchrig.verify.model import EXIT_BAD_INPUT
+from torchrig.voice import Voice
 
 DEFAULT_TIMEOUT_S = 60.0
 # Usage errors exit 3 too: argparse's usual 2 would read as "no GPU".
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             return across_hosts.run(args, hosts, options.timeout)
         result = verify(options)
     except (ValueError, UsageError) as exc:
-        print(f"torchrig verify: error: {exc}", file=sys.stderr)
+        Voice.of_command("verify").error(str(exc))
         return EXIT_BAD_INPUT
     if args.json:
         print(rendering.render_json(result))
@@ -96,5 +97,5 @@ def run(args: argparse.Namespace) -> int:
         print(rendering.render_text(result, colour=rendering.use_colour(sys.stdout)))
     if result.hint and args.json:
         # The hint is in the JSON too; repeat it where a person running the command sees it.
-        print(result.hint, file=sys.stderr)
+        Voice.of_command("verify").note(result.hint)
     return result.exit_code()

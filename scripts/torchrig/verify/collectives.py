@@ -12,12 +12,13 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from torchrig import sizes
 from torchrig.facts.verdict import Check, failed, passed, warned
+from torchrig.sizes import KIB, MIB
 from torchrig.verify import spawn
 
 SECTION = "collectives"
 NAME = "all-reduce"
-KIB, MIB = 1024, 1024**2
 GPU_SIZES = (64 * KIB, 1 * MIB, 16 * MIB, 128 * MIB, 512 * MIB)
 CPU_SIZES = (4 * KIB, 64 * KIB, 1 * MIB, 4 * MIB)
 # Below these bus bandwidths a multi-GPU all-reduce is not using the fabric it has: NVLink gives
@@ -92,7 +93,9 @@ def run_allreduce(
     return allreduce_verdict(plan, outcomes, nvlink_everywhere)
 
 
-def allreduce_verdict(plan: Plan, outcomes: list[spawn.Outcome], nvlink_everywhere: bool) -> Check:
+def allreduce_verdict(
+    plan: Plan, outcomes: list[spawn.HelperOutcome], nvlink_everywhere: bool
+) -> Check:
     what = f"{plan.world} rank(s), {plan.backend}"
     # A rank that died is the cause; its peers, killed after a grace, only waited for it.
     broken = [
@@ -135,9 +138,8 @@ def last_error_line(stderr: str) -> str:
 
 
 def size_text(size: int) -> str:
-    if size >= MIB:
-        return f"{size // MIB} MiB"
-    return f"{size // KIB} KiB" if size >= KIB else f"{size} B"
+    """A message size of the sweep: exact (`64 KiB`, `512 MiB`)."""
+    return sizes.size_text(size, digits=None)
 
 
 def sweep_verdict(plan: Plan, sweep: list[dict[str, Any]], nvlink_everywhere: bool) -> Check:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from torchrig.facts.nvml import NvmlGpu
 from torchrig.facts.verdict import Check, Verdict
+from torchrig.sizes import size_text
 from torchrig.verify.selection import SelectedGpu
 
 SECTION = "gpus"
-GIB = 1024**3
 
 # Clock event ("throttle") reasons, NVML bit values.
 CLOCK_REASONS = {
@@ -275,7 +275,7 @@ def process_findings(label: str, gpu: NvmlGpu, own_pids: set[int]) -> list[Findi
         return [Finding(label, Verdict.PASS, "no other processes")]
     described = ", ".join(
         f"{proc.name or 'pid'} {proc.pid}"
-        + (f" {proc.used_memory_bytes / GIB:.1f} GiB" if proc.used_memory_bytes else "")
+        + (f" {size_text(proc.used_memory_bytes, unit='GiB')}" if proc.used_memory_bytes else "")
         for proc in others
     )
     return [

@@ -96,7 +96,7 @@ def cross_node_check(hosts: list[Host], cpu: bool, timeout: float, python: str) 
     """The all-reduce across the hosts, run as `torchrig launch --hostfile` runs a job (its
     preflight, its commands), with its lines kept here and a deadline instead of rejoins."""
     out, err = io.StringIO(), io.StringIO()
-    printer = fanout.Printer([host.name for host in hosts], out, err, "torchrig verify")
+    printer = fanout.Printer([host.name for host in hosts], out, err, "verify")
     policy = fanout.JobPolicy(
         rejoin=False, deadline_s=RENDEZVOUS_S + timeout * (len(sweep_sizes(cpu)) + 1)
     )

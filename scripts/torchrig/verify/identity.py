@@ -4,10 +4,10 @@ torch's build (a cubin runs, only PTX, or nothing)."""
 from __future__ import annotations
 
 from torchrig.facts.verdict import Check, Verdict, passed
+from torchrig.sizes import size_text
 from torchrig.verify.selection import SelectedGpu
 
 SECTION = "gpus"
-GIB = 1024**3
 
 
 def parse_arch(entry: str) -> tuple[str, int, int, str] | None:
@@ -40,7 +40,7 @@ def check_identity(gpu: SelectedGpu, arch_list: list[str]) -> Check:
     capability = capability_of(gpu)
     memory = memory_of(gpu)
     sm = f"sm_{capability[0]}{capability[1]}" if capability else "sm_?"
-    summary = f"{gpu.name}, {memory / GIB:.0f} GiB, {sm}"
+    summary = f"{gpu.name}, {size_text(memory, digits=0, unit='GiB')}, {sm}"
     data = {
         "name": gpu.name,
         "memory_bytes": memory,

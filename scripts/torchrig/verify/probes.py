@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from torchrig.facts.verdict import Check, failed, passed, warned
+from torchrig.sizes import GIB, MIB
 from torchrig.verify import spawn
 from torchrig.verify.peaks import Peak, peak_for
 
@@ -95,9 +96,9 @@ def memory_gbps(torch: Any, device: str, nbytes: int) -> float:
 def copy_size(torch: Any, device: str) -> int:
     """1 GiB, or less on a GPU with little free memory."""
     if not device.startswith("cuda"):
-        return 64 * 1024**2
+        return 64 * MIB
     free, _total = torch.cuda.mem_get_info(torch.device(device))
-    return int(min(1024**3, free // 4))
+    return int(min(GIB, free // 4))
 
 
 # --- verdicts on figures ----------------------------------------------------------------
@@ -297,7 +298,7 @@ COMPILER_WORDS = ("compiler", "gcc", "cc1", "g++", "clang", "python.h", "invalid
 
 
 def compile_check(outcome: Any, timeout: float, device: str) -> Check:
-    """The verdict on a `compile_smoke` run (a spawn.Outcome)."""
+    """The verdict on a `compile_smoke` run (a spawn.HelperOutcome)."""
     if outcome.timed_out:
         return warned(
             SECTION,

@@ -8,6 +8,7 @@ import textwrap
 from typing import IO, Any
 
 from torchrig.facts.verdict import Check, Verdict
+from torchrig.sizes import size_text
 from torchrig.verify.model import Report
 
 COLOURS = {
@@ -89,15 +90,8 @@ def sweep_lines(sweep: Any) -> list[str]:
     lines = [f"{indent}{'size':>10} {'time us':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  ok"]
     for entry in sweep:
         lines.append(
-            f"{indent}{size_text(entry['bytes']):>10} {entry['time_us']:>10.1f} "
+            f"{indent}{size_text(entry['bytes'], digits=None):>10} {entry['time_us']:>10.1f} "
             f"{entry['algbw_gbps']:>11.3g} {entry['busbw_gbps']:>11.3g}  "
             f"{'yes' if entry['correct'] else 'NO'}"
         )
     return lines
-
-
-def size_text(size: int) -> str:
-    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= scale:
-            return f"{size / scale:g} {unit}"
-    return f"{size} B"

@@ -32,7 +32,7 @@ REAP_GRACE_S = 5.0
 
 
 @dataclass
-class Outcome:
+class HelperOutcome:
     returncode: int | None  # None: killed at the deadline
     stdout: str
     stderr: str
@@ -68,7 +68,7 @@ def start_module(module: str, args: Sequence[str], env: dict[str, str] | None = 
     return Helper(process, stdout, stderr)
 
 
-def wait_all(helpers: Sequence[Helper], timeout: float) -> list[Outcome]:
+def wait_all(helpers: Sequence[Helper], timeout: float) -> list[HelperOutcome]:
     """Wait for every helper until one shared deadline; kill the ones still running then."""
     try:
         wait_until_done(helpers, timeout)
@@ -112,8 +112,8 @@ def kill_and_reap(helpers: Sequence[Helper]) -> None:
             helper.killed = helper.stuck = True
 
 
-def outcome_of(helper: Helper) -> Outcome:
-    return Outcome(
+def outcome_of(helper: Helper) -> HelperOutcome:
+    return HelperOutcome(
         None if helper.killed else helper.process.returncode,
         read_all(helper.stdout),
         read_all(helper.stderr),

@@ -11,6 +11,7 @@ import pytest
 import torch
 import torch.distributed as dist
 from torchrig.checkpoint import CheckpointError, CheckpointManager, TrainingState
+from torchrig.checkpoint.errors import CheckpointWarning
 
 from ...checkpoint_support import Position, TinyNet, ckpt, run_ranks, train_steps
 
@@ -145,7 +146,9 @@ def _fsdp_worker(rank: int, world: int, directory: str, reference: str) -> None:
     assert len(untouched_opt.state_dict()["state"]) == len(moments)
     for key, value in _full(untouched).items():
         assert torch.equal(value, full_by_step[2][key]), key
-    assert any("step_00000003" in str(w.message) for w in caught)
+    assert any(
+        w.category is CheckpointWarning and "step_00000003" in str(w.message) for w in caught
+    )
 
 
 def test_fsdp2_sharded_save_resume_and_fallback(
@@ -156,7 +159,7 @@ def test_fsdp2_sharded_save_resume_and_fallback(
     run_ranks(_fsdp_worker, 2, tmp_path, str(directory), str(reference))
     # Export path: full weights from the shards in one process, no process group. Step 3 was
     # damaged by the workers, so it falls back to step 2, with a warning naming step 3.
-    with pytest.warns(UserWarning, match="step_00000003"):
+    with pytest.warns(CheckpointWarning, match="step_00000003"):
         weights = CheckpointManager(directory).latest_weights()
     expected = torch.load(reference, weights_only=True)
     assert weights.keys() == expected.keys()

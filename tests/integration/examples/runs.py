@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
+from torchrig.facts.processes import Reading, read_descendants, running
 from torchrig.launch.plan import SHARED_STORE_BUG_FIX, WORKER_INTERPRETER
 from torchrig.launch.worker import GUARD_ENV, guard_command
-from torchrig.multihost.remote import descendants
 
 from testbed import traced_train
 
@@ -124,7 +124,7 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
     torchrun starts each worker in a session of its own, so killing torchrun's process group
     alone would leave the workers running (and writing checkpoints) as orphans.
     """
-    workers = descendants(proc.pid)
+    workers = [process.pid for process in read_descendants(proc.pid)]
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
     for pid in workers:
@@ -132,40 +132,24 @@ def kill_group(proc: subprocess.Popen[bytes]) -> None:
             os.kill(pid, signal.SIGKILL)
     proc.wait(timeout=60)
     deadline = time.monotonic() + 60
-    while any(Path(f"/proc/{pid}").exists() and not is_zombie(pid) for pid in workers):
+    while any(running(pid) for pid in workers):
         assert time.monotonic() < deadline, f"workers {workers} outlived SIGKILL"
         time.sleep(0.05)
-
-
-def is_zombie(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def tail(log_file: Path, chars: int = 6000) -> str:
     return log_file.read_text(errors="replace")[-chars:]
 
 
-def process_env(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return {}
-    pairs = (item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
-    return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
-
-
 def find_worker(root_pid: int, rank: int, attempt: int = 0) -> int | None:
     """The pid of the training worker with this RANK in torchrun attempt `attempt`: the process
     running the script (under the worker guard, the guard's child)."""
     found = []
-    for pid in descendants(root_pid):
-        env = process_env(pid)
+    wanted = Reading(environ=("RANK", "TORCHELASTIC_RESTART_COUNT", GUARD_ENV))
+    for process in read_descendants(root_pid, reading=wanted):
+        env = process.environ
         if env.get("RANK") == str(rank) and env.get("TORCHELASTIC_RESTART_COUNT") == str(attempt):
-            found.append((GUARD_ENV not in env, pid))
+            found.append((GUARD_ENV not in env, process.pid))
     return min(found)[1] if found else None
 
 

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 from torchrig.facts.verdict import Verdict
+from torchrig.sizes import MIB
 from torchrig.verify import collectives, spawn
 
 pytestmark = pytest.mark.slow
-
-MIB = 1024**2
 
 
 def test_a_real_gloo_all_reduce_is_correct_and_measured() -> None:

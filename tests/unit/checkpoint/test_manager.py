@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from torchrig.checkpoint import CheckpointError, CheckpointManager, TrainingState
+from torchrig.checkpoint.errors import CheckpointWarning
 
 from ...checkpoint_support import (
     Position,
@@ -99,7 +100,7 @@ def test_empty_or_missing_directory_has_no_checkpoint(tmp_path: Path, layout: st
 def test_latest_naming_a_missing_entry_falls_back(tmp_path: Path, layout: str) -> None:
     manager, history = saved(tmp_path, layout, [1, 2])
     remove(tmp_path / entry_name(2, layout))
-    with pytest.warns(UserWarning, match=entry_name(2, layout)):
+    with pytest.warns(CheckpointWarning, match=entry_name(2, layout)):
         resumed, fresh = resume(manager)
     assert resumed is not None and resumed["step"] == 1
     assert same_weights(fresh.model, history[1])
@@ -108,7 +109,9 @@ def test_latest_naming_a_missing_entry_falls_back(tmp_path: Path, layout: str) -
 def test_bad_newest_entry_falls_back_with_a_warning_naming_it(tmp_path: Path, layout: str) -> None:
     manager, history = saved(tmp_path, layout, [1, 2])
     damage(tmp_path / entry_name(2, layout))
-    with pytest.warns(UserWarning, match=f"skipping bad checkpoint .*{entry_name(2, layout)}"):
+    with pytest.warns(
+        CheckpointWarning, match=f"skipping bad checkpoint .*{entry_name(2, layout)}"
+    ):
         resumed, fresh = resume(manager)
     assert resumed is not None and resumed["step"] == 1
     assert same_weights(fresh.model, history[1])
@@ -119,7 +122,7 @@ def test_every_entry_bad_gives_none(tmp_path: Path, layout: str) -> None:
     manager, _ = saved(tmp_path, layout, [1, 2])
     for step in (1, 2):
         damage(tmp_path / entry_name(step, layout))
-    with pytest.warns(UserWarning, match="skipping bad checkpoint"):
+    with pytest.warns(CheckpointWarning, match="skipping bad checkpoint"):
         resumed, _ = resume(manager)
     assert resumed is None
 
@@ -135,7 +138,7 @@ def test_missing_or_bad_pointer_uses_the_newest_entry(
         resumed, _ = resume(manager)
     else:
         latest.write_text(pointer)
-        with pytest.warns(UserWarning, match="unreadable"):
+        with pytest.warns(CheckpointWarning, match="unreadable"):
             resumed, _ = resume(manager)
     assert resumed is not None and resumed["step"] == 9
 
@@ -163,8 +166,13 @@ def test_leftover_temps_are_ignored_then_cleaned(tmp_path: Path, layout: str) ->
     resumed, _ = resume(manager)
     assert resumed is not None and resumed["step"] == 1
     assert [info.step for info in manager.list()] == [1]
-    manager.save(2, make_state())
+    with pytest.warns(CheckpointWarning, match="left behind by an interrupted save") as removed:
+        manager.save(2, make_state())
     assert not any(p.exists() for p in leftovers)  # either layout's, whichever saves
+    assert sorted(str(w.message).split()[1].rstrip(",") for w in removed) == sorted(
+        str(p) for p in leftovers
+    )
+    assert {w.filename for w in removed} == {__file__}  # the line that called save
 
 
 class Boom:
@@ -205,10 +213,10 @@ def test_resumed_from_an_earlier_step_keeps_newer_entries(tmp_path: Path, layout
     saved(tmp_path, layout, [10, 20, 30], keep=2)
     damage(tmp_path / entry_name(30, layout))
     manager = CheckpointManager(tmp_path, keep=2, layout=layout)
-    with pytest.warns(UserWarning, match="skipping bad checkpoint"):
+    with pytest.warns(CheckpointWarning, match="skipping bad checkpoint"):
         resumed, state = resume(manager)
     assert resumed is not None and resumed["step"] == 20
-    with pytest.warns(UserWarning, match="newer than step 25"):
+    with pytest.warns(CheckpointWarning, match="newer than step 25"):
         manager.save(25, state)
     names = sorted(p.name for p in tmp_path.glob("step_*"))
     assert names == [entry_name(s, layout) for s in (20, 25, 30)]
@@ -226,7 +234,7 @@ def test_a_model_that_does_not_fit_is_an_error_not_a_fresh_start(
     other = torch.nn.Sequential(torch.nn.Linear(6, 3))
     state = TrainingState(other, torch.optim.AdamW(other.parameters()))
     with (
-        pytest.warns(UserWarning, match="skipping checkpoint") as skipped,
+        pytest.warns(CheckpointWarning, match="skipping checkpoint") as skipped,
         pytest.raises(CheckpointError, match="could be loaded into this model") as caught,
     ):
         CheckpointManager(tmp_path, layout=layout).load_latest(state)
@@ -253,7 +261,7 @@ def test_an_optimizer_the_checkpoint_lacks_is_left_as_it_is(tmp_path: Path, layo
     state = make_state(seed=3)
     train_steps(state.model, state.optimizer, 1)
     moments = {k: v["exp_avg"].clone() for k, v in state.optimizer.state_dict()["state"].items()}
-    with pytest.warns(UserWarning, match="no (optimizer|sampler) state") as caught:
+    with pytest.warns(CheckpointWarning, match="no (optimizer|sampler) state") as caught:
         assert manager.load_latest(state) is not None
     assert any("no optimizer state; optimizer left as it is" in str(w.message) for w in caught)
     assert same_weights(state.model, snapshot(model))
@@ -279,12 +287,14 @@ def test_unloadable_values_are_refused_before_anything_is_written(
 def test_the_other_layouts_checkpoints_are_pointed_out(tmp_path: Path) -> None:
     folders = tmp_path / "folders"
     (folders / "step_00000500").mkdir(parents=True)  # what the sharded layout writes
-    with pytest.warns(UserWarning, match=r"sharded \(FSDP\) folder checkpoints \(step_00000500"):
+    with pytest.warns(
+        CheckpointWarning, match=r"sharded \(FSDP\) folder checkpoints \(step_00000500"
+    ):
         assert CheckpointManager(folders, layout="file").load_latest(make_state()) is None
     files = tmp_path / "files"
     files.mkdir()
     torch.save({}, files / "step_00000001.pt")  # the single-file layout
-    with pytest.warns(UserWarning, match=r"single-file .* checkpoints \(step_00000001\.pt"):
+    with pytest.warns(CheckpointWarning, match=r"single-file .* checkpoints \(step_00000001\.pt"):
         assert CheckpointManager(files, layout="sharded").load_latest(make_state()) is None
 
 
@@ -369,7 +379,8 @@ def test_process_killed_mid_save_loses_nothing_saved_before(tmp_path: Path, layo
     state = TrainingState(torch.nn.Linear(1000, 1000))
     resumed = manager.load_latest(state)
     assert resumed is not None and resumed["step"] == 1
-    manager.save(2, state)
+    with pytest.warns(CheckpointWarning, match=f"removing .*{names[0]}, left behind by an"):
+        manager.save(2, state)
     assert sorted(p.name for p in directory.iterdir()) == [
         "latest",
         entry_name(1, layout),

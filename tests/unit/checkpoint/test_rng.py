@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from torchrig.checkpoint import capture_rng_state, gather_rng_states, restore_rng_state
+from torchrig.checkpoint.errors import CheckpointWarning
 
 
 def test_rng_state_round_trip_through_weights_only_load(tmp_path: Path) -> None:
@@ -31,6 +32,6 @@ def test_rng_world_size_mismatch_restores_nothing() -> None:
     states = [capture_rng_state(), capture_rng_state()]
     torch.manual_seed(4)
     before = torch.get_rng_state()
-    with pytest.warns(UserWarning, match="2 ranks but this run has 1"):
+    with pytest.warns(CheckpointWarning, match="2 ranks but this run has 1"):
         assert not restore_rng_state(states)
     assert torch.equal(torch.get_rng_state(), before)

@@ -20,6 +20,7 @@ from torchrig.checkpoint import (
     load_model_weights,
     safe_dcp,
 )
+from torchrig.checkpoint.errors import CheckpointWarning
 
 from ...checkpoint_support import TinyNet, ckpt
 
@@ -83,7 +84,7 @@ def test_resume_skips_crafted_metadata(crafted_metadata: tuple[Path, Path]) -> N
     run, marker = crafted_metadata
     model = TinyNet()
     state = TrainingState(model, torch.optim.SGD(model.parameters(), lr=0.1))
-    with pytest.warns(UserWarning, match="refused unread"):
+    with pytest.warns(CheckpointWarning, match="refused unread"):
         assert CheckpointManager(run).load_latest(state) is None
     assert not marker.exists()
 
@@ -110,7 +111,7 @@ def test_a_crafted_non_tensor_value_is_refused_on_resume_and_export(tmp_path: Pa
     state = TrainingState(model, torch.optim.SGD(model.parameters(), lr=0.1))
     refused = r"extra_state: torch.load\(weights_only=True\) refuses"
     misfit = pytest.raises(CheckpointError, match="could be loaded")
-    with pytest.warns(UserWarning, match=refused), misfit:
+    with pytest.warns(CheckpointWarning, match=refused), misfit:
         CheckpointManager(run).load_latest(state)
     assert ckpt("export", run, tmp_path / "out.pt") == 1
     assert not marker.exists()
@@ -192,7 +193,7 @@ def test_resume_falls_back_past_class_patching_metadata_with_the_class_unchanged
 ) -> None:
     model = TinyNet()
     state = TrainingState(model, torch.optim.SGD(model.parameters(), lr=0.1))
-    with pytest.warns(UserWarning, match=r"step_00000002.*sets attributes of the class"):
+    with pytest.warns(CheckpointWarning, match=r"step_00000002.*sets attributes of the class"):
         resumed = CheckpointManager(class_patching_run).load_latest(state)
     assert resumed is not None and resumed["step"] == 1
     assert PATCH not in vars(PurePosixPath)
@@ -284,7 +285,9 @@ def test_resume_falls_back_past_metadata_naming_another_folders_shards(
     theirs, ours, _ = outside_shard
     model = TinyNet()
     state = TrainingState(model, torch.optim.SGD(model.parameters(), lr=0.1))
-    with pytest.warns(UserWarning, match=r"skipping bad checkpoint .*step_00000002.*plain file"):
+    with pytest.warns(
+        CheckpointWarning, match=r"skipping bad checkpoint .*step_00000002.*plain file"
+    ):
         resumed = CheckpointManager(ours).load_latest(state)
     assert resumed is not None and resumed["step"] == 1
     ours_step_1 = load_model_weights(ours / "step_00000001")

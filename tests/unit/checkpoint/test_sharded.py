@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from torchrig.checkpoint import CheckpointManager, TrainingState
+from torchrig.checkpoint.errors import CheckpointWarning
 from torchrig.checkpoint.sharded import FORMAT, describe_folder
 
 from ...checkpoint_support import Position, TinyNet, same_weights, snapshot, train_steps
@@ -73,7 +74,7 @@ def test_bad_newest_folder_falls_back(run, damage: str, reason: str) -> None:
         torch.save([3], folder / "extra.pt")
     else:
         shutil.rmtree(folder)
-    with pytest.warns(UserWarning, match=f"step_00000003.*{reason}"):
+    with pytest.warns(CheckpointWarning, match=f"step_00000003.*{reason}"):
         resumed = manager.load_latest(state := make_state(9))
     assert resumed is not None and resumed["step"] == 2
     assert same_weights(state.model, history[2])

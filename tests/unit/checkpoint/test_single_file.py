@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from torchrig.checkpoint import CheckpointManager, TrainingState
+from torchrig.checkpoint.errors import CheckpointWarning
 from torchrig.checkpoint.single_file import FORMAT, SingleFileLayout
 
 from ...checkpoint_support import Position, TinyNet, same_weights, snapshot
@@ -78,7 +79,7 @@ def test_the_file_holds_the_tagged_training_state(tmp_path: Path) -> None:
 def test_corrupt_latest_falls_back_with_a_warning(tmp_path: Path, how: str) -> None:
     manager = saved(tmp_path, [10, 20, 30], checksums=how == "flipped")
     corrupt(tmp_path / "step_00000030.pt", how)
-    with pytest.warns(UserWarning, match="step_00000030.pt"):
+    with pytest.warns(CheckpointWarning, match="step_00000030.pt"):
         assert resumed_step(manager) == 20
     infos = {info.step: info for info in manager.list(verify=True)}
     assert not infos[30].ok and infos[30].error
@@ -106,7 +107,7 @@ def test_a_file_that_is_not_a_training_checkpoint_is_skipped(
     manager = saved(tmp_path, [1])
     torch.save(content, tmp_path / "step_00000002.pt")
     (tmp_path / "latest").write_text("step_00000002.pt\n")
-    with pytest.warns(UserWarning, match=f"step_00000002.pt: {reason}"):
+    with pytest.warns(CheckpointWarning, match=f"step_00000002.pt: {reason}"):
         assert resumed_step(manager) == 1
 
 
@@ -116,7 +117,7 @@ class Custom:
 
 def test_unsafe_type_in_a_file_is_reported_not_executed(tmp_path: Path) -> None:
     torch.save({"format": FORMAT, "x": Custom()}, tmp_path / "step_00000001.pt")
-    with pytest.warns(UserWarning, match="step_00000001.pt"):
+    with pytest.warns(CheckpointWarning, match="step_00000001.pt"):
         assert resumed_step(CheckpointManager(tmp_path)) is None
 
 

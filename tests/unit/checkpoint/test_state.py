@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from torchrig.checkpoint import CheckpointError, CheckpointManager, TrainingState
+from torchrig.checkpoint.errors import CheckpointWarning
 
 from ...checkpoint_support import Position, TinyNet, train_steps
 
@@ -89,7 +90,7 @@ def test_missing_part_warns_and_keeps_the_object(tmp_path: Path, layout: str) ->
     manager = CheckpointManager(tmp_path, layout=layout)
     manager.save(1, TrainingState(run.model, run.optimizer, sampler=run.sampler))
     before = run.scheduler.state_dict()
-    with pytest.warns(UserWarning, match="no scheduler state"):
+    with pytest.warns(CheckpointWarning, match="no scheduler state"):
         manager.load_latest(TrainingState(run.model, run.optimizer, scheduler=run.scheduler))
     assert run.scheduler.state_dict() == before
 
@@ -99,7 +100,7 @@ def test_resume_with_amp_turned_on_starts_a_fresh_scaler(tmp_path: Path, layout:
     disabled = torch.amp.GradScaler("cpu", enabled=False)
     manager = CheckpointManager(tmp_path, layout=layout)
     manager.save(1, TrainingState(run.model, run.optimizer, scaler=disabled))
-    with pytest.warns(UserWarning, match="no scaler state"):
+    with pytest.warns(CheckpointWarning, match="no scaler state"):
         manager.load_latest(TrainingState(run.model, run.optimizer, scaler=run.scaler))
     assert run.scaler.get_scale() == 1024.0
     with warnings.catch_warnings():
@@ -183,7 +184,7 @@ def test_an_extra_the_checkpoint_lacks_warns_and_one_it_has_too_many_is_named(
     manager = CheckpointManager(tmp_path, layout=layout)
     manager.save(1, with_extras(0, old=Counter(3)))
     counter = Counter(5)
-    with pytest.warns(UserWarning) as warned:
+    with pytest.warns(CheckpointWarning) as warned:
         manager.load_latest(with_extras(0, counter=counter))
     messages = [str(w.message) for w in warned]
     assert any("no extras['counter'] state; extras['counter'] left as it is" in m for m in messages)

@@ -12,6 +12,7 @@ from torchrig.checkpoint import (
     TrainingState,
     load_model_weights,
 )
+from torchrig.checkpoint.errors import CheckpointWarning
 
 from ...checkpoint_support import TinyNet, snapshot, train_steps
 
@@ -46,7 +47,7 @@ def test_reads_a_directory_of_either_layout_and_one_entry(tmp_path: Path, layout
 def test_skips_a_bad_newest_checkpoint(tmp_path: Path) -> None:
     history = saved_run(tmp_path, "sharded")
     (tmp_path / "step_00000002" / ".metadata").unlink()
-    with pytest.warns(UserWarning, match="step_00000002"):
+    with pytest.warns(CheckpointWarning, match="step_00000002"):
         assert equal(load_model_weights(tmp_path), history[1])
 
 

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from torchrig.container.processes import read_processes
+from torchrig.facts.processes import read_descendants
 
 SCRIPTS = str(Path(__file__).resolve().parents[3] / "scripts")
 
@@ -48,7 +48,7 @@ def start(jobs: list[str], program: str = "", cwd: Path | None = None) -> subpro
 
 def kill_everything_below(harness: subprocess.Popen[str]) -> None:
     """Clean-up: SIGKILL the harness's descendants, then the harness."""
-    for process in read_processes(harness.pid):
+    for process in read_descendants(harness.pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(process.pid, signal.SIGKILL)
     harness.kill()

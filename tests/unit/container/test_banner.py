@@ -8,12 +8,11 @@ from torchrig.container.banner import Facts
 from torchrig.facts import cuda_compat, runtime
 from torchrig.facts.nvml import NvmlSnapshot, read_inventory
 from torchrig.facts.runtime import RuntimeFacts
+from torchrig.sizes import GIB, MIB
 from torchrig.verify import software
 
 from ..facts.fake_nvml import FakeNvml, board
 from ..verify.fakes import torch_facts
-
-MIB = 1024**2
 
 
 def inventory(gpu_count: int = 2, driver: str = "580.65.06") -> NvmlSnapshot:
@@ -24,7 +23,7 @@ def inventory(gpu_count: int = 2, driver: str = "580.65.06") -> NvmlSnapshot:
 
 def runtime_facts(**changes: object) -> RuntimeFacts:
     healthy = RuntimeFacts(
-        shm_bytes=16 * banner.GIB,
+        shm_bytes=16 * GIB,
         memlock_bytes=None,
         stack_bytes=8 * MIB,
         cpu_count=32,
@@ -64,8 +63,8 @@ def test_healthy_machine_has_no_warnings_and_lists_versions_and_gpus() -> None:
 def test_the_gpu_line_names_each_gpu_and_its_memory() -> None:
     line = banner.describe(HEALTHY).lines[1]
     assert line == (
-        "GPUs: 2 (driver 580.65.06) 0: NVIDIA H100 80GB HBM3 (79 GiB), "
-        "1: NVIDIA H100 80GB HBM3 (79 GiB)"
+        "GPUs: 2 (driver 580.65.06) 0: NVIDIA H100 80GB HBM3 (80 GiB), "
+        "1: NVIDIA H100 80GB HBM3 (80 GiB)"
     )
 
 
@@ -111,12 +110,10 @@ def test_small_shm_and_limited_memlock_are_flagged_with_fixes() -> None:
 
 
 def test_exactly_one_gib_of_shm_is_enough() -> None:
-    assert banner.describe(replace(runtime=runtime_facts(shm_bytes=banner.GIB))).warnings == []
+    assert banner.describe(replace(runtime=runtime_facts(shm_bytes=GIB))).warnings == []
 
 
-@pytest.mark.parametrize(
-    "shm_bytes", [None, 64 * MIB, 512 * MIB, banner.GIB - 1, banner.GIB, 16 * banner.GIB]
-)
+@pytest.mark.parametrize("shm_bytes", [None, 64 * MIB, 512 * MIB, GIB - 1, GIB, 16 * GIB])
 def test_the_banner_and_verify_give_the_same_shm_verdict(shm_bytes: int | None) -> None:
     """One threshold set: the banner warns exactly when verify's /dev/shm row is not PASS, and
     with that row's words. (The banner used to say nothing when /dev/shm was missing, and verify

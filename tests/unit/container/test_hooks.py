@@ -20,7 +20,7 @@ def hook(directory: Path, name: str, body: str, mode: int = 0o755) -> Path:
     return path
 
 
-def run(path: Path, timeout_s: float = 30.0) -> tuple[hooks.Outcome, list[str]]:
+def run(path: Path, timeout_s: float = 30.0) -> tuple[hooks.HookOutcome, list[str]]:
     lines: list[str] = []
     outcome = hooks.run_hook(path, timeout_s, dict(os.environ), out=lines.append)
     return outcome, lines

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from torchrig.container.processes import Process, read_processes
 from torchrig.container.stopping import FINAL_GRACE_S, Stopper, carriers, due_for_sigterm, is_helper
+from torchrig.facts.processes import OpenFiles, Process, read_descendants
 
 from . import subreaper
 
@@ -26,29 +26,29 @@ def proc(
     pid: int,
     ppid: int = 1,
     pgid: int | None = None,
-    cmdline: tuple[str, ...] = ("prog",),
+    argv: tuple[str, ...] = ("prog",),
     ignores_term: bool = False,
     **fds: set[int],
 ) -> Process:
     """A made-up process; `fds`: terminals, pty_masters, pipes_read, pipes_written."""
     group = pid if pgid is None else pgid
-    frozen = {name: (values) for name, values in fds.items()}
-    return Process(pid, ppid, group, 1000 + pid, cmdline, ignores_term, **frozen)
+    files = OpenFiles(**{name: frozenset(values) for name, values in fds.items()}, known=True)
+    return Process(pid, ppid, group, 1000 + pid, argv, ignores_term, files=files)
 
 
 # --- helpers ------------------------------------------------------------------------------------
 
-TRAINER = proc(20, 1, cmdline=(*PYTHON, "train.py"))
+TRAINER = proc(20, 1, argv=(*PYTHON, "train.py"))
 
 
 def test_a_forked_child_in_its_parent_s_group_is_a_helper() -> None:
-    loader_worker = proc(21, 20, pgid=20, cmdline=TRAINER.cmdline)  # fork keeps the cmdline
+    loader_worker = proc(21, 20, pgid=20, argv=TRAINER.argv)  # fork keeps the cmdline
     assert is_helper(loader_worker, {20: TRAINER, 21: loader_worker})
 
 
 def test_a_spawned_multiprocessing_child_is_a_helper() -> None:
     spawned = proc(
-        22, 20, pgid=20, cmdline=(*PYTHON, "-c", "from multiprocessing.spawn import spawn_main")
+        22, 20, pgid=20, argv=(*PYTHON, "-c", "from multiprocessing.spawn import spawn_main")
     )
     assert is_helper(spawned, {20: TRAINER, 22: spawned})
 
@@ -56,9 +56,9 @@ def test_a_spawned_multiprocessing_child_is_a_helper() -> None:
 @pytest.mark.parametrize(
     "child",
     [
-        proc(23, 20, pgid=23, cmdline=TRAINER.cmdline),  # a session of its own: torchrun's workers
-        proc(24, 20, pgid=20, cmdline=("/usr/bin/sleep", "5")),  # another program
-        proc(25, 99, pgid=20, cmdline=TRAINER.cmdline),  # its parent is gone (or not ours)
+        proc(23, 20, pgid=23, argv=TRAINER.argv),  # a session of its own: torchrun's workers
+        proc(24, 20, pgid=20, argv=("/usr/bin/sleep", "5")),  # another program
+        proc(25, 99, pgid=20, argv=TRAINER.argv),  # its parent is gone (or not ours)
     ],
 )
 def test_other_children_are_not_helpers(child: Process) -> None:
@@ -67,13 +67,14 @@ def test_other_children_are_not_helpers(child: Process) -> None:
 
 # --- carriers -----------------------------------------------------------------------------------
 
-SSHD = proc(10, 1, cmdline=("sshd: dev@notty",), pipes_read={5}, pipes_written={6})
-BASH = proc(11, 10, cmdline=("bash", "-c", "torchrun ..."), pipes_read={6}, pipes_written={5})
-TORCHRUN = proc(12, 11, pgid=11, cmdline=(*PYTHON, "torchrun"), pipes_read={6}, pipes_written={5})
+SSHD = proc(10, 1, argv=("sshd: dev@notty",), pipes_read={5}, pipes_written={6})
+BASH = proc(11, 10, argv=("bash", "-c", "torchrun ..."), pipes_read={6}, pipes_written={5})
+TORCHRUN = proc(12, 11, pgid=11, argv=(*PYTHON, "torchrun"), pipes_read={6}, pipes_written={5})
 
 
 def fds(process: Process, **changes: set[int]) -> Process:
-    return dataclasses.replace(process, **{k: (v) for k, v in changes.items()})
+    files = dataclasses.replace(process.files, **{k: frozenset(v) for k, v in changes.items()})
+    return dataclasses.replace(process, files=files)
 
 
 def test_an_ssh_session_carries_its_command_s_output_until_the_command_is_done() -> None:
@@ -85,8 +86,8 @@ def test_an_ssh_session_carries_its_command_s_output_until_the_command_is_done()
 
 def test_a_terminal_s_driver_carries_what_runs_in_the_terminal() -> None:
     session = fds(SSHD, pipes_read=set(), pipes_written=set(), pty_masters={3})
-    shell = proc(11, 10, cmdline=("-bash",), ignores_term=True, terminals={3})
-    job = proc(12, 11, cmdline=(*PYTHON, "torchrun"), terminals={3})
+    shell = proc(11, 10, argv=("-bash",), ignores_term=True, terminals={3})
+    job = proc(12, 11, argv=(*PYTHON, "torchrun"), terminals={3})
     assert carriers([session, shell, job]) == {10}
     # An idle shell at its prompt ignores SIGTERM: nothing to wait for.
     assert carriers([session, shell]) == set()
@@ -97,8 +98,8 @@ def test_a_terminal_s_driver_carries_what_runs_in_the_terminal() -> None:
 
 
 def test_a_sibling_reading_a_pipe_carries_it_but_a_pair_feeding_each_other_does_not() -> None:
-    job = proc(30, 1, pgid=30, cmdline=(*PYTHON, "torchrun"), pipes_written={7})
-    tee = proc(31, 1, pgid=30, cmdline=("tee", "log"), pipes_read={7})
+    job = proc(30, 1, pgid=30, argv=(*PYTHON, "torchrun"), pipes_written={7})
+    tee = proc(31, 1, pgid=30, argv=("tee", "log"), pipes_read={7})
     assert carriers([job, tee]) == {31}
     both_ways = fds(job, pipes_read={8})
     coprocess = fds(tee, pipes_written={8})
@@ -107,12 +108,12 @@ def test_a_sibling_reading_a_pipe_carries_it_but_a_pair_feeding_each_other_does_
 
 def test_a_helper_s_output_holds_no_one_back() -> None:
     trainer = fds(TRAINER, pipes_read={9}, pipes_written={9})
-    worker = proc(21, 20, pgid=20, cmdline=TRAINER.cmdline, pipes_written={9})
+    worker = proc(21, 20, pgid=20, argv=TRAINER.argv, pipes_written={9})
     assert carriers([trainer, worker]) == set()
 
 
 def test_sigterm_goes_to_all_but_helpers_carriers_and_those_skipped() -> None:
-    worker = proc(21, 20, pgid=20, cmdline=TRAINER.cmdline)
+    worker = proc(21, 20, pgid=20, argv=TRAINER.argv)
     table = [SSHD, BASH, TORCHRUN, TRAINER, worker]
     carrying = {p.key for p in table if p.pid in carriers(table)}
     assert [p.pid for p in due_for_sigterm(table, carrying)] == [11, 12, 20]
@@ -164,7 +165,7 @@ def test_a_pipe_s_reader_outlives_its_writer_so_the_last_line_arrives(
     subreaper.wait_for(tmp_path / "writer-up")
     elapsed = stop_below(harness, grace_s=60)
     assert (tmp_path / "out.txt").read_text() == "saved\n"
-    assert not read_processes(harness.pid)
+    assert not read_descendants(harness.pid)
     assert elapsed < 30, f"took {elapsed:.1f} s"  # far from the grace: nothing waited for it
 
 
@@ -184,7 +185,7 @@ def test_a_process_ignoring_sigterm_is_hung_up_on_without_waiting_the_grace(
     below_pid1.append(harness := subreaper.start([f"cd {tmp_path} && exec {python_job(IGNORER)}"]))
     subreaper.wait_for(tmp_path / "ignorer-up")
     elapsed = stop_below(harness, grace_s=120)
-    assert not read_processes(harness.pid)
+    assert not read_descendants(harness.pid)
     assert elapsed < FINAL_GRACE_S + 30, f"took {elapsed:.1f} s"
 
 
@@ -205,7 +206,7 @@ def test_a_job_that_overruns_the_grace_is_killed_at_the_deadline(
     below_pid1.append(harness := subreaper.start([job]))
     subreaper.wait_for(tmp_path / "overrunner-up")
     elapsed = stop_below(harness, grace_s=2)
-    assert not read_processes(harness.pid)
+    assert not read_descendants(harness.pid)
     assert 2 <= elapsed < 30, f"took {elapsed:.1f} s"
 
 
@@ -240,4 +241,4 @@ def test_a_multiprocessing_helper_is_left_to_its_parent(
     stop_below(harness, grace_s=60)
     assert (tmp_path / "helper-told").exists()
     assert not (tmp_path / "helper-signalled").exists()
-    assert not read_processes(harness.pid)
+    assert not read_descendants(harness.pid)

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from torchrig.container import supervisor
-from torchrig.container.processes import read_processes
 from torchrig.container.supervisor import (
     FIRST_BACKOFF_S,
     MAX_BACKOFF_S,
     QUICK_EXIT_S,
     STABLE_AFTER_S,
 )
+from torchrig.facts.processes import read_descendants
 
 from . import subreaper
 
@@ -136,7 +136,7 @@ def test_a_stop_reaches_jobs_outside_the_services_and_waits_for_them(tmp_path: P
     assert proc.returncode == 0, stderr
     assert (tmp_path / "saved").read_text() == "SIGTERM", stderr
     assert elapsed < 20, f"took {elapsed:.1f} s of a 30 s grace"
-    assert not read_processes(proc.pid)
+    assert not read_descendants(proc.pid)
 
 
 def test_a_service_that_cannot_start_is_reported(tmp_path: Path) -> None:

@@ -7,9 +7,7 @@ from pathlib import Path
 import pytest
 from torchrig.facts import runtime
 from torchrig.facts.verdict import Verdict
-
-MIB = 1024**2
-GIB = 1024**3
+from torchrig.sizes import GIB, KIB, MIB
 
 
 @pytest.mark.parametrize(
@@ -100,6 +98,14 @@ def test_a_summary_that_is_not_pass_names_its_subject() -> None:
     assert runtime.check_memlock(8 * MIB).summary.startswith("memlock is limited to 8 MiB")
     assert runtime.check_stack(1 * MIB).summary.startswith("stack is limited to 1 MiB")
     assert " CPUs " in runtime.check_cpus(facts(usable_cpus=2), gpu_count=8).summary
+
+
+def test_limits_are_written_in_whole_mib_or_tenths_of_a_gib_and_small_ones_in_kib() -> None:
+    assert runtime.size_text(None) == "unlimited"
+    assert runtime.size_text(64 * MIB) == "64 MiB"
+    assert runtime.size_text(int(15.6 * GIB)) == "15.6 GiB"
+    # A classic memlock default: not "0 MiB".
+    assert runtime.check_memlock(64 * KIB).summary.startswith("memlock is limited to 64 KiB")
 
 
 def test_exactly_one_gib_of_shm_is_enough_and_one_byte_less_is_not() -> None:

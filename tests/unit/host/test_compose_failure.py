@@ -4,11 +4,13 @@ same ones again against the engine)."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 from torchrig.host import compose_failure
 from torchrig.host.compose_failure import FailureFacts
+from torchrig.voice import Voice
 
 PORT_IN_USE = (
     "Error response from daemon: driver failed programming external connectivity on endpoint "
@@ -41,10 +43,13 @@ PUBLISHED = {18888: "JUPYTER_PORT", 2222: "SSH_PORT"}
 
 
 def diagnosed(output: str, **facts: object) -> str:
+    """The diagnosis as `make up` says it: an error."""
     lines = compose_failure.diagnose(output, FailureFacts(**facts))  # type: ignore[arg-type]
     assert lines is not None, output
-    assert lines[0].startswith("error: ")
-    return "\n".join(lines)
+    assert not lines[0].startswith(("error:", "warning:"))  # the voice adds the level
+    said = io.StringIO()
+    Voice(stream=said).error("\n".join(lines))
+    return said.getvalue()
 
 
 def test_a_port_in_use_names_the_port_and_its_variable() -> None:

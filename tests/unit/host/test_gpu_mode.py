@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 from torchrig.host import gpu_mode
 from torchrig.host.gpu_mode import HostGpus, ModeError
+from torchrig.voice import Voice
 
 NO_GPU = HostGpus(device_nodes=(), nvidia_smi=None, hook=None)
 GPUS = HostGpus(("/dev/nvidia0", "/dev/nvidiactl"), "/usr/bin/nvidia-smi", hook=None)
@@ -18,6 +20,14 @@ PLAIN_RUNTIMES = frozenset({"io.containerd.runc.v2", "io.containerd.runtime.v1.l
 NVIDIA_RUNTIMES = PLAIN_RUNTIMES | {"nvidia"}
 
 
+def said(refused: ModeError) -> str:
+    """The refusal as `make up` says it: an error."""
+    assert not refused.lines[0].startswith(("error:", "warning:"))  # the voice adds the level
+    text = io.StringIO()
+    Voice(stream=text).error("\n".join(refused.lines))
+    return text.getvalue()
+
+
 @pytest.mark.parametrize(("value", "forced"), [("", None), (" ", None), ("1", True), ("0", False)])
 def test_cpu_setting_is_one_zero_or_unset(value: str, forced: bool | None) -> None:
     assert gpu_mode.parse_cpu_setting(value) is forced
@@ -27,7 +37,7 @@ def test_cpu_setting_is_one_zero_or_unset(value: str, forced: bool | None) -> No
 def test_any_other_cpu_setting_says_what_the_values_mean(value: str) -> None:
     with pytest.raises(ModeError) as refused:
         gpu_mode.parse_cpu_setting(value)
-    assert refused.value.lines[0].startswith(f"error: CPU={value!r} is not 0 or 1: `make up CPU=1`")
+    assert said(refused.value).startswith(f"error: CPU={value!r} is not 0 or 1: `make up CPU=1`")
 
 
 @pytest.mark.parametrize("host", [NO_GPU, GPUS])
@@ -66,13 +76,13 @@ def test_gpus_with_the_toolkit_hook_but_no_configured_runtime_start_with_gpus() 
 def test_gpus_without_the_toolkit_stop_at_once_with_its_fix_and_cpu_1() -> None:
     with pytest.raises(ModeError) as refused:
         gpu_mode.choose_mode(None, GPUS, PLAIN_RUNTIMES)
-    said = "\n".join(refused.value.lines)
-    assert said.startswith("error: this machine has NVIDIA GPUs (/dev/nvidia0, /dev/nvidiactl,")
-    assert "it has no `nvidia` runtime (it has: io.containerd.runc.v2," in said
-    assert "NVIDIA Container Toolkit" in said
-    assert "sudo nvidia-ctk runtime configure --runtime=docker" in said
-    assert "sudo systemctl restart docker" in said
-    assert "`make up CPU=1`" in said
+    text = said(refused.value)
+    assert text.startswith("error: this machine has NVIDIA GPUs (/dev/nvidia0, /dev/nvidiactl,")
+    assert "it has no `nvidia` runtime (it has: io.containerd.runc.v2," in text
+    assert "NVIDIA Container Toolkit" in text
+    assert "sudo nvidia-ctk runtime configure --runtime=docker" in text
+    assert "sudo systemctl restart docker" in text
+    assert "`make up CPU=1`" in text
 
 
 def test_host_facts_are_read_from_dev_and_the_path(tmp_path: Path) -> None:

@@ -114,6 +114,6 @@ def test_standalone_and_hosts_do_not_mix(capsys) -> None:
 
 def test_a_bad_hostfile_is_launchs_clear_error(tmp_path: Path, capsys) -> None:
     assert main(["launch", "--hostfile", str(tmp_path / "nope"), "t.py"]) == 2
-    assert f"torchrig launch: --hostfile {tmp_path / 'nope'}: no such file" in (
+    assert f"torchrig launch: error: --hostfile {tmp_path / 'nope'}: no such file" in (
         capsys.readouterr().err
     )

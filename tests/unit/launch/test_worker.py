@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 from torchrig.launch import worker
-from torchrig.launch.worker import Outcome, Report, Target, judge, parse_report, parse_target
+from torchrig.launch.worker import (
+    GuardExit,
+    ScriptReport,
+    Target,
+    judge,
+    parse_report,
+    parse_target,
+)
 
 GUARD = [sys.executable, "-c", worker.START_GUARD]
 
@@ -80,19 +87,19 @@ def test_torchruns_worker_command_lines_are_recognised() -> None:
 
 
 def test_only_a_death_after_the_script_finished_is_forgiven() -> None:
-    finished = Report(status=0)
+    finished = ScriptReport(status=0)
     assert judge(finished, -6, "1").code == 0 and "SIGABRT" in (judge(finished, -6, "1").line or "")
-    assert judge(Report(status=3), -11, "0").code == 3  # sys.exit(3), then a crash: still 3
-    assert judge(finished, 0, "1") == Outcome(0)
-    assert judge(Report(status=75), 75, "1") == Outcome(75)
-    assert judge(None, -9, "1") == Outcome(-9)  # killed before its script returned
-    assert judge(Report(error="RuntimeError: x"), 1, "1") == Outcome(1)
-    assert judge(finished, 5, "1") == Outcome(5)  # an exit status of Python's own stands
+    assert judge(ScriptReport(status=3), -11, "0").code == 3  # sys.exit(3), then a crash: still 3
+    assert judge(finished, 0, "1") == GuardExit(0)
+    assert judge(ScriptReport(status=75), 75, "1") == GuardExit(75)
+    assert judge(None, -9, "1") == GuardExit(-9)  # killed before its script returned
+    assert judge(ScriptReport(error="RuntimeError: x"), 1, "1") == GuardExit(1)
+    assert judge(finished, 5, "1") == GuardExit(5)  # an exit status of Python's own stands
 
 
 def test_the_last_report_line_counts_and_junk_is_no_report() -> None:
-    assert parse_report(b'{"status": 0}\n') == Report(status=0)
-    assert parse_report(b'{"error": "ValueError: v"}\n') == Report(error="ValueError: v")
+    assert parse_report(b'{"status": 0}\n') == ScriptReport(status=0)
+    assert parse_report(b'{"error": "ValueError: v"}\n') == ScriptReport(error="ValueError: v")
     assert parse_report(b"") is None and parse_report(b"garbage\n") is None
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from torchrig.multihost import fanout
-from torchrig.multihost.fanout import STARTED, Job, JobPolicy, Printer
+from torchrig.multihost.fanout import STARTED, FanOut, JobPolicy, Printer
 
 PYTHON = sys.executable
 # Runs until its stdin ends, as a host's launch does under remote.py. Not stopped, it would
@@ -32,7 +32,7 @@ def run_job(commands: dict[str, list[str]], **policy) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     printer = Printer(commands, out, err)
     settings = {"essential": {next(iter(commands))}, "retry_s": 0.1, "grace_s": 20.0, **policy}
-    code = Job(commands, printer, JobPolicy(**settings)).run()
+    code = FanOut(commands, printer, JobPolicy(**settings)).run()
     return code, out.getvalue(), err.getvalue()
 
 

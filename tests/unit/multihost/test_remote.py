@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from torchrig.facts.processes import read_descendants, running
 from torchrig.multihost import remote
 
 WRAPPER = [sys.executable, "-m", "torchrig.multihost.remote", "--"]
@@ -19,11 +20,7 @@ def start(*command: str) -> subprocess.Popen[bytes]:
 
 
 def gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return True
-    return state == "Z"
+    return not running(pid)
 
 
 def wait_for_file(path: Path) -> int:
@@ -74,14 +71,20 @@ def test_bad_usage() -> None:
     assert "cannot start no-such-program-here" in missing.stderr
 
 
-def test_descendants_are_found_through_proc() -> None:
+def test_descendants_are_found_through_proc_and_killed() -> None:
     child = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
     try:
         deadline = time.monotonic() + 10
-        while len(remote.descendants(os.getpid())) < 2:
+        while len(below := read_descendants(child.pid)) < 1:
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        assert child.pid in remote.descendants(os.getpid())
+        assert child.pid in {process.pid for process in read_descendants(os.getpid())}
+        remote.kill_all_below(child.pid)
+        (sleeper,) = below
+        deadline = time.monotonic() + 10
+        while not gone(sleeper.pid):
+            assert time.monotonic() < deadline, "the sleep outlived kill_all_below"
+            time.sleep(0.05)
     finally:
         remote.kill_all_below(child.pid)
         child.kill()

@@ -14,7 +14,7 @@ from torchrig.facts.network import Endpoint
 from torchrig.multihost import fanout, run
 from torchrig.multihost.fanout import JobPolicy, Printer
 from torchrig.multihost.hostfile import Host
-from torchrig.multihost.run import HostJob, Outcome, Rendezvous
+from torchrig.multihost.run import HostJob, JobOutcome, Rendezvous
 
 PYTHON = sys.executable
 HOSTS = [Host("a", 2), Host("b")]
@@ -44,7 +44,7 @@ def job(commands: dict[str, list[str]], cwd: Path, script: str | None = None) ->
 
 def printed() -> tuple[Printer, io.StringIO, io.StringIO]:
     out, err = io.StringIO(), io.StringIO()
-    return Printer([host.name for host in HOSTS], out, err, "torchrig test"), out, err
+    return Printer([host.name for host in HOSTS], out, err, "test"), out, err
 
 
 def test_each_command_runs_under_the_remote_wrapper_in_the_same_folder() -> None:
@@ -62,7 +62,7 @@ def test_a_dry_run_says_what_would_run_where_and_runs_nothing(tmp_path: Path) ->
     printer, out, err = printed()
     marker = tmp_path / "ran"
     commands = {host.name: ["touch", str(marker)] for host in HOSTS}
-    assert run.run(job(commands, tmp_path), printer, JobPolicy(), dry_run=True) == Outcome(0)
+    assert run.run(job(commands, tmp_path), printer, JobPolicy(), dry_run=True) == JobOutcome(0)
     assert err.getvalue().startswith("torchrig test: 2 host(s): a (2), b; rendezvous 127.0.0.1:")
     assert [line.split(":")[0] for line in out.getvalue().splitlines()] == ["a", "b"]
     assert "torchrig.multihost.remote -- touch" in out.getvalue()
@@ -75,7 +75,7 @@ def test_after_the_preflight_every_host_runs_its_command(tmp_path: Path) -> None
     (tmp_path / "t.py").write_text("same everywhere\n")
     commands = {"a": ["echo", "from a"], "b": ["sh", "-c", "echo from b; exit 0"]}
     outcome = run.run(job(commands, tmp_path, script="t.py"), printer, JobPolicy())
-    assert outcome == Outcome(0), err.getvalue()
+    assert outcome == JobOutcome(0), err.getvalue()
     assert sorted(out.getvalue().splitlines()) == ["a: from a", "b: from b"]
 
 
@@ -101,5 +101,5 @@ def test_the_first_host_is_always_essential(tmp_path: Path) -> None:
     until_stopped = ["sleep", "3600"]
     commands = {"a": ["sh", "-c", "sleep 0.5; exit 255"], "b": until_stopped}
     outcome = run.run(job(commands, tmp_path), printer, JobPolicy(grace_s=20.0))
-    assert outcome == Outcome(255)
+    assert outcome == JobOutcome(255)
     assert "a: connection lost: stopping every host" in err.getvalue()

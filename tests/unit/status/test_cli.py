@@ -45,7 +45,10 @@ def test_an_unreadable_process_table_is_a_clear_error(
 ) -> None:
     assert status(tmp_path / "no-proc", FakeNvml(board(1))) == 1
     err = capsys.readouterr().err
-    assert err.startswith("torchrig status: cannot read the process table") and err.count("\n") == 1
+    assert (
+        err.startswith("torchrig status: error: cannot read the process table")
+        and err.count("\n") == 1
+    )
 
 
 def test_the_command_is_registered_and_refuses_unknown_flags(

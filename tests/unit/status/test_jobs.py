@@ -1,4 +1,5 @@
-"""torchrun jobs read from a faked /proc: agents, their workers, their age, their checkpoint dir."""
+"""torchrun jobs read from a faked /proc: agents, their workers, their ranks, their checkpoint dir.
+(Reading the table itself is torchrig.facts.processes's, tested there.)"""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 from torchrig.status import jobs
 from torchrig.status.jobs import CheckpointDir, find_jobs, is_agent
 
-from .fake_proc import fake_proc
+from ..facts.fake_proc import fake_proc
 
 PYTHON = "/opt/venv/bin/python3"
 TORCHRUN = "/opt/venv/bin/torchrun"
@@ -47,37 +48,25 @@ def a_job(root: Path, **agent: object) -> Path:
 
 
 def test_processes_carry_their_command_line_parent_age_and_ranks(tmp_path: Path) -> None:
-    processes = {p.pid: p for p in jobs.read_processes(a_job(tmp_path / "proc"))}
+    processes = {p.pid: p for p in jobs.read_commands(a_job(tmp_path / "proc"))}
     assert 2 not in processes  # a kernel thread has no command line
     agent, worker = processes[100], processes[101]
     assert agent.argv == tuple(AGENT_ARGV) and agent.ppid == 50
     assert agent.running_s == pytest.approx(60.0, abs=0.1)
     assert agent.cwd == Path("/work")
-    assert worker.ranks == {"RANK": 0, "LOCAL_RANK": 0, "WORLD_SIZE": 2}
+    assert jobs.ranks(worker) == {"RANK": 0, "LOCAL_RANK": 0, "WORLD_SIZE": 2}
 
 
-def test_a_command_name_with_spaces_and_parentheses_does_not_shift_the_fields(
-    tmp_path: Path,
-) -> None:
-    proc = fake_proc(
-        tmp_path / "proc",
-        100.0,
-        [{"pid": 7, "ppid": 3, "argv": ["x"], "comm": "a (b) c", "started_s": 25}],
-    )
-    (process,) = jobs.read_processes(proc)
-    assert process.ppid == 3 and process.running_s == pytest.approx(75.0, abs=0.1)
-
-
-def test_another_users_process_is_listed_without_its_environment(tmp_path: Path) -> None:
+def test_another_users_process_is_listed_without_its_ranks(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path / "proc", 10.0, [{"pid": 9, "ppid": 1, "argv": ["x"], "hidden": 1}])
-    (process,) = jobs.read_processes(proc)
-    assert process.ranks == {} and process.cwd is None
+    (process,) = jobs.read_commands(proc)
+    assert jobs.ranks(process) == {} and process.cwd is None
 
 
 def test_a_process_that_exits_while_it_is_read_is_skipped(tmp_path: Path) -> None:
     proc = a_job(tmp_path / "proc")
     (proc / "101" / "stat").unlink()
-    assert 101 not in {p.pid for p in jobs.read_processes(proc)}
+    assert 101 not in {p.pid for p in jobs.read_commands(proc)}
 
 
 @pytest.mark.parametrize(
@@ -109,7 +98,7 @@ def test_other_processes_are_not_agents(argv: list[str]) -> None:
 
 
 def test_a_job_is_the_agent_and_its_children_only(tmp_path: Path) -> None:
-    (job,) = find_jobs(jobs.read_processes(a_job(tmp_path / "proc")))
+    (job,) = find_jobs(jobs.read_commands(a_job(tmp_path / "proc")))
     assert job.agent.pid == 100
     assert [worker.pid for worker in job.workers] == [101, 102]  # not the loader (103)
 
@@ -130,30 +119,26 @@ def test_a_guarded_worker_is_shown_by_the_process_that_runs_the_script(tmp_path:
             {"pid": 103, "ppid": 102, "argv": [PYTHON, "-c", "loader"], "started_s": 50},
         ],
     )
-    (job,) = find_jobs(jobs.read_processes(proc))
-    assert [(worker.pid, worker.ranks["RANK"]) for worker in job.workers] == [(102, 0)]
+    (job,) = find_jobs(jobs.read_commands(proc))
+    assert [(worker.pid, jobs.ranks(worker)["RANK"]) for worker in job.workers] == [(102, 0)]
 
 
 def test_no_torchrun_no_jobs(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path / "proc", 5.0, [{"pid": 1, "ppid": 0, "argv": ["bash"]}])
-    assert find_jobs(jobs.read_processes(proc)) == []
+    assert find_jobs(jobs.read_commands(proc)) == []
 
 
 def test_the_checkpoint_dir_is_the_one_the_lowest_rank_recorded(tmp_path: Path) -> None:
     notes = {101: [Path("/checkpoints/run"), Path("/checkpoints/ema")], 102: [Path("/other")]}
-    (job,) = find_jobs(
-        jobs.read_processes(a_job(tmp_path / "proc")), lambda pid: notes.get(pid, [])
-    )
+    (job,) = find_jobs(jobs.read_commands(a_job(tmp_path / "proc")), lambda pid: notes.get(pid, []))
     assert job.checkpoint_dir == CheckpointDir(Path("/checkpoints/run"), "recorded by rank 0")
     only_rank_1 = {102: [Path("/checkpoints/run")]}
-    (job,) = find_jobs(
-        jobs.read_processes(a_job(tmp_path / "p2")), lambda p: only_rank_1.get(p, [])
-    )
+    (job,) = find_jobs(jobs.read_commands(a_job(tmp_path / "p2")), lambda p: only_rank_1.get(p, []))
     assert job.checkpoint_dir == CheckpointDir(Path("/checkpoints/run"), "recorded by rank 1")
 
 
 def test_a_job_whose_workers_recorded_nothing_has_no_checkpoint_dir(tmp_path: Path) -> None:
     """Not even a --checkpoint-dir on its command line: only what the manager said counts."""
     proc = a_job(tmp_path / "proc", argv=[*AGENT_ARGV, "--checkpoint-dir", "/checkpoints/x"])
-    (job,) = find_jobs(jobs.read_processes(proc), lambda pid: [])
+    (job,) = find_jobs(jobs.read_commands(proc), lambda pid: [])
     assert job.checkpoint_dir is None

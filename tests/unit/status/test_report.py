@@ -8,20 +8,20 @@ from pathlib import Path
 import torch
 from torchrig.checkpoint import CheckpointManager, TrainingState
 from torchrig.facts.nvml import NvmlSnapshot
+from torchrig.sizes import GIB
 from torchrig.status import jobs, report
 
 from ..facts.fake_nvml import snapshot
-from .fake_proc import fake_proc
+from ..facts.fake_proc import fake_proc
 from .test_jobs import a_job
 
 NOW = 1_800_000_000.0
-GIB = 1024**3
 
 
-def jobs_in(proc: Path, recorded: dict[int, list[Path]] | None = None) -> list[jobs.Job]:
+def jobs_in(proc: Path, recorded: dict[int, list[Path]] | None = None) -> list[jobs.TorchrunJob]:
     """The jobs of a faked /proc, whose workers recorded `recorded` (pid -> directories)."""
     notes = recorded or {}
-    return jobs.find_jobs(jobs.read_processes(proc), lambda pid: notes.get(pid, []))
+    return jobs.find_jobs(jobs.read_commands(proc), lambda pid: notes.get(pid, []))
 
 
 def save_steps(directory: Path, *steps: int) -> None:

@@ -9,12 +9,11 @@ from typing import Any
 
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.runtime import RuntimeFacts
+from torchrig.sizes import GIB
 from torchrig.verify.runner import Readers
 from torchrig.verify.software import TorchDevice, TorchFacts
 
 from ..facts.fake_nvml import load_board, snapshot
-
-GIB = 1024**3
 
 
 def torch_facts(

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from torchrig.facts.verdict import Verdict
+from torchrig.sizes import MIB
 from torchrig.verify import collectives, spawn
-
-MIB = 1024**2
 
 
 def entry(size: int, algbw: float, world: int, correct: bool = True) -> dict[str, object]:
@@ -55,7 +54,7 @@ def test_a_single_rank_reports_algorithm_bandwidth() -> None:
 
 
 def test_a_timed_out_run_fails_with_the_usual_fixes() -> None:
-    outcomes = [spawn.Outcome(None, "", ""), spawn.Outcome(None, "", "")]
+    outcomes = [spawn.HelperOutcome(None, "", ""), spawn.HelperOutcome(None, "", "")]
     check = collectives.allreduce_verdict(plan(world=2, timeout=7), outcomes, False)
     assert check.verdict is Verdict.FAIL
     assert "not finished after 7 s" in check.summary

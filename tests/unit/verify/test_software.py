@@ -11,9 +11,6 @@ from torchrig.verify.software import TorchFacts
 from ..facts.fake_nvml import board, snapshot, snapshot_of
 from .fakes import torch_facts
 
-MIB = 1024**2
-GIB = 1024**3
-
 
 def by_name(checks: list[Check]) -> dict[str, Check]:
     return {check.name: check for check in checks}

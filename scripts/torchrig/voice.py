@@ -1,0 +1,56 @@
+"""How torchrig's own programs speak to a person: a line on stderr, `<speaker> <level>: <text>`.
+
+- speaker: `torchrig <command>:` for a subcommand (argparse's own errors read the same);
+  `[torchrig]` where torchrig speaks inside another program's output (the container's start in
+  `docker logs`, the worker guard between torchrun's lines, the kept venv's pip and uv, the
+  multi-host wrapper on each host); none for the Makefile's helpers (make named the target).
+- level: `error:` when it stops, `warning:` when it goes on but something is wrong, none for a
+  note (what it did, what it waits for).
+
+Results (a report, a listing, JSON, a URL) go to stdout with print, never through here. Library
+code that runs inside the user's own process (`torchrig.checkpoint`) does not print at all: it
+warns (`warnings.warn`), which the user can filter, and keeps diagnostics to `logging` (see
+docs/architecture.md, "How torchrig speaks").
+
+Standard library only, and only what every interpreter has loaded already: the container's
+start, the host's helpers and the worker guard (in every worker) import it.
+"""
+
+from __future__ import annotations
+
+import sys
+from io import TextIOBase  # the io module is loaded at every start; typing is not
+
+# The speaker where torchrig speaks inside another program's output.
+IN_OTHERS_OUTPUT = "[torchrig]"
+
+
+class Voice:
+    """One speaker's lines. `stream` defaults to sys.stderr as it is when a line is said."""
+
+    def __init__(self, speaker: str = "", stream: TextIOBase | None = None) -> None:
+        self.speaker = speaker
+        self.stream = stream
+
+    @classmethod
+    def of_command(cls, name: str, stream: TextIOBase | None = None) -> Voice:
+        """The voice of `torchrig <name>`."""
+        return cls(f"torchrig {name}:", stream)
+
+    def note(self, text: str) -> None:
+        self._say("", text)
+
+    def warning(self, text: str) -> None:
+        self._say("warning:", text)
+
+    def error(self, text: str) -> None:
+        self._say("error:", text)
+
+    def _say(self, level: str, text: str) -> None:
+        stream = self.stream or sys.stderr
+        stream.write(" ".join(part for part in (self.speaker, level, text) if part) + "\n")
+        stream.flush()
+
+
+# The Makefile's helpers (host/, and what `make` runs in the container): make named the target.
+MAKEFILE = Voice()
