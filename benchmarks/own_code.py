@@ -8,7 +8,7 @@ Fabric; the last two must be installed: tests/users_code/frameworks.txt) on 2 CP
 `--max-restarts 1`, so that a rank dying in Python's teardown would re-run the job: a run counts
 as good when it exits 0 and every rank started once. The restart case kills rank 1 of the plain
 script in round 0 and counts the runs whose round 1 finished; its time is from the kill to the
-first start of a round-1 worker.
+first start of a round-1 worker. A run that hangs is killed after HANG_S and counts as bad.
 
 `--without-fixes` runs plain torchrun with neither of the workstation's fixes (no worker guard,
 the agent's shared store), for the comparison. `--load` keeps every core busy with spinning
@@ -18,9 +18,11 @@ processes meanwhile (a loaded machine is where the teardown race shows).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -28,7 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from torchrig.facts.processes import descendants, read_processes
+
 REPO = Path(__file__).resolve().parents[1]
+# A run this much longer than the seconds a good one takes hangs (the restart bug's other face).
+HANG_S = 120
 CODE = REPO / "tests" / "users_code"
 SCRIPTS = {
     "plain": ("plain_dist.py",),
@@ -62,15 +68,31 @@ def command(script: tuple[str, ...], out: Path, without_fixes: bool, *extra: str
             str(out), *args, *extra]  # fmt: skip
 
 
-def one_run(argv: list[str], env: dict[str, str], out: Path) -> tuple[bool, str]:
+def bounded(argv: list[str], env: dict[str, str]) -> int | None:
+    """Run to the end, or kill the whole tree after HANG_S (torchrun starts each worker in a
+    session of its own, so killing torchrun alone would leave them hanging); None if it hung."""
+    job = subprocess.Popen(
+        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+        return job.wait(timeout=HANG_S)
     except subprocess.TimeoutExpired:
-        return False, "hung (300 s)"
+        tree = descendants(read_processes(), job.pid)
+        for pid in [job.pid, *(process.pid for process in tree)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        job.wait()
+        return None
+
+
+def one_run(argv: list[str], env: dict[str, str], out: Path) -> tuple[bool, str]:
+    code = bounded(argv, env)
+    if code is None:
+        return False, f"hung ({HANG_S} s)"
     runs = (out / "runs.log").read_text().splitlines() if (out / "runs.log").exists() else []
     ranks = sorted(line.split()[1] for line in runs)
-    if done.returncode != 0:
-        return False, f"exit {done.returncode}"
+    if code != 0:
+        return False, f"exit {code}"
     if ranks != ["0", "1"]:
         return False, f"ran {len(runs) // 2} times"
     return True, "ok"
@@ -101,9 +123,9 @@ def measure(runs: int, without_fixes: bool) -> dict:
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder)
             argv = command(SCRIPTS["plain"], out, without_fixes, "--kill-rank", "1")
-            done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+            code = bounded(argv, env)
             finished = sorted(out.glob("result-*.txt"))
-            if done.returncode == 0 and len(finished) == 2:
+            if code == 0 and len(finished) == 2:
                 good += 1
                 seconds = restart_time(out)
                 if seconds is not None:
@@ -138,7 +160,9 @@ def main() -> int:
         for spinner in spinners:
             spinner.terminate()
     print(json.dumps({"load": args.load, "without_fixes": args.without_fixes,
-                      "seconds": round(time.time() - started), **results}, indent=2))  # fmt: skip
+                      "seconds": round(time.time() - started),
+                      "loadavg_1min_at_end": round(os.getloadavg()[0], 2), **results},
+                     indent=2))  # fmt: skip
     return 0
 
 
