@@ -1,18 +1,22 @@
 """Users' own code under the launcher: how many runs out of N exit 0 with the job run once, and
 how long a restart round takes to start after a worker died.
 
-    python benchmarks/own_code.py --runs 20 [--load] [--without-fixes] > result.json
+    python benchmarks/own_code.py --runs 20 [--spawn-runs 60] [--load] [--without-fixes] > out.json
 
 Each run starts one of tests/users_code/ (a plain torch.distributed script, accelerate, Lightning
 Fabric; the last two must be installed: tests/users_code/frameworks.txt) on 2 CPU processes with
 `--max-restarts 1`, so that a rank dying in Python's teardown would re-run the job: a run counts
 as good when it exits 0 and every rank started once. The restart case kills rank 1 of the plain
 script in round 0 and counts the runs whose round 1 finished; its time is from the kill to the
-first start of a round-1 worker. A run that hangs is killed after HANG_S and counts as bad.
+first start of a round-1 worker. The spawn case runs the DDP tutorial's shape (spawn_ddp.py:
+plain `python`, mp.spawn starts the workers) and counts the runs that exit 0. Every interpreter
+gets the image's `.pth` line (as a `sitecustomize`). A run that hangs is killed after HANG_S and
+counts as bad.
 
-`--without-fixes` runs plain torchrun with neither of the workstation's fixes (no worker guard,
-the agent's shared store), for the comparison. `--load` keeps every core busy with spinning
-processes meanwhile (a loaded machine is where the teardown race shows).
+`--without-fixes` runs plain torchrun with none of the workstation's fixes (no worker guard, the
+agent's shared store, spawned workers with Python's teardown), for the comparison. `--load`
+keeps every core busy with spinning processes meanwhile (a loaded machine is where the teardown
+race shows).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ REPO = Path(__file__).resolve().parents[1]
 # A run this much longer than the seconds a good one takes hangs (the restart bug's other face).
 HANG_S = 120
 CODE = REPO / "tests" / "users_code"
+HOOK = REPO / "entrypoint" / "torchrig-worker-guard.pth"
 SCRIPTS = {
     "plain": ("plain_dist.py",),
     "accelerate": ("accelerate_train.py",),
@@ -48,8 +53,10 @@ def spin() -> None:
         pass
 
 
-def environment(without_fixes: bool) -> dict[str, str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def environment(without_fixes: bool, hook_dir: Path) -> dict[str, str]:
+    """The image's environment: its `.pth` line in every interpreter; without the fixes, off."""
+    (hook_dir / "sitecustomize.py").write_text(HOOK.read_text())
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(hook_dir)}
     if without_fixes:
         env["TORCHRIG_WORKER_GUARD"] = "off"
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"
@@ -107,9 +114,20 @@ def restart_time(out: Path) -> float | None:
     return first - float(killed.read_text())
 
 
-def measure(runs: int, without_fixes: bool) -> dict:
-    env = environment(without_fixes)
-    results: dict = {}
+def spawn_runs(runs: int, env: dict[str, str]) -> dict:
+    outcomes = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as folder:
+            code = bounded([sys.executable, str(CODE / "spawn_ddp.py"), folder], env)
+            outcomes.append("ok" if code == 0 else f"hung ({HANG_S} s)" if code is None
+                            else f"exit {code}")  # fmt: skip
+    return {"good": outcomes.count("ok"), "of": runs, "failures": sorted(
+        {o: outcomes.count(o) for o in outcomes if o != "ok"}.items())}  # fmt: skip
+
+
+def measure(runs: int, spawned: int, without_fixes: bool, hook_dir: Path) -> dict:
+    env = environment(without_fixes, hook_dir)
+    results: dict = {"spawn": spawn_runs(spawned, env)}
     for name, script in SCRIPTS.items():
         outcomes = []
         for _ in range(runs):
@@ -142,11 +160,13 @@ def measure(runs: int, without_fixes: bool) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--spawn-runs", type=int, help="runs of the mp.spawn case (3 x --runs)")
     parser.add_argument("--load", action="store_true", help="keep every core busy meanwhile")
     parser.add_argument("--without-fixes", action="store_true", help="plain torchrun, no fixes")
     args = parser.parse_args()
-    if args.runs < 1:
-        parser.error("--runs must be >= 1")
+    spawned = 3 * args.runs if args.spawn_runs is None else args.spawn_runs
+    if args.runs < 1 or spawned < 1:
+        parser.error("--runs and --spawn-runs must be >= 1")
     spinners = []
     if args.load:
         spinners = [multiprocessing.Process(target=spin, daemon=True)
@@ -155,7 +175,8 @@ def main() -> int:
             spinner.start()
     started = time.time()
     try:
-        results = measure(args.runs, args.without_fixes)
+        with tempfile.TemporaryDirectory() as hook_dir:
+            results = measure(args.runs, spawned, args.without_fixes, Path(hook_dir))
     finally:
         for spinner in spinners:
             spinner.terminate()
