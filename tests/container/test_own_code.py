@@ -166,10 +166,16 @@ def test_plain_torchrun_does_not_rerun_a_job_whose_rank_died_in_teardown(
 def test_a_worker_is_guarded_once_and_status_shows_the_script(
     stack: Stack, session: paramiko.SSHClient
 ) -> None:
-    """The guard's process tree, seen by `torchrig status`: one worker per rank, the script's."""
+    """The guard's process tree, seen by `torchrig status`: one worker per rank, the script's.
+    Looked at once both ranks' scripts run (each leaves a file): before that, a worker may still
+    be the plain `python -u slow.py` that torchrun started, a moment before it becomes the guard."""
     script = stack.workspace / "users_code" / "slow.py"
+    ready = fresh_output(stack, "slow")
     script.write_text(
-        "import time, torch.distributed as dist\ndist.init_process_group('gloo')\ntime.sleep(600)\n"
+        "import time, torch.distributed as dist\n"
+        "dist.init_process_group('gloo')\n"
+        f"open(f'{ready}/ready-{{dist.get_rank()}}', 'w').close()\n"
+        "time.sleep(600)\n"
     )
     # `cd; cmd &`, not `cd && cmd &`: the latter backgrounds a subshell holding the channel open.
     started = ssh.run(
@@ -179,13 +185,13 @@ def test_a_worker_is_guarded_once_and_status_shows_the_script(
     )
     assert started.exit_code == 0, started.stderr
     try:
-        workers: list[dict] = []
         deadline = time.monotonic() + 120
-        while len(workers) < 2 and time.monotonic() < deadline:
-            time.sleep(1)
-            status = run(session, "torchrig status --json").stdout
-            jobs = json.loads(status)["jobs"]
-            workers = [w for w in jobs[0]["workers"] if "rank" in w] if jobs else []
+        readiness = stack.workspace / ready.removeprefix("/workspace/")
+        while len(list(readiness.glob("ready-*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        status = run(session, "torchrig status --json").stdout
+        jobs = json.loads(status)["jobs"]
+        workers = [w for w in jobs[0]["workers"] if "rank" in w] if jobs else []
         assert sorted(worker["rank"] for worker in workers) == [0, 1], status
         assert all("torchrig.launch.guarded" in " ".join(w["command"]) for w in workers), status
     finally:
