@@ -48,6 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import NoReturn
 
 from torchrig.voice import IN_OTHERS_OUTPUT, Voice
 
@@ -287,19 +288,23 @@ def record_stop_signals(into: list[int]) -> None:
             signal.signal(signum, note)
 
 
-def exit_like(code: int) -> int:
-    """Return `code` for sys.exit, or die of signal -code as the script's process did."""
-    if code >= 0:
-        return code
+def exit_like(code: int) -> NoReturn:
+    """Exit with `code`, or die of signal -code, as the script's process did. At once, without
+    this interpreter's teardown: the teardown puts the default action back on the stop signals
+    before the process is gone, and torchrun signals every worker's group the moment another
+    worker exits, so a SIGTERM landing then would end the guard by it instead of the script's
+    status (a resumable 75 seen as -15: met in a loaded run)."""
     sys.stdout.flush()
     sys.stderr.flush()
+    if code >= 0:
+        os._exit(code)
     with contextlib.suppress(OSError, ValueError):  # SIGKILL's action cannot be set
         signal.signal(-code, signal.SIG_DFL)
     os.kill(os.getpid(), -code)
-    return 128 - code  # a signal that does not kill (never one a process died of)
+    os._exit(128 - code)  # a signal that does not kill (never one a process died of)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> NoReturn:
     args = list(sys.argv[1:] if argv is None else argv)
     target = parse_target(args)
     if target is None or os.environ.get(GUARD_ENV) == GUARD_OFF:

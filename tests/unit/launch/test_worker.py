@@ -225,6 +225,30 @@ def test_a_restart_round_names_itself_and_the_rank_that_died_before(tmp_path: Pa
     assert "restart round" not in other_rank.stderr  # one line per node and round
 
 
+# In the guard's process only: a SIGTERM to itself while Python clears its modules at exit, as
+# torchrun's signal to the job's other workers lands when it comes late. By then the teardown
+# has put the signal's default action back.
+SIGTERM_IN_GUARDS_TEARDOWN = """
+import os, signal, sys
+if any("torchrig.launch.worker" in arg for arg in sys.orig_argv):
+    class LandsInTeardown:
+        def __del__(self, kill=os.kill, pid=os.getpid(), sigterm=signal.SIGTERM):
+            kill(pid, sigterm)
+    keep = LandsInTeardown()
+"""
+
+
+def test_the_guard_ends_without_a_teardown_a_stop_signal_could_land_in(tmp_path: Path) -> None:
+    """Every rank stopped resumably (75), torchrun signals the workers that have not exited yet:
+    a guard that is already on its way out keeps the script's status, whenever the signal lands."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(SIGTERM_IN_GUARDS_TEARDOWN)
+    environ = {**worker_environ(tmp_path), "PYTHONPATH": str(site)}
+    stopped = run_guard(tmp_path, "import sys; sys.exit(75)", environ=environ)
+    assert stopped.returncode == 75, stopped.stderr
+
+
 def test_a_stopped_rank_leaves_no_cause_and_keeps_its_resumable_status(tmp_path: Path) -> None:
     """torchrun signals the worker's process group: the script saves and exits 75, the guard
     waits for it and exits 75 too, and does not count the rank as a cause of failure."""
