@@ -37,10 +37,13 @@ from pathlib import Path
 from torchrig.facts.processes import descendants, read_processes
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from testbed.image_hook import with_image_hook  # noqa: E402
+
 # A run this much longer than the seconds a good one takes hangs (the restart bug's other face).
 HANG_S = 120
 CODE = REPO / "tests" / "users_code"
-HOOK = REPO / "entrypoint" / "torchrig-worker-guard.pth"
 SCRIPTS = {
     "plain": ("plain_dist.py",),
     "accelerate": ("accelerate_train.py",),
@@ -55,8 +58,7 @@ def spin() -> None:
 
 def environment(without_fixes: bool, hook_dir: Path) -> dict[str, str]:
     """The image's environment: its `.pth` line in every interpreter; without the fixes, off."""
-    (hook_dir / "sitecustomize.py").write_text(HOOK.read_text())
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(hook_dir)}
+    env = with_image_hook({**os.environ, "OMP_NUM_THREADS": "1"}, hook_dir)
     if without_fixes:
         env["TORCHRIG_WORKER_GUARD"] = "off"
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"

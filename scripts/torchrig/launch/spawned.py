@@ -32,7 +32,8 @@ from typing import NoReturn
 from .guarded import exit_status, flush_open_files
 from .worker import GUARD_ENV, GUARD_OFF
 
-# multiprocessing starts every spawned (and forkserver) child with this argument.
+# multiprocessing starts every spawned child with this argument (a forked one, and a forkserver's,
+# start no new interpreter).
 SPAWNED_FLAG = "--multiprocessing-fork"
 
 

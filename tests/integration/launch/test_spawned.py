@@ -15,22 +15,20 @@ from pathlib import Path
 
 import pytest
 
+from testbed.image_hook import with_image_hook
+
 from ..examples.runs import REPO_ROOT, run_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 SCRIPT = REPO_ROOT / "tests" / "users_code" / "spawn_ddp.py"
-HOOK = REPO_ROOT / "entrypoint" / "torchrig-worker-guard.pth"
 
 
 def spawn_run(tmp_path: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess[str]:
     """`python spawn_ddp.py OUT ARGS` with the image's hook in each interpreter it starts."""
-    hook_dir = tmp_path / "hook"
-    hook_dir.mkdir()
-    (hook_dir / "sitecustomize.py").write_text(HOOK.read_text())
     out = tmp_path / "out"
     out.mkdir()
-    env = run_env() | {"PYTHONPATH": str(hook_dir)} | extra_env
+    env = with_image_hook(run_env(), tmp_path / "hook") | extra_env
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RUN_ID"):
         env.pop(name, None)
     argv = [sys.executable, str(SCRIPT), str(out), *args]
