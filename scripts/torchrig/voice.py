@@ -52,5 +52,13 @@ class Voice:
         stream.flush()
 
 
+def harmless(text: str) -> str:
+    """Text another program wrote (a container's log, a file someone could write), made safe to
+    show on a terminal: every control character but newline and tab is written as its escape
+    (`\\x1b`), so no escape sequence in it can act on the terminal (retitle it, rewrite what
+    was shown above, set the clipboard)."""
+    return "".join(c if c.isprintable() or c in "\n\t" else repr(c)[1:-1] for c in text)
+
+
 # The Makefile's helpers (host/, and what `make` runs in the container): make named the target.
 MAKEFILE = Voice()

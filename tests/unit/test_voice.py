@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from torchrig.voice import IN_OTHERS_OUTPUT, MAKEFILE, Voice
+from torchrig.voice import IN_OTHERS_OUTPUT, MAKEFILE, Voice, harmless
 
 
 def test_a_command_speaks_as_argparse_does(capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,3 +58,11 @@ def test_importing_it_loads_nothing_new() -> None:
         [sys.executable, "-c", program], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_others_text_reaches_a_terminal_with_no_control_character_left_to_act() -> None:
+    # OSC 52 (set the clipboard), a CSI that clears the screen, a C1 CSI, a bell.
+    planted = "token\x1b]52;c;ZXZpbA==\x07 \x1b[2J\x9b31m\x07"
+    shown = harmless(f"{planted}\nnext\tline")
+    assert all(c.isprintable() or c in "\n\t" for c in shown)
+    assert shown == "token\\x1b]52;c;ZXZpbA==\\x07 \\x1b[2J\\x9b31m\\x07\nnext\tline"

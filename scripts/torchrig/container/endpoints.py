@@ -22,7 +22,12 @@ from torchrig.container.jupyter import JUPYTER_PORT, lab_url
 from torchrig.container.jupyter_url import browser_address
 from torchrig.container.settings import read_settings
 from torchrig.container.ssh import SSH_PORT
-from torchrig.container.state import SERVICES_FILE, TOKEN_FILE, readable_state_dir
+from torchrig.container.state import (
+    StateFileError,
+    read_services,
+    read_token,
+    readable_state_dir,
+)
 
 USER = "dev"
 STATUS = "status: "
@@ -58,11 +63,16 @@ def say_status(doing: str) -> None:
     print(f"{STATUS}{doing}", flush=True)
 
 
-def read_text(path: Path) -> str:
+def read_state(state: Path) -> tuple[list[str], str]:
+    """The services that run and Jupyter's token, read as root from dev's state dir by
+    state.read_state_file's rules: a symlink, a FIFO or a huge file there is named, not read."""
     try:
-        return path.read_text(encoding="utf-8").strip()
-    except OSError:
-        return ""
+        services = read_services(state)
+        token = read_token(state)
+    except StateFileError as exc:
+        print(f"not ready: {exc}", flush=True)
+        raise SystemExit(NOT_READY) from None
+    return ([] if services is None else services.text.split()), token or ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,13 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         if not progress.ready:
             print(f"not ready: {progress.why_not_ready()}", flush=True)
             return NOT_READY
-    state = readable_state_dir()
+    running, token = read_state(readable_state_dir())
     lines = endpoint_lines(
-        read_settings(os.environ).services,
-        read_text(state / SERVICES_FILE).split(),
-        read_text(state / TOKEN_FILE),
-        args.jupyter,
-        args.ssh,
+        read_settings(os.environ).services, running, token, args.jupyter, args.ssh
     )
     print("\n".join(lines))
     return 0

@@ -17,12 +17,7 @@ from pathlib import Path
 
 from torchrig.container.jupyter import JUPYTER_PORT
 from torchrig.container.ssh import SSH_PORT
-from torchrig.container.state import (
-    SERVICES_FILE,
-    StateFileError,
-    read_state_file,
-    readable_state_dir,
-)
+from torchrig.container.state import StateFileError, read_services, readable_state_dir
 
 TIMEOUT_S = 3.0
 PROC_NET_TCP = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
@@ -32,8 +27,6 @@ TCP_LISTEN = "0A"
 # A Host as a DNS-rebinding page would send it: neither an address nor a name the user allowed
 # (.invalid never resolves, RFC 2606).
 FOREIGN_HOST = "rebinding-check.invalid"
-# A services list is a few words; anything longer is not the entrypoint's.
-MAX_SERVICES_FILE_BYTES = 4096
 
 
 def jupyter_answers(port: int = JUPYTER_PORT) -> str | None:
@@ -93,27 +86,17 @@ def listening_ports(proc_net_tcp: str) -> set[int]:
 PROBES = {"jupyter": jupyter_answers, "sshd": sshd_answers}
 
 
-# The services list is not a small regular file of the state dir: not read.
-ServicesFileError = StateFileError
-
-
 def running_services(state: Path) -> list[str]:
-    text = read_services_file(state)
-    if text is None:
+    read = read_services(state)
+    if read is None:
         return []
-    return [name for name in text.split() if name in PROBES]
-
-
-def read_services_file(state: Path) -> str | None:
-    """The services list's text; None while there is none (state.read_state_file's rules)."""
-    read = read_state_file(state, SERVICES_FILE, MAX_SERVICES_FILE_BYTES, "a services list")
-    return None if read is None else read.text
+    return [name for name in read.text.split() if name in PROBES]
 
 
 def main() -> int:
     try:
         services = running_services(readable_state_dir())
-    except ServicesFileError as exc:
+    except StateFileError as exc:
         print(f"unhealthy: the services list: {exc}")
         return 1
     failures = []

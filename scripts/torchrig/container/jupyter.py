@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +43,10 @@ def resolve_token(given: str | None, allow_no_token: bool, state: Path) -> Token
 
 
 def lab_url(host_port: str, token: str) -> str:
+    """The URL to open. The token is percent-encoded: a token of the user's own with `&` or `#`
+    still works, and a control character never reaches a terminal as itself."""
     url = f"http://{host_port}/lab"
-    return f"{url}?token={token}" if token else url
+    return f"{url}?token={urllib.parse.quote(token, safe='')}" if token else url
 
 
 def jupyter_command(hostnames: tuple[str, ...] = ()) -> list[str]:

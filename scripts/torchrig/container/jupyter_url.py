@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from torchrig.container.jupyter import JUPYTER_PORT, lab_url
-from torchrig.container.state import TOKEN_FILE, readable_state_dir
+from torchrig.container.state import StateFileError, read_token, readable_state_dir
 from torchrig.voice import MAKEFILE
 
 
@@ -26,10 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--published", default=f"127.0.0.1:{JUPYTER_PORT}")
     args = parser.parse_args(argv)
-    path = readable_state_dir() / TOKEN_FILE
     try:
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError:
+        token = read_token(readable_state_dir())
+    except StateFileError as exc:
+        MAKEFILE.error(f"the Jupyter token file is not the container's own: {exc}")
+        return 1
+    if token is None:
         MAKEFILE.error(
             "no Jupyter token yet: is the container up with SERVICES including jupyter? "
             "(see `make logs`)"

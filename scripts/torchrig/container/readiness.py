@@ -23,8 +23,8 @@ from pathlib import Path
 from torchrig.container.healthcheck import PROBES
 from torchrig.container.state import (
     HOOK_FILE,
-    SERVICES_FILE,
     StateFileError,
+    read_services,
     read_state_file,
     readable_state_dir,
 )
@@ -59,16 +59,17 @@ def container_says(
     hook = running_hook(state, started_at)
     if hook is not None:
         return Progress(ready=False, doing=f"running start hook {hook}", in_hook=True)
-    services = state / SERVICES_FILE
+    # Read as root from dev's state dir: by state.read_state_file's rules (no symlink followed,
+    # no FIFO waited on, no endless file read). A services file from before a restart (the
+    # container's filesystem keeps /run) says nothing about this start: the entrypoint has not
+    # got that far yet.
     try:
-        written = services.stat().st_mtime
-        names = services.read_text(encoding="utf-8").split()
-    except OSError:
+        services = read_services(state)
+    except StateFileError as exc:
+        return Progress(ready=False, doing=f"the services list is not the start's: {exc}")
+    if services is None or services.written < started_at:
         return Progress(ready=False, doing=SETTING_UP)
-    # A services file from before a restart (the container's filesystem keeps /run) says
-    # nothing about this start: the entrypoint has not got that far yet.
-    if written < started_at:
-        return Progress(ready=False, doing=SETTING_UP)
+    names = services.text.split()
     answers = {name: probes[name]() for name in names if name in probes}
     not_answering = {name: problem for name, problem in answers.items() if problem is not None}
     if not not_answering:

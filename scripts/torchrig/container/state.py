@@ -17,6 +17,10 @@ SERVICES_FILE = "services"
 ENVIRONMENT_FILE = "environment.sh"
 # The start hook running now (its name), while the entrypoint runs /workspace/start.d.
 HOOK_FILE = "start-hook"
+# A services list is a few words, a token a few dozen characters: anything longer is not the
+# entrypoint's, and is not read.
+MAX_SERVICES_FILE_BYTES = 4096
+MAX_TOKEN_FILE_BYTES = 512
 
 
 def state_dir(preferred: Path = STATE_DIR) -> Path:
@@ -28,7 +32,10 @@ def state_dir(preferred: Path = STATE_DIR) -> Path:
 
 
 def readable_state_dir(preferred: Path = STATE_DIR) -> Path:
-    """For readers (healthcheck, jupyter-url): the dir that holds the services file."""
+    """For readers (healthcheck, jupyter-url): the dir that holds the services file. Root reads
+    only the preferred one: any user can make a `torchrig-*` folder in the temp dir."""
+    if os.geteuid() == 0:
+        return preferred
     if (preferred / SERVICES_FILE).exists() or (preferred / TOKEN_FILE).exists():
         return preferred
     for candidate in sorted(Path(tempfile.gettempdir()).glob("torchrig-*")):
@@ -75,6 +82,17 @@ def read_state_file(state: Path, name: str, max_bytes: int, what: str) -> StateF
     if len(data) > max_bytes:
         raise StateFileError(f"{path}: longer than {what} ({max_bytes} bytes), not read")
     return StateFile(data.decode("utf-8", errors="replace"), status.st_mtime)
+
+
+def read_services(state: Path) -> StateFile | None:
+    """The services list (read_state_file's rules); None while there is none."""
+    return read_state_file(state, SERVICES_FILE, MAX_SERVICES_FILE_BYTES, "a services list")
+
+
+def read_token(state: Path) -> str | None:
+    """Jupyter's token (read_state_file's rules); None while there is none. '' is no token."""
+    read = read_state_file(state, TOKEN_FILE, MAX_TOKEN_FILE_BYTES, "a Jupyter token")
+    return None if read is None else read.text.strip()
 
 
 def describe(path: Path, error: OSError) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from torchrig.host import buildcheck, compose_failure, gpu_mode, prepare
-from torchrig.voice import IN_OTHERS_OUTPUT
+from torchrig.voice import IN_OTHERS_OUTPUT, harmless
 from torchrig.voice import MAKEFILE as VOICE
 
 SERVICE = "workstation"
@@ -99,14 +99,15 @@ class Compose:
         return subprocess.CompletedProcess(process.args, process.wait(), "".join(kept), "")
 
     def ask(self, *args: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
-        """A docker command whose output lines are handled as they come (it reports progress)."""
+        """A docker command whose output lines are handled as they come (it reports progress).
+        Its output comes from inside the container, so each line is made harmless first."""
         process = subprocess.Popen(
             [self.command[0], *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         assert process.stdout is not None and process.stderr is not None
         for line in process.stdout:
-            on_line(line.rstrip("\n"))
-        stderr = process.stderr.read()
+            on_line(harmless(line.rstrip("\n")))
+        stderr = harmless(process.stderr.read())
         return subprocess.CompletedProcess(process.args, process.wait(), "", stderr)
 
     def with_file(self, name: str) -> Compose:
@@ -200,7 +201,7 @@ def error_lines(logs: str, limit: int = MAX_LINES) -> list[str]:
     """The container's `[torchrig] error:` lines, each once (a restarted container repeats
     them), oldest first, then what the failing service itself printed last; the log's last lines
     instead when it has no error line."""
-    lines = [ANSI_CONTROL.sub("", line).rstrip() for line in logs.splitlines()]
+    lines = [harmless(ANSI_CONTROL.sub("", line)).rstrip() for line in logs.splitlines()]
     marked = [i for i, line in enumerate(lines) if ERROR_MARK in line]
     if not marked:
         return [line for line in lines if line.strip()][-limit:]
@@ -353,7 +354,7 @@ def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int
             f"({asked.stderr.strip() or asked.returncode}): `make jupyter-url`, `make ssh`"
         )
         return 0
-    return report_ready(asked.stdout.splitlines(), cpu)
+    return report_ready(harmless(asked.stdout).splitlines(), cpu)
 
 
 def pass_build_arguments() -> int:

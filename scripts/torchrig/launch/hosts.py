@@ -23,6 +23,7 @@ from dataclasses import replace
 
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint
+from torchrig.interpreter import module_command
 from torchrig.launch.options import launch_argv
 from torchrig.launch.plan import LaunchError, LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
@@ -120,8 +121,9 @@ def host_argv(
 def host_job(request: LaunchRequest, hosts: list[Host], python: str, cwd: str) -> HostJob:
     rendezvous = rendezvous_for(request.torchrun, hosts, fanout.ssh_hostname(hosts[0].name))
     commands = {
-        host.name: [python, "-m", "torchrig", "launch",
-                    *host_argv(request, host, index == 0, rendezvous)]
+        host.name: module_command(
+            python, "torchrig", "launch", *host_argv(request, host, index == 0, rendezvous)
+        )
         for index, host in enumerate(hosts)
     }  # fmt: skip
     script = request.script if request.torchrun.script_is_a_file else None

@@ -21,6 +21,7 @@ from typing import Any
 
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint, Reach
+from torchrig.interpreter import module_command
 from torchrig.multihost import fanout
 from torchrig.multihost.fanout import Captured
 from torchrig.multihost.hostfile import Host
@@ -224,8 +225,9 @@ def probe_commands(
     """The probe on every host: the first listens on the rendezvous port, the others connect."""
     commands = {}
     for index, host in enumerate(hosts):
-        remote = [python, "-m", "torchrig.multihost.probe", "--cwd", cwd,
-                  "--endpoint", str(endpoint)]  # fmt: skip
+        remote = module_command(
+            python, "torchrig.multihost.probe", "--cwd", cwd, "--endpoint", str(endpoint)
+        )
         if script is not None:
             remote += ["--script", script]
         remote += ["--listen"] if index == 0 else ["--connect-for", f"{CONNECT_FOR_S:g}"]

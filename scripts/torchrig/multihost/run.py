@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 
 from torchrig.facts.network import Endpoint
+from torchrig.interpreter import module_command
 from torchrig.multihost import fanout, preflight
 from torchrig.multihost.fanout import JobPolicy, Printer
 from torchrig.multihost.hostfile import Host
@@ -54,7 +55,7 @@ def ssh_commands(job: HostJob) -> dict[str, list[str]]:
     """host -> the `ssh` command that runs its command under the remote wrapper, in `cwd`."""
     return {
         host: fanout.ssh_command(
-            host, [job.python, "-m", "torchrig.multihost.remote", "--", *command], job.cwd
+            host, module_command(job.python, "torchrig.multihost.remote", "--", *command), job.cwd
         )
         for host, command in job.commands.items()
     }

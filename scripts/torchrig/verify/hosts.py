@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchrig.facts.verdict import Check, Verdict, failed, passed
+from torchrig.interpreter import module_command
 from torchrig.launch import hosts as launch_on_hosts
 from torchrig.launch.plan import LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
@@ -67,7 +68,9 @@ def read_report(host: str, captured: fanout.Captured) -> HostReport:
 
 def host_reports(hosts: list[Host], python: str, argv: list[str]) -> dict[str, HostReport]:
     commands = {
-        host.name: fanout.ssh_command(host.name, [python, "-m", "torchrig", "verify", *argv])
+        host.name: fanout.ssh_command(
+            host.name, module_command(python, "torchrig", "verify", *argv)
+        )
         for host in hosts
     }
     answers = fanout.capture_all(commands, REPORT_TIMEOUT_S)

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from torchrig.interpreter import module_command
+
 # After one helper fails, its peers get this long before they are killed: they would otherwise
 # wait for it inside the collective until the deadline.
 PEER_GRACE_S = 5.0
@@ -53,12 +55,12 @@ class Helper:
 
 
 def start_module(module: str, args: Sequence[str], env: dict[str, str] | None = None) -> Helper:
-    """`python -m module args...` with this interpreter, in a session of its own."""
+    """`python -P -m module args...` with this interpreter, in a session of its own."""
     # Closed by read_all() once the helper has ended; a `with` block cannot span that.
     stdout = tempfile.TemporaryFile()  # noqa: SIM115
     stderr = tempfile.TemporaryFile()  # noqa: SIM115
     process = subprocess.Popen(
-        [sys.executable, "-m", module, *args],
+        module_command(sys.executable, module, *args),
         stdin=subprocess.DEVNULL,
         stdout=stdout,
         stderr=stderr,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from torchrig.container import endpoints
 from torchrig.container.readiness import Progress
+from torchrig.container.state import SERVICES_FILE, TOKEN_FILE
 
 BOTH = ("jupyter", "sshd")
 
@@ -45,3 +47,23 @@ def test_not_ready_in_time_says_why_and_exits_3(
     monkeypatch.setattr(endpoints.readiness, "wait_until_ready", lambda timeout_s, say: stuck)
     assert endpoints.main(["--wait", "5"]) == endpoints.NOT_READY
     assert capsys.readouterr().out == "not ready: jupyter: connection refused\n"
+
+
+def test_a_token_file_dev_swapped_for_a_symlink_is_named_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shadow = tmp_path / "shadow"
+    shadow.write_text("root:$6$secret-hash:19000:0:99999:7:::\n")
+    (tmp_path / SERVICES_FILE).write_text("jupyter\n")
+    (tmp_path / TOKEN_FILE).symlink_to(shadow)
+    monkeypatch.setattr(endpoints, "readable_state_dir", lambda: tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        endpoints.main([])
+    assert stopped.value.code == endpoints.NOT_READY
+    out = capsys.readouterr().out
+    assert "a symlink, not followed" in out and "secret-hash" not in out
+
+
+def test_a_token_with_terminal_codes_is_percent_encoded_in_the_url() -> None:
+    lines = endpoints.endpoint_lines(("jupyter",), ["jupyter"], "t\x1b]0;x\x07&#", "a:1", "b:2")
+    assert lines[0] == "Jupyter: http://a:1/lab?token=t%1B%5D0%3Bx%07%26%23"

@@ -125,3 +125,23 @@ def test_the_container_s_start_comes_from_pid_1_and_the_boot_time(tmp_path: Path
     (tmp_path / "1" / "stat").write_text(f"1 (tini) {' '.join(fields)}\n")
     assert readiness.container_started_at(tmp_path) == 1700000250.0
     assert readiness.container_started_at(tmp_path / "missing") == 0.0
+
+
+def test_a_services_file_dev_swapped_for_a_symlink_fifo_or_huge_file_is_not_read(
+    tmp_path: Path,
+) -> None:
+    secret = tmp_path / "roots-secret"
+    secret.write_text("jupyter sshd", encoding="utf-8")  # would read as "ready" if followed
+    services = tmp_path / SERVICES_FILE
+    plants = {
+        "a symlink, not followed": lambda: services.symlink_to(secret),
+        "not a regular file, not read": lambda: os.mkfifo(services),
+        "longer than a services list": lambda: services.write_text("jupyter " * 1000),
+    }
+    for verdict, plant in plants.items():
+        services.unlink(missing_ok=True)
+        plant()
+        progress = readiness.container_says(tmp_path, started_at=0.0, probes=ANSWERS)
+        assert not progress.ready
+        assert verdict in progress.doing
+        assert "jupyter sshd" not in progress.doing

@@ -351,3 +351,17 @@ def test_when_asking_the_running_container_fails_that_is_what_is_said(
     assert f"error: asking the workstation whether it is ready failed:\n  {oci}\n" in err
     assert "not ready" not in err
     assert ("stop", "workstation") not in compose.calls
+
+
+def test_what_the_container_says_reaches_the_terminal_without_escape_sequences() -> None:
+    # A start hook (dev's) printed an OSC title sequence and a C1 CSI into the log.
+    logs = "[torchrig] error: hook failed\x1b]0;owned\x07 \x9b2J\n"
+    assert up.error_lines(logs) == ["[torchrig] error: hook failed\\x1b]0;owned\\x07 \\x9b2J"]
+    # A token or status line the container prints while `make up` waits, through a real pipe.
+    heard: list[str] = []
+    done = up.Compose(["sh"]).ask(
+        "-c", r"printf 'status: \033[2Jwaiting\n'; printf '\033]52;c;eA==\007' >&2",
+        on_line=heard.append,
+    )  # fmt: skip
+    assert heard == ["status: \\x1b[2Jwaiting"]
+    assert done.stderr == "\\x1b]52;c;eA==\\x07"

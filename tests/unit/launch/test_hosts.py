@@ -87,7 +87,7 @@ def test_slots_win_over_the_command_lines_process_count() -> None:
 def test_each_host_runs_torchrig_launch_with_the_remote_python(monkeypatch) -> None:
     monkeypatch.setattr(fanout, "ssh_hostname", lambda host: host)
     job = hosts.host_job(request("-m", "pkg.train", "--x", "1"), HOSTS[:2], "/venv/python", "/w")
-    assert job.commands["b"][:4] == ["/venv/python", "-m", "torchrig", "launch"]
+    assert job.commands["b"][:5] == ["/venv/python", "-P", "-m", "torchrig", "launch"]
     assert job.commands["b"][-4:] == ["--module", "pkg.train", "--x", "1"]
     assert (job.python, job.cwd, job.script) == ("/venv/python", "/w", None)  # a module: no file
     assert hosts.host_job(request("t.py"), HOSTS[:2], "py", "/w").script == "t.py"

@@ -37,8 +37,9 @@ def plan_for(*argv: str, environ: dict[str, str] | None = None, gpus: int = 0, c
 
 
 def torchrun_part(argv: list[str]) -> list[str]:
-    assert argv[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    return argv[3:]
+    # -P: torchrun as installed, never a torch/ in the working directory (root in /workspace)
+    assert argv[:4] == [sys.executable, "-P", "-m", "torch.distributed.run"]
+    return argv[4:]
 
 
 def test_defaults_on_one_gpu_machine() -> None:

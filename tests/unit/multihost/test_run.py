@@ -53,7 +53,7 @@ def test_each_command_runs_under_the_remote_wrapper_in_the_same_folder() -> None
     )
     assert commands["a"][-2] == "a"
     assert shlex.split(commands["a"][-1]) == [
-        "cd", "/w", "&&", "exec", PYTHON, "-m", "torchrig.multihost.remote", "--",
+        "cd", "/w", "&&", "exec", PYTHON, "-P", "-m", "torchrig.multihost.remote", "--",
         "py", "-m", "torchrig", "launch", "t.py",
     ]  # fmt: skip
 
