@@ -196,8 +196,55 @@ def prepare_from_json(config_json: str) -> int:
     return prepare_mounts(config)
 
 
+def sources_by_variable(config: dict[str, Any]) -> dict[str, Path]:
+    """The variable that chooses each of the table's bind mounts -> its host folder."""
+    variables = {bind.point: bind.variable for bind in mounts.BINDS}
+    chosen = {}
+    for service in config.get("services", {}).values():
+        for volume in service.get("volumes", []):
+            bound = isinstance(volume, dict) and volume.get("type") == "bind"
+            if bound and volume.get("target") in variables:
+                chosen[variables[volume["target"]]] = Path(volume["source"])
+    return chosen
+
+
+def lies_inside(path: Path, folder: Path) -> bool:
+    """Whether `path` is below `folder`, as written or once symlinks are resolved."""
+    pairs = ((path, folder), (Path(os.path.realpath(path)), Path(os.path.realpath(folder))))
+    return any(inner != outer and inner.is_relative_to(outer) for inner, outer in pairs)
+
+
+def unsafe_sources(config: dict[str, Any]) -> list[str]:
+    """Bind sources the container's dev could swap for a symlink to any folder of this machine
+    before the next start (Docker, as root, would mount what it points to, and the start would
+    claim it if empty): one inside a folder dev writes, or one that is a symlink already."""
+    chosen = sources_by_variable(config)
+    writes = set(mounts.binds_dev_writes().values())
+    problems = []
+    for variable, source in chosen.items():
+        if source.is_symlink():
+            problems.append(
+                f"{variable}={source} is a symlink (to {os.readlink(source)}): a folder the "
+                f"container writes could have swapped it. Set {variable} to the folder itself."
+            )
+        for other, folder in chosen.items():
+            if other in writes and other != variable and lies_inside(source, folder):
+                problems.append(
+                    f"{variable}={source} lies inside {other}={folder}, which the container's "
+                    f"dev writes: dev could put a symlink in its place before the next start, "
+                    f"and Docker would mount whatever it points to. Choose a folder beside it."
+                )
+    return problems
+
+
 def prepare_mounts(config: dict[str, Any]) -> int:
-    """Create the missing bind-mount sources; as root, hand dev's writable ones to dev."""
+    """Create the missing bind-mount sources; as root, hand dev's writable ones to dev. A source
+    dev could have swapped stops it before anything is created or mounted."""
+    problems = unsafe_sources(config)
+    for problem in problems:
+        VOICE.error(problem)
+    if problems:
+        return 1
     for path in create_missing(bind_sources(config)):
         VOICE.note(f"created {path}")
     if os.geteuid() == 0:

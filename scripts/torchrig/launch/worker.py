@@ -57,10 +57,12 @@ from torchrig.voice import IN_OTHERS_OUTPUT, Voice
 GUARD_ENV = "TORCHRIG_WORKER_GUARD"
 GUARD_OFF = "off"
 COMMAND = "torchrig-worker"  # the guard as a command (pyproject.toml's scripts)
-# `-c`, not `-m`: -m would put the working directory first on sys.path, and a folder named
-# torchrig there (a checkout in /workspace) would be imported instead of the installed package.
-START_GUARD = "import sys; sys.path.pop(0); import torchrig.launch.worker as w; sys.exit(w.main())"
-START_SCRIPT = "import sys; sys.path.pop(0); import torchrig.launch.guarded as g; g.main()"
+# `-c`, and the working directory ('', which -c puts first on sys.path) dropped before any
+# import: a folder named torchrig there (a checkout in /workspace) would be imported instead of
+# the installed package. Under -P or PYTHONSAFEPATH it is not there, and the first entry is real.
+DROP_WORKING_DIRECTORY = "import sys; sys.flags.safe_path or sys.path.pop(0)"
+START_GUARD = f"{DROP_WORKING_DIRECTORY}; import torchrig.launch.worker as w; sys.exit(w.main())"
+START_SCRIPT = f"{DROP_WORKING_DIRECTORY}; import torchrig.launch.guarded as g; g.main()"
 # torchrun starts every worker as `<python> -u script.py ...` or `<python> -u -m module ...`.
 UNBUFFERED = "-u"
 # The guard's note of how its rank failed, beside torchrun's error file for the rank.

@@ -44,13 +44,18 @@ def kept_first(before: list[str], after: list[str], image_site: str) -> list[str
     return [*before[:at], *added, *before[at:]]
 
 
+def is_roots() -> bool:
+    """Whether root runs this process: any of its real, effective and saved uids is 0."""
+    return 0 in os.getresuid()
+
+
 def add_kept_packages(root: str = KEPT_ROOT, image_prefix: str = IMAGE_PREFIX) -> None:
     """Put the kept site-packages in front of the image's on sys.path, for every user but root.
 
     Already on sys.path (the kept venv's own Python, whose `.pth` brought the image's
     site-packages in) or not there (kept packages off, or the venv made for another Python,
     whose site-packages has another name): nothing."""
-    if os.geteuid() == 0:
+    if is_roots():
         return
     kept = site_packages(kept_prefix(root))
     if kept in sys.path or not os.path.isdir(kept):

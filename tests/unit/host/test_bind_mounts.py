@@ -166,3 +166,55 @@ def test_make_up_as_root_refuses_to_hand_over_a_system_directory(
     assert err.count("\n") == 1
     assert err.startswith("error: WORKSPACE_DIR=/root is the system directory /root")
     assert chowned == []
+
+
+def binds_config(**sources: Path) -> dict:
+    """A compose config binding each mount point of the table, by its variable, to a folder."""
+    points = {"WORKSPACE_DIR": "/workspace", "CHECKPOINT_DIR": "/checkpoints", "DATA_DIR": "/data"}
+    volumes = [
+        {"type": "bind", "source": str(source), "target": points[variable]}
+        for variable, source in sources.items()
+    ]
+    return {"services": {"workstation": {"volumes": volumes}}}
+
+
+def test_a_bind_source_inside_a_folder_dev_writes_stops_make_up_before_anything_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    config = binds_config(WORKSPACE_DIR=workspace, CHECKPOINT_DIR=workspace / "ckpt")
+    assert bind_mounts.prepare_mounts(config) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: CHECKPOINT_DIR={workspace / 'ckpt'} lies inside WORKSPACE_DIR=")
+    assert not (workspace / "ckpt").exists()
+
+
+def test_a_bind_source_dev_already_swapped_for_a_symlink_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = tmp_path / "workspace"
+    (workspace / "ckpt").mkdir(parents=True)
+    (tmp_path / "checkpoints").symlink_to(workspace / "ckpt")  # resolves inside the workspace
+    (tmp_path / "data").symlink_to("/etc")
+    config = binds_config(
+        WORKSPACE_DIR=workspace, CHECKPOINT_DIR=tmp_path / "checkpoints", DATA_DIR=tmp_path / "data"
+    )
+    assert bind_mounts.prepare_mounts(config) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"error: CHECKPOINT_DIR={tmp_path / 'checkpoints'} is a symlink")
+    assert err[1].startswith(f"error: CHECKPOINT_DIR={tmp_path / 'checkpoints'} lies inside")
+    assert err[2] == (
+        f"error: DATA_DIR={tmp_path / 'data'} is a symlink (to /etc): a folder the container "
+        "writes could have swapped it. Set DATA_DIR to the folder itself."
+    )
+
+
+def test_folders_side_by_side_or_one_folder_twice_are_fine(tmp_path: Path) -> None:
+    side_by_side = binds_config(
+        WORKSPACE_DIR=tmp_path / "w", CHECKPOINT_DIR=tmp_path / "c", DATA_DIR=tmp_path / "w"
+    )
+    assert bind_mounts.unsafe_sources(side_by_side) == []
+    # /data, which dev only reads, may hold the others: dev cannot swap anything in it.
+    in_data = binds_config(DATA_DIR=tmp_path, WORKSPACE_DIR=tmp_path / "w")
+    assert bind_mounts.unsafe_sources(in_data) == []

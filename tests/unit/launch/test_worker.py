@@ -293,3 +293,18 @@ def test_a_worker_started_as_plain_python_becomes_the_guard(tmp_path: Path) -> N
     assert taken.returncode == 0, taken.stderr
     assert results.read_text() == "the results\n"
     assert "Python's teardown died of SIGABRT" in taken.stderr
+
+
+@pytest.mark.parametrize("safe_path", ["", "1"])
+def test_the_guard_drops_the_working_directory_and_nothing_else_from_sys_path(
+    safe_path: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PYTHONSAFEPATH": safe_path}
+    show = "; print(sys.path)"
+    run = [sys.executable, "-c", f"{worker.DROP_WORKING_DIRECTORY}{show}"]
+    safe = [sys.executable, "-P", "-c", f"import sys{show}"]
+    dropped, expected = (
+        subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, check=True)
+        for argv in (run, safe)
+    )
+    assert dropped.stdout == expected.stdout

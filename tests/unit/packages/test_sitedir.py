@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from torchrig.packages import sitedir
@@ -50,19 +51,27 @@ def test_a_user_sees_the_kept_packages_first_and_their_pth_files_run(
     image = str(tmp_path / "image")
     image_site = sitedir.site_packages(image)
     saved_path[:] = ["/stdlib", image_site, "/after"]
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "getresuid", lambda: (1000, 1000, 1000))
     sitedir.add_kept_packages(str(root), image)
     assert sys.path == ["/stdlib", str(site), str(tmp_path / "editable"), image_site, "/after"]
     sitedir.add_kept_packages(str(root), image)  # a second call (the kept venv's own Python)
     assert sys.path.count(str(site)) == 1
 
 
+# Root's: any uid 0, also one whose effective uid is dev's (it can set it back to 0).
+ROOTS = [(0, 0, 0), (0, 1000, 1000), (1000, 1000, 0), (1000, 0, 1000)]
+
+
+@pytest.mark.parametrize("uids", ROOTS)
 def test_root_never_sees_the_kept_packages(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, saved_path: list[str]
+    uids: tuple[int, int, int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    saved_path: list[str],
 ) -> None:
     root, _ = kept_tree(tmp_path)
     saved_path[:] = ["/stdlib"]
-    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(os, "getresuid", lambda: uids)
     sitedir.add_kept_packages(str(root))
     assert sys.path == ["/stdlib"]
 
@@ -72,13 +81,22 @@ def test_no_kept_site_packages_for_this_python_adds_nothing(
 ) -> None:
     (tmp_path / "venv" / "lib" / "python2.7").mkdir(parents=True)  # made for another Python
     saved_path[:] = ["/stdlib"]
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "getresuid", lambda: (1000, 1000, 1000))
     sitedir.add_kept_packages(str(tmp_path))
     assert sys.path == ["/stdlib"]
 
 
-def test_the_images_pth_line_calls_the_hook_for_non_root_only() -> None:
+@pytest.mark.parametrize("uids", [*ROOTS, (1000, 1000, 1000)])
+def test_the_images_pth_line_calls_the_hook_unless_root_runs_the_python(
+    uids: tuple[int, int, int],
+) -> None:
     line = (Path(__file__).parents[3] / "entrypoint" / "torchrig-kept-packages.pth").read_text()
-    assert line.startswith("import os; os.geteuid() and ")
-    assert "torchrig.packages.sitedir" in line and "add_kept_packages()" in line
     assert line.count("\n") == 1  # one line: site runs it as one statement
+    calls: list[str] = []
+    hook = SimpleNamespace(add_kept_packages=lambda: calls.append("hook"))
+    modules = {
+        "os": SimpleNamespace(getresuid=lambda: uids),
+        "torchrig.packages.sitedir": SimpleNamespace(packages=SimpleNamespace(sitedir=hook)),
+    }
+    exec(line, {"__builtins__": {"__import__": lambda name, *_: modules[name]}})
+    assert calls == ([] if 0 in uids else ["hook"])
