@@ -297,3 +297,147 @@ def test_the_healthcheck_never_follows_or_swallows_what_dev_plants_as_its_servic
         assert code == 0, output
         code, output = healthcheck_as_docker_runs_it(stack)
         assert (code, output) == (1, f"unhealthy: the services list: {services}: {verdict}\n")
+
+
+# --- dev's code against what root does by the docs ------------------------------------------------
+
+ENVIRONMENT_FILE = "/run/torchrig/environment.sh"
+# A dev process that is not dumpable: its /proc/<pid>/cmdline is then owned by uid 0, and its
+# first argument, which dev chose, is a line of shell. A login shell that checks the environment
+# file's owner by path (-O follows the symlink) and sources it runs that line.
+NON_DUMPABLE = (
+    '(exec -a "\ntouch /tmp/{prefix}proc-\\$(id -u)\n" /usr/bin/python3 -c '
+    "'import ctypes, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); time.sleep(120)') "
+    ">/dev/null 2>&1 & "
+    "sleep 1; ln -sfn /proc/$!/cmdline {file}; stat -L -c %u {file}"
+)
+# dev swaps the file between one of its own and a root-owned one, as fast as it can.
+SWAPPING = (
+    "printf 'touch /tmp/{prefix}swap-$(id -u)\\n' > /run/torchrig/mine.sh; "
+    "(timeout 120 sh -c 'while :; do ln -sfn /run/torchrig/mine.sh {file}; "
+    "ln -sfn /etc/hostname {file}; done') >/dev/null 2>&1 &"
+)
+
+
+def test_a_root_login_shell_never_sources_what_dev_swaps_in(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory()
+    stack.up()
+    stack.wait_ready()
+    non_dumpable = NON_DUMPABLE.format(prefix=MARKER_PREFIX, file=ENVIRONMENT_FILE)
+    code, owner = stack.exec(f"bash -c {shlex.quote(non_dumpable)}", user="dev")  # exec -a
+    assert (code, owner.split()[-1:]) == (0, ["0"]), owner  # dev's file, as root's by path
+    for shell in ("sh", "bash"):
+        code, output = stack.exec(f"{shell} -lc true")
+        assert code == 0, output
+    code, output = stack.exec(SWAPPING.format(prefix=MARKER_PREFIX, file=ENVIRONMENT_FILE), "dev")
+    assert code == 0, output
+    code, output = stack.exec("for i in $(seq 60); do bash -lc true; sh -lc true; done")
+    assert code == 0, output
+    found = markers(stack)
+    assert ran_as_root(found) == set(), found
+    # The control: dev's own login shell does source what is there (its own file, or the line).
+    code, output = stack.exec("for i in $(seq 20); do bash -lc true; done", user="dev")
+    assert code == 0, output
+    assert any(name.startswith(f"{MARKER_PREFIX}swap-") for name in markers(stack))
+
+
+HELLO = "import torch.distributed as dist; print('hello from', dist.is_available())\n"
+
+
+def test_torchrig_commands_root_runs_in_the_workspace_import_nothing_from_it(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """`docker compose exec workstation torchrig verify` starts in /workspace, which is dev's:
+    the helpers it starts (`python -m ...`) and torchrun (`-m torch.distributed.run`) must import
+    the installed torchrig and torch, never a folder of that name there."""
+    stack = stack_factory()
+    for package in ("torchrig", "torch"):
+        (stack.workspace / package).mkdir()
+        (stack.workspace / package / "__init__.py").write_text(marker_python(package))
+    stack.up()
+    stack.wait_ready()
+    code, output = stack.exec(f"printf %s {shlex.quote(HELLO)} > /root/hello.py")
+    assert code == 0, output
+    for command in (
+        "torchrig verify --cpu --json",
+        "torchrig launch --nproc-per-node 2 /root/hello.py",
+        "torchrun --standalone --nproc-per-node 1 /root/hello.py",
+    ):
+        code, output = stack.exec(command)  # as root, in /workspace
+        assert code == 0, f"{command}: {output}"
+    found = markers(stack)
+    assert ran_as_root(found) == set(), found
+    # The control: a plain `python -m` in the workspace, as dev, does import the planted one.
+    code, output = stack.exec("python -m torchrig --version", user="dev")
+    assert f"{MARKER_PREFIX}torchrig-{TEST_PUID}" in markers(stack), output
+
+
+def test_a_python_with_root_s_real_uid_loads_no_pth_file_of_dev_s(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """A process whose effective uid is dev's but whose real and saved uid are 0 can set its
+    effective uid back to 0: dev's kept packages must not run in it."""
+    stack = stack_factory()
+    stack.up()
+    stack.wait_ready()
+    code, site = stack.exec(
+        "/opt/packages/venv/bin/python -c 'import site; print(site.getsitepackages()[0])'", "dev"
+    )
+    assert code == 0, site
+    pth = f"{site.strip()}/zz_torchrig_test.pth"
+    code, output = stack.exec(f"printf %s {shlex.quote(marker_python('pth'))} > {pth}", "dev")
+    assert code == 0, output
+    code, output = stack.exec(f"setpriv --euid {TEST_PUID} /opt/venv/bin/python -c pass")
+    assert code == 0, output
+    found = markers(stack)
+    assert ran_as_root(found) == set(), found
+
+
+TOKEN_FILE = "/run/torchrig/jupyter-token"
+
+
+def test_make_up_never_follows_waits_on_or_passes_on_what_dev_plants_in_its_state(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """`make up` asks the container, as root, for the URL: with dev's token file a symlink to
+    /etc/shadow it printed root's password hashes on the host; with a FIFO it hung."""
+    stack = stack_factory()
+    first = stack.make_up("CPU=1")
+    assert first.returncode == 0, first.stdout + first.stderr
+    plants = {
+        f"ln -s /etc/shadow {TOKEN_FILE}": "a symlink, not followed",
+        f"mkfifo {TOKEN_FILE}": "not a regular file, not read",
+    }
+    for plant, verdict in plants.items():
+        code, output = stack.exec(f"rm -f {TOKEN_FILE} && {plant}", user="dev")
+        assert code == 0, output
+        result = stack.make_up("CPU=1")  # fails the test with a timeout if it blocks
+        said = result.stdout + result.stderr
+        assert result.returncode != 0 and verdict in said, said
+        assert "root:" not in said, said
+    # A token dev wrote with terminal codes in it reaches the host's terminal as text.
+    code, output = stack.exec(f"printf 'tok\\033]0;owned\\007\\n' > {TOKEN_FILE}", "dev")
+    assert code == 0, output
+    result = stack.make_up("CPU=1")
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, said
+    assert "\x1b" not in said and "\x07" not in said, said
+    assert "/lab?token=tok%1B%5D0%3Bowned%07" in result.stdout, said
+
+
+def test_make_up_refuses_a_checkpoint_folder_inside_the_workspace(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """dev writes the workspace: a folder mounted from inside it can be a symlink to any folder
+    of the host by the next start, and Docker would mount that folder."""
+    stack = stack_factory()
+    nested = stack.workspace / "ckpt"
+    stack.variables["CHECKPOINT_DIR"] = str(nested)
+    result = stack.make_up("CPU=1")
+    said = result.stdout + result.stderr
+    assert result.returncode != 0, said
+    assert f"error: CHECKPOINT_DIR={nested} lies inside WORKSPACE_DIR=" in said, said
+    assert not nested.exists()
+    assert stack.compose("ps", "-a", "-q").stdout.strip() == ""

@@ -34,6 +34,7 @@ from torchrig.checkpoint.stop import (
     STOP_SIGNALS,
     TERMINAL_SIGNALS,
 )
+from torchrig.launch.torchrun import TORCHRUN_MODULE
 
 # torchrun's own default set, plus the stop signals it would otherwise die of.
 TORCHRUN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
@@ -75,12 +76,13 @@ def torch_handles_more_signals() -> bool:
 
 def with_stop_signals_handled(argv: list[str], supported: bool) -> list[str]:
     """torchrun's command line with SIGUSR1/SIGUSR2 handled too, unless the user chose the set.
-    `argv` is [python, -m, torch.distributed.run, ...flags, script, ...]."""
+    `argv` is [python, (its flags,) -m, torch.distributed.run, ...flags, script, ...]."""
     if not supported or any(
         arg.split("=", 1)[0] in (SIGNALS_FLAG, "--signals_to_handle") for arg in argv
     ):
         return argv
-    return [*argv[:3], f"{SIGNALS_FLAG}={','.join(TORCHRUN_SIGNALS)}", *argv[3:]]
+    at = argv.index(TORCHRUN_MODULE) + 1
+    return [*argv[:at], f"{SIGNALS_FLAG}={','.join(TORCHRUN_SIGNALS)}", *argv[at:]]
 
 
 @dataclass(frozen=True)

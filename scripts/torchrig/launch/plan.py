@@ -20,7 +20,7 @@ from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
 from torchrig.interpreter import module_command
 from torchrig.launch import environment
-from torchrig.launch.torchrun import TorchrunFlags
+from torchrig.launch.torchrun import TORCHRUN_MODULE, TorchrunFlags
 
 # torchrun's own default. A restart runs the script again from its start, which only a script
 # that resumes from its checkpoints turns into progress; such a script asks for restarts
@@ -139,7 +139,7 @@ def build_plan(
     """
     nproc_env = nproc_from_environment(environ)
     nproc = choose_nproc(request.nproc_per_node or nproc_env, gpu_count, cpu_count)
-    argv = module_command(sys.executable, "torch.distributed.run")
+    argv = module_command(sys.executable, TORCHRUN_MODULE)
     flags = request.torchrun
     multi_node = flags.multi_node or environment.multi_node_by_environment(environ)
     if not multi_node:

@@ -21,7 +21,7 @@ from torchrig.launch import child
 from torchrig.launch.child import every_worker_stopped_resumably, exit_status
 
 SCRIPTS = str(Path(child.__file__).resolve().parents[2])
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+TORCHRUN = [sys.executable, "-P", "-m", "torch.distributed.run"]
 
 
 def test_every_local_rank_must_have_stopped_resumably() -> None:
