@@ -25,6 +25,7 @@ import errno
 import os
 import stat
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # Open for fstat/fchown only: never block (a FIFO), never take a terminal, never follow a symlink.
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -99,3 +100,53 @@ def hand_over_entry(name: str, dirfd: int, uid: int, gid: int, only_owner: int |
     finally:
         os.close(fd)
     return CHANGED
+
+
+# --- reading a file someone else controls -------------------------------------------------------
+
+
+class FileNotRead(Exception):
+    """A file that is not a small regular file of its directory: not read."""
+
+
+@dataclass(frozen=True)
+class SmallFile:
+    text: str
+    written: float  # its modification time
+
+
+def read_small_file(directory: Path, name: str, max_bytes: int, what: str) -> SmallFile | None:
+    """A small file in a directory someone else controls (dev's state dir, a checkpoint folder),
+    for root to read: opened without following a symlink (the directory's last component or the
+    file), without blocking (a FIFO), and read up to `max_bytes` (`what` it should be names the
+    limit). None while there is none."""
+    path = directory / name
+    try:
+        held = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise FileNotRead(f"{directory}: {describe(directory, exc)}") from None
+    try:
+        fd = os.open(name, _OPEN_FLAGS, dir_fd=held)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise FileNotRead(f"{path}: {describe(path, exc)}") from None
+    finally:
+        os.close(held)
+    with os.fdopen(fd, "rb") as handle:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise FileNotRead(f"{path}: not a regular file, not read")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise FileNotRead(f"{path}: longer than {what} ({max_bytes} bytes), not read")
+    return SmallFile(data.decode("utf-8", errors="replace"), status.st_mtime)
+
+
+def describe(path: Path, error: OSError) -> str:
+    """Why a path was not opened, in words: a symlink is said to be one."""
+    if error.errno in (errno.ELOOP, errno.ENOTDIR) and path.is_symlink():
+        return "a symlink, not followed"
+    return error.strerror or str(error)

@@ -72,7 +72,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "distributed": set(),
     "data": set(),
     "models": set(),
-    "checkpoint": {"distributed", "sizes", "voice"},
+    "checkpoint": {"distributed", "ownership", "sizes", "voice"},
     "multihost": {"facts", "interpreter", "voice"},
     "launch": {"facts", "distributed", "checkpoint", "multihost", "interpreter", "voice"},
     "verify": {

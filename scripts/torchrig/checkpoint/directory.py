@@ -27,8 +27,11 @@ from pathlib import Path
 from typing import IO, cast
 
 from torchrig.checkpoint.errors import CheckpointWarning
+from torchrig.ownership import FileNotRead, read_small_file
 
 LATEST_NAME = "latest"
+# The pointer holds one entry name; anything longer is not ours.
+MAX_POINTER_BYTES = 256
 _STEP_RE = re.compile(r"^step_(\d{8,})(\.pt)?$")
 # Temp entries are hidden and carry the final name, so a leftover says which save crashed.
 # `.old-<hex>` is a folder moved aside while the same step is saved again.
@@ -224,10 +227,15 @@ class StepDirectory:
 
     def latest_name(self) -> str | None:
         """The entry name `latest` holds, or None when the pointer is missing or malformed."""
+        # Without following a symlink, waiting on a FIFO or reading a huge file: root reads
+        # checkpoint folders dev writes (`torchrig ckpt ls`, `torchrig status`).
         try:
-            name = (self.path / LATEST_NAME).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
+            pointer = read_small_file(self.path, LATEST_NAME, MAX_POINTER_BYTES, "a pointer")
+        except (OSError, FileNotRead):
             return None
+        if pointer is None:
+            return None
+        name = pointer.text.strip()
         # Only a bare entry name is accepted: the pointer must not lead outside the directory.
         return name if self.kind.parse(name) is not None else None
 

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 PROC = Path("/proc")
 NAME = "torchrig-checkpoint-dir"
 # How an open memfd reads through /proc/PID/fd/N.
 LINK_PREFIX = f"/memfd:{NAME}"
+# A path (Linux's PATH_MAX).
+MAX_RECORD_BYTES = 4096
 
 # This process's records: directory -> the descriptor holding it (kept open on purpose).
 _recorded: dict[Path, int] = {}
@@ -51,6 +54,20 @@ def recorded_directories(pid: int, proc: Path = PROC) -> list[Path]:
     found = []
     for entry in entries:
         with contextlib.suppress(OSError):  # closed meanwhile, or not ours to read
-            if os.readlink(entry).startswith(LINK_PREFIX):
-                found.append(Path(os.fsdecode(entry.read_bytes())))
+            if os.readlink(entry).startswith(LINK_PREFIX) and (path := read_record(entry)):
+                found.append(path)
     return found
+
+
+def read_record(entry: Path) -> Path | None:
+    """The path a record holds. Root reads other users' processes (`torchrig status`), whose
+    descriptor may have become anything since its name was read: only a regular file, never a
+    FIFO waited on, and never more than a path's worth of bytes."""
+    fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_RECORD_BYTES + 1)
+    finally:
+        os.close(fd)
+    return Path(os.fsdecode(data)) if 0 < len(data) <= MAX_RECORD_BYTES else None

@@ -23,11 +23,11 @@ from torchrig.container.jupyter_url import browser_address
 from torchrig.container.settings import read_settings
 from torchrig.container.ssh import SSH_PORT
 from torchrig.container.state import (
-    StateFileError,
     read_services,
     read_token,
     readable_state_dir,
 )
+from torchrig.ownership import FileNotRead
 
 USER = "dev"
 STATUS = "status: "
@@ -65,11 +65,11 @@ def say_status(doing: str) -> None:
 
 def read_state(state: Path) -> tuple[list[str], str]:
     """The services that run and Jupyter's token, read as root from dev's state dir by
-    state.read_state_file's rules: a symlink, a FIFO or a huge file there is named, not read."""
+    state.read_small_file's rules: a symlink, a FIFO or a huge file there is named, not read."""
     try:
         services = read_services(state)
         token = read_token(state)
-    except StateFileError as exc:
+    except FileNotRead as exc:
         print(f"not ready: {exc}", flush=True)
         raise SystemExit(NOT_READY) from None
     return ([] if services is None else services.text.split()), token or ""

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from torchrig.container.jupyter import JUPYTER_PORT
 from torchrig.container.ssh import SSH_PORT
-from torchrig.container.state import StateFileError, read_services, readable_state_dir
+from torchrig.container.state import read_services, readable_state_dir
+from torchrig.ownership import FileNotRead
 
 TIMEOUT_S = 3.0
 PROC_NET_TCP = (Path("/proc/net/tcp"), Path("/proc/net/tcp6"))
@@ -96,7 +97,7 @@ def running_services(state: Path) -> list[str]:
 def main() -> int:
     try:
         services = running_services(readable_state_dir())
-    except StateFileError as exc:
+    except FileNotRead as exc:
         print(f"unhealthy: the services list: {exc}")
         return 1
     failures = []

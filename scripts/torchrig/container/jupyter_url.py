@@ -10,7 +10,8 @@ import argparse
 import sys
 
 from torchrig.container.jupyter import JUPYTER_PORT, lab_url
-from torchrig.container.state import StateFileError, read_token, readable_state_dir
+from torchrig.container.state import read_token, readable_state_dir
+from torchrig.ownership import FileNotRead
 from torchrig.voice import MAKEFILE
 
 
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         token = read_token(readable_state_dir())
-    except StateFileError as exc:
+    except FileNotRead as exc:
         MAKEFILE.error(f"the Jupyter token file is not the container's own: {exc}")
         return 1
     if token is None:

@@ -23,13 +23,12 @@ from pathlib import Path
 from torchrig.container.healthcheck import PROBES
 from torchrig.container.state import (
     HOOK_FILE,
-    StateFileError,
     read_services,
-    read_state_file,
     readable_state_dir,
 )
 from torchrig.facts import processes
 from torchrig.facts.processes import PROC
+from torchrig.ownership import FileNotRead, read_small_file
 
 POLL_S = 0.05
 SETTING_UP = "setting up (user, mounts, checks)"
@@ -59,13 +58,13 @@ def container_says(
     hook = running_hook(state, started_at)
     if hook is not None:
         return Progress(ready=False, doing=f"running start hook {hook}", in_hook=True)
-    # Read as root from dev's state dir: by state.read_state_file's rules (no symlink followed,
+    # Read as root from dev's state dir: by state.read_small_file's rules (no symlink followed,
     # no FIFO waited on, no endless file read). A services file from before a restart (the
     # container's filesystem keeps /run) says nothing about this start: the entrypoint has not
     # got that far yet.
     try:
         services = read_services(state)
-    except StateFileError as exc:
+    except FileNotRead as exc:
         return Progress(ready=False, doing=f"the services list is not the start's: {exc}")
     if services is None or services.written < started_at:
         return Progress(ready=False, doing=SETTING_UP)
@@ -79,11 +78,11 @@ def container_says(
 
 def running_hook(state: Path, started_at: float) -> str | None:
     """The start hook the entrypoint runs now, by its hook file (written in this run). Read as
-    root from dev's state dir, so by state.read_state_file's rules, and printed only when it is
+    root from dev's state dir, so by state.read_small_file's rules, and printed only when it is
     a name: a file dev made up says nothing."""
     try:
-        read = read_state_file(state, HOOK_FILE, MAX_HOOK_FILE_BYTES, "a start hook's name")
-    except StateFileError:
+        read = read_small_file(state, HOOK_FILE, MAX_HOOK_FILE_BYTES, "a start hook's name")
+    except FileNotRead:
         return None
     if read is None or read.written < started_at:
         return None

@@ -19,12 +19,15 @@ from pathlib import Path
 
 from torchrig import mounts
 from torchrig.container.log import SetupError
+from torchrig.ownership import FileNotRead, read_small_file
 
 SSHD = "/usr/sbin/sshd"
 SSHD_CONFIG = "/etc/torchrig/sshd_config"
 SSH_PORT = 2222
 HOST_KEY_DIR = Path(mounts.SSH_HOST_KEYS.point)
 HOST_KEY_TYPES = ("ed25519", "ecdsa")
+# A key file of many keys is a few hundred KiB at most.
+MAX_KEYS_FILE_BYTES = 1024 * 1024
 
 KEY_TYPES = frozenset(
     {
@@ -208,12 +211,14 @@ def collect_keys(env_text: str, keys_file: Path) -> list[str]:
             f"the authorized_keys file {keys_file} is a directory (Docker makes one when the "
             "host file mounted there does not exist): mount an existing file."
         )
-    if keys_file.is_file():
-        try:
-            file_text = keys_file.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SetupError(f"cannot read the mounted key file {keys_file}: {exc}") from exc
-        keys += parse_keys(file_text, str(keys_file))
+    # Root reads it, and SSH_AUTHORIZED_KEYS_FILE may name a file in a folder dev writes: not
+    # through a symlink, not a FIFO, not without end.
+    try:
+        read = read_small_file(keys_file.parent, keys_file.name, MAX_KEYS_FILE_BYTES, "a key file")
+    except (OSError, FileNotRead) as exc:
+        raise SetupError(f"cannot read the mounted key file {keys_file}: {exc}") from None
+    if read is not None:
+        keys += parse_keys(read.text, str(keys_file))
     return list(dict.fromkeys(keys))
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 from torchrig.checkpoint.directory import FILE, FOLDER, TEMP_RE, StepDirectory
+from torchrig.checkpoint.errors import CheckpointWarning
 
 
 def test_entry_names_and_parsing_keep_the_layouts_apart() -> None:
@@ -55,3 +57,21 @@ def test_a_write_to_a_full_device_raises_the_os_error_not_torch_s_zip_error() ->
     wrapped.__cause__ = raised.value
     assert disk_full(wrapped) is raised.value
     assert disk_full(RuntimeError("unrelated")) is None
+
+
+def test_a_latest_pointer_dev_swapped_for_a_symlink_or_fifo_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    """Root lists checkpoint folders dev writes (`torchrig ckpt ls`, `torchrig status`)."""
+    steps = StepDirectory(tmp_path, FILE)
+    for step in (1, 2):
+        (tmp_path / FILE.name(step)).write_bytes(b"")
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    elsewhere.write_text(FILE.name(1) + "\n")  # would send the resume to step 1 if followed
+    (tmp_path / "latest").symlink_to(elsewhere)
+    with pytest.warns(CheckpointWarning, match="unreadable"):
+        assert steps.candidates()[0].name == FILE.name(2)
+    (tmp_path / "latest").unlink()
+    os.mkfifo(tmp_path / "latest")
+    with pytest.warns(CheckpointWarning, match="unreadable"):
+        assert steps.candidates()[0].name == FILE.name(2)  # at once, not blocked

@@ -73,3 +73,23 @@ def test_the_record_is_read_through_the_proc_folder_given(tmp_path: Path) -> Non
         view.mkdir(parents=True)
         (view / "fd").symlink_to(f"/proc/{child.pid}/fd")
         assert location.recorded_directories(7, proc=tmp_path / "proc") == [tmp_path / "c"]
+
+
+def test_a_process_that_swaps_its_record_for_a_fifo_or_a_huge_file_is_not_read_from(
+    tmp_path: Path,
+) -> None:
+    """Root reads other users' records (`torchrig status`): a record named like one that is a
+    FIFO (dup2'd onto it after its name was read) or that holds more than a path says nothing,
+    and never blocks."""
+    code = f"""
+        import os
+        fifo = {str(tmp_path / "fifo")!r}
+        os.mkfifo(fifo)
+        big = os.memfd_create("{location.NAME}")
+        os.write(big, b"/x" * {location.MAX_RECORD_BYTES})
+        pipe = os.open(fifo, os.O_RDWR)
+        swapped = os.memfd_create("{location.NAME}")
+        os.dup2(pipe, swapped)
+    """
+    with process_running(code, cwd=tmp_path) as child:
+        assert location.recorded_directories(child.pid) == []

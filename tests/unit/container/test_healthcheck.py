@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from torchrig.container import healthcheck
-from torchrig.container.state import SERVICES_FILE, StateFileError
+from torchrig.container.state import SERVICES_FILE
+from torchrig.ownership import FileNotRead
 
 TCP = """\
   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
@@ -99,7 +100,7 @@ def test_a_services_file_symlinked_to_roots_file_is_not_followed(tmp_path: Path)
     state = tmp_path / "state"
     state.mkdir()
     (state / SERVICES_FILE).symlink_to(roots)
-    with pytest.raises(StateFileError, match="a symlink, not followed"):
+    with pytest.raises(FileNotRead, match="a symlink, not followed"):
         healthcheck.running_services(state)
 
 
@@ -107,20 +108,20 @@ def test_a_state_dir_that_is_a_symlink_is_not_followed(tmp_path: Path) -> None:
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / SERVICES_FILE).write_text("jupyter")
     (tmp_path / "state").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(StateFileError, match="a symlink, not followed"):
+    with pytest.raises(FileNotRead, match="a symlink, not followed"):
         healthcheck.running_services(tmp_path / "state")
 
 
 def test_a_huge_services_file_is_not_read(tmp_path: Path) -> None:
     with (tmp_path / SERVICES_FILE).open("wb") as handle:
         handle.truncate(10 * 2**30)  # 10 GiB, sparse: reading it would take the healthcheck's time
-    with pytest.raises(StateFileError, match="longer than a services list"):
+    with pytest.raises(FileNotRead, match="longer than a services list"):
         healthcheck.running_services(tmp_path)
 
 
 def test_a_fifo_in_place_of_the_services_file_does_not_block(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / SERVICES_FILE)
-    with pytest.raises(StateFileError, match="not a regular file"):
+    with pytest.raises(FileNotRead, match="not a regular file"):
         healthcheck.running_services(tmp_path)
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -192,3 +193,17 @@ def test_torchruns_per_rank_variables_never_reach_a_session() -> None:
         "PET_NNODES": "2",
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
     }
+
+
+def test_a_key_file_that_is_a_symlink_or_a_fifo_is_refused_unread(tmp_path: Path) -> None:
+    """Root reads it at start, and SSH_AUTHORIZED_KEYS_FILE may name a file in the workspace."""
+    shadow = tmp_path / "shadow"
+    shadow.write_text(fake_key() + "\n")  # would authorize this key if followed
+    keys_file = tmp_path / "authorized_keys"
+    keys_file.symlink_to(shadow)
+    with pytest.raises(SetupError, match="a symlink, not followed"):
+        ssh.collect_keys("", keys_file)
+    keys_file.unlink()
+    os.mkfifo(keys_file)
+    with pytest.raises(SetupError, match="not a regular file, not read"):
+        ssh.collect_keys("", keys_file)
