@@ -32,8 +32,18 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from torchrig.host import buildcheck, compose_failure, gpu_mode, prepare
+from torchrig.host import (
+    buildcheck,
+    compose_failure,
+    dotenv,
+    gpu_mode,
+    gpus,
+    prepare,
+    project,
+    workstations,
+)
 from torchrig.voice import IN_OTHERS_OUTPUT
 from torchrig.voice import MAKEFILE as VOICE
 
@@ -356,6 +366,48 @@ def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int
     return report_ready(asked.stdout.splitlines(), cpu)
 
 
+def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
+    """Before compose touches anything: the workstation's name is not another folder's, and the
+    GPUs asked for are not another running workstation's (`GPUS=free:N` picks, and writes them
+    to .env). Says the name."""
+    config = compose.run("config", "--format", "json")
+    if config.returncode != 0:
+        return 0  # prepare said why already; compose will again
+    name = str(json.loads(config.stdout).get("name", ""))
+    try:
+        refused = project.refusal(name, Path.cwd(), compose.docker)
+        if refused:
+            VOICE.error("\n".join(refused))
+            return 1
+        settle_gpus(compose, name, cpu, env_file)
+    except (workstations.EngineError, gpus.GpuError) as failed:
+        VOICE.error("\n".join(failed.lines))
+        return 1
+    VOICE.note(f"workstation {name} (this folder's; `make ls` lists every one on this machine)")
+    return 0
+
+
+def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
+    """GPUS checked (CPU mode: its spelling only), free ones picked and written to .env."""
+    value = dotenv.setting(gpus.VARIABLE, env_file)
+    if cpu:
+        gpus.parse_request(value)
+        return
+    others = [one for one in workstations.all_workstations(compose.docker) if one.project != name]
+    share = dotenv.setting(gpus.SHARE_VARIABLE, env_file) == "1"
+    decision = gpus.decide(value, share, others, gpus.read_host_table())
+    if not decision.picked:
+        return
+    os.environ[gpus.VARIABLE] = decision.value  # this run's compose, over what it reads
+    written = dotenv.set_value(env_file, gpus.VARIABLE, decision.value, comment=f"{value} picked")
+    where = (
+        f"wrote GPUS={decision.value} to {env_file}"
+        if written
+        else (f"add GPUS={decision.value} to your env file to keep them")
+    )
+    VOICE.note(f"GPUS={value}: took GPUs {decision.value}, held by no other workstation ({where})")
+
+
 def pass_build_arguments() -> int:
     """compose builds a missing image: check the build's inputs, and pass torch's version from
     the lock as PYTORCH_VERSION, as `make build` does."""
@@ -393,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         VOICE.note("\n".join(mode.notice))
     if mode.cpu:
         compose = compose.with_file(gpu_mode.CPU_OVERRIDE)
-    prepared = prepare.prepare(compose.run) or pass_build_arguments()
+    prepared = prepare.prepare(compose.run) or claim(compose, mode.cpu) or pass_build_arguments()
     if prepared:
         return prepared
     up = compose.shown("up", "-d")
