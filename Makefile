@@ -87,7 +87,7 @@ GUARD := $(HOST_PY) torchrig.host.project
 
 .PHONY: build
 build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUILD_TARGET=devel)
-	$(GUARD) --write-env -- $(COMPOSE)
+	$(GUARD) -- $(COMPOSE)
 	$(BUILD_ARGS) DOCKER_BUILDKIT=1 $(COMPOSE) build
 
 .PHONY: prepare

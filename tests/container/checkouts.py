@@ -33,8 +33,9 @@ NOT_INHERITED = (
 CPU_FILES = ["-f", "docker-compose.yml", "-f", "docker-compose.cpu.yml"]
 
 
-def project_files() -> list[str]:
-    """The checkout's files: what git tracks here and what it would add (this change's own)."""
+def copy_checkout(folder: Path) -> Path:
+    """The files a checkout has (tracked, and new ones git does not ignore) copied to `folder`:
+    the build context is then the same as the session's, so its cache serves."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO_ROOT,
@@ -42,7 +43,12 @@ def project_files() -> list[str]:
         text=True,
         check=True,
     )
-    return [name for name in listed.stdout.split("\0") if name and (REPO_ROOT / name).is_file()]
+    for name in filter(None, listed.stdout.split("\0")):
+        source = REPO_ROOT / name
+        if source.is_file():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, folder / name)
+    return folder
 
 
 @dataclass
@@ -55,11 +61,7 @@ class Checkout:
 
     @classmethod
     def copy(cls, folder: Path, image: str, ssh_public_line: str) -> Checkout:
-        for name in project_files():
-            target = folder / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO_ROOT / name, target)
-        return cls(folder, image, ssh_public_line)
+        return cls(copy_checkout(folder), image, ssh_public_line)
 
     @property
     def env_file(self) -> Path:

@@ -1,7 +1,7 @@
 """Every checkout is its own workstation: its compose project name (and with it the image tag,
 `<name>/workstation:latest`, the container, volumes and network) belongs to the checkout.
 
-    python3 -m torchrig.host.project [--write-env] -- docker compose -f ...   (make down, build)
+    python3 -m torchrig.host.project -- docker compose -f ...   (make down, make build)
 
 - The first `make up` (or `make prepare`, `make build`) picks a readable name from the user and
   the folder, `torchrig-alice-myproj` (`torchrig-alice` for a folder named `torchrig`), and
@@ -132,6 +132,16 @@ def new_name(docker: Docker, folder: Path) -> str:
     return hashed
 
 
+def first_name(docker: Docker, folder: Path) -> str:
+    """The name a first run writes: the one given for it (`make up COMPOSE_PROJECT_NAME=...`),
+    so that it sticks, else a new one."""
+    given = os.environ.get(VARIABLE)
+    if given is not None:
+        check_name(given)
+        return given
+    return new_name(docker, folder)
+
+
 def upgraded_name(docker: Docker, folder: Path, legacy: str = LEGACY_NAME) -> str | None:
     """The old shared name, when this folder's workstation has it and keeps it: its containers
     or volumes name this folder, and no container of it is another folder's. Else None."""
@@ -158,7 +168,7 @@ def settle(
     with the rest of a first run's `.env`, or added to an `.env` from before names."""
     written = dotenv.write_on_first_run(
         env_file,
-        lambda: name_lines(new_name(docker, folder), "this checkout's workstation (make ls)"),
+        lambda: name_lines(first_name(docker, folder), "this checkout's workstation (make ls)"),
     )
     name = dotenv.setting(VARIABLE, env_file)
     if name is None and dotenv.env_files() is not None:
@@ -211,13 +221,13 @@ def compose_name(compose: list[str]) -> str | None:
         return None
 
 
-def guard(compose: list[str], write_env: bool, env_file: Path = Path(".env")) -> int:
-    """`make down` / `make build`: the checkout's name (written first with `write_env`), then
-    stop when another folder's workstation has it."""
+def guard(compose: list[str], env_file: Path = Path(".env")) -> int:
+    """`make down` / `make build`: the checkout's name (chosen and written on a first run, or
+    for an `.env` from before, as `make up` does), then stop when another folder's workstation
+    has it."""
     folder = Path.cwd()
     try:
-        if write_env:
-            settle(env_file, folder)
+        settle(env_file, folder)
         given = dotenv.setting(VARIABLE, env_file)
         if given is not None:
             check_name(given)
@@ -234,10 +244,9 @@ def guard(compose: list[str], write_env: bool, env_file: Path = Path(".env")) ->
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write-env", action="store_true", help="write the name on a first run")
     parser.add_argument("compose", nargs="+", help="the compose command, after --")
     args = parser.parse_args(argv)
-    return guard(args.compose, args.write_env)
+    return guard(args.compose)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,21 @@ def test_the_first_run_writes_the_name(alice: Path) -> None:
     assert "the image is torchrig-alice/workstation:latest" in text
 
 
+def test_a_name_given_on_the_first_run_is_the_one_written(
+    alice: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPOSE_PROJECT_NAME", "alice-exp")
+    engine = FakeEngine()
+    assert project.settle(alice / ".env", ALICE, engine).name == "alice-exp"
+    monkeypatch.delenv("COMPOSE_PROJECT_NAME")
+    assert project.settle(alice / ".env", ALICE, engine).name == "alice-exp"  # it stuck
+    monkeypatch.setenv("COMPOSE_PROJECT_NAME", "Alice")
+    (alice / ".env").unlink()
+    with pytest.raises(project.ProjectError):
+        project.settle(alice / ".env", ALICE, engine)
+    assert not (alice / ".env").exists()
+
+
 def test_a_name_another_folder_uses_gets_the_folder_s_hash(alice: Path) -> None:
     theirs = FakeEngine([workstation(project="torchrig-alice", folder="/home/alice/b/torchrig")])
     name = project.settle(alice / ".env", ALICE, theirs).name
