@@ -147,6 +147,19 @@ class Checkout:
         )
         return json.loads(inspected.stdout)[0]
 
+    def made(self, kind: str) -> list[str]:
+        """The names of the `volume`s or `network`s compose made for the checkout's project."""
+        listed = subprocess.run(
+            [
+                "docker", kind, "ls", "--format", "{{.Name}}",
+                "--filter", f"label=com.docker.compose.project={self.name}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )  # fmt: skip
+        return sorted(listed.stdout.split())
+
     def exec(
         self, command: str, user: str = "dev", detach: bool = False, project: str | None = None
     ) -> str:

@@ -18,6 +18,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
+from torchrig import mounts
 from torchrig.host import gpus, project, workstations
 
 from .checkouts import Checkout
@@ -120,6 +121,12 @@ def test_two_checkouts_of_one_folder_name_are_two_workstations_side_by_side(
     assert bob.exec(f"cat {KEPT} 2>/dev/null || echo none") == "none"
     assert alice.exec(HOST_KEY) != bob.exec(HOST_KEY)
     assert (alice.exec("id -u"), bob.exec("id -u")) == ("4242", "4343")
+    # Everything compose made carries the checkout's name.
+    for checkout in (alice, bob):
+        names = [f"{checkout.name}_{volume.name}" for volume in mounts.VOLUMES]
+        assert checkout.made("volume") == sorted(names)
+        assert checkout.made("network") == [f"{checkout.name}_default"]
+        assert checkout.container()["Name"] == f"/{checkout.name}-workstation-1"
     # Plain compose from the folder is the same workstation.
     assert bob.compose("ps", "-q").stdout.strip() == bob.container()["Id"]
 
