@@ -71,14 +71,15 @@ def slug(text: str) -> str:
 
 def readable_name(user: str, folder: Path) -> str:
     """`torchrig-<user>-<folder>`; the folder left out when it is `torchrig` itself."""
-    parts = [PREFIX, slug(user), slug(folder.name)]
+    # A user name of no letter or digit at all must not leave the old shared name, `torchrig`.
+    parts = [PREFIX, slug(user) or f"uid{os.getuid()}", slug(folder.name)]
     if parts[2] in ("", PREFIX):
         parts.pop()
     return "-".join(part for part in parts if part)
 
 
 def with_hash(name: str, folder: Path) -> str:
-    digest = hashlib.sha256(str(folder).encode()).hexdigest()[:HASH_CHARS]
+    digest = hashlib.sha256(os.path.realpath(folder).encode()).hexdigest()[:HASH_CHARS]
     return f"{name}-{digest}"
 
 
@@ -184,11 +185,7 @@ def add_name(env_file: Path, name: str, kept: bool) -> None:
     """Add the name to an `.env` written before names were per checkout."""
     why = "kept from before: its volumes hold your packages, caches and SSH host keys"
     comment = f"this checkout's workstation ({why if kept else 'make ls'})"
-    if not dotenv.set_value(env_file, VARIABLE, name, comment=comment):
-        raise ProjectError(
-            f"{VARIABLE} is not set in the files COMPOSE_ENV_FILES names.",
-            f"  Add {VARIABLE}={name} to one of them (or a name of your own).",
-        )
+    dotenv.set_value(env_file, VARIABLE, name, comment=comment)
     VOICE.note(f"added {VARIABLE}={name} to {env_file}" + (f" ({why})" if kept else ""))
 
 

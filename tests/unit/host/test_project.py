@@ -3,6 +3,7 @@ another folder's workstation never touched."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ def alice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     ("alice", "/home/alice/myproj", "torchrig-alice-myproj"),
     ("Alice.Smith", "/srv/My Project (v2)", "torchrig-alice-smith-my-project-v2"),
     ("42", "/x/__", "torchrig-42"),
+    ("___", "/x/torchrig", f"torchrig-uid{os.getuid()}"),  # never the old shared name
 ])  # fmt: skip
 def test_the_name_is_readable_and_one_compose_accepts(user: str, folder: str, name: str) -> None:
     found = project.readable_name(user, Path(folder))
