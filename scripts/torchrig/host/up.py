@@ -5,8 +5,11 @@ say how to reach it, or why not.
 
 1. The mode (`gpu_mode`): `--cpu 1`/`--cpu 0` (make's CPU=) force it; unset, a machine without
    NVIDIA GPUs starts in CPU mode (said loudly), and one whose Docker cannot hand its GPUs over
-   stops at once with the fix. Then `prepare` (.env on the first run, the bind-mount folders)
-   and the build's inputs (`buildcheck`: compose builds a missing image), in this one process.
+   stops at once with the fix. Then `prepare` (.env on the first run, with the checkout's
+   workstation name and free ports; the bind-mount folders), `claim` (the name is no other
+   folder's workstation, `project`; the GPUs asked for are no other running workstation's,
+   `gpus`) and the build's inputs (`buildcheck`: compose builds a missing image), in this one
+   process, before compose touches anything.
 2. `docker compose up -d`, its output shown as it comes and kept. When compose itself fails,
    nothing ran, and `compose_failure` says what it was (a port taken, the engine unreachable, an
    image missing, a compose too old); never "not ready".
@@ -400,10 +403,9 @@ def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
         return
     os.environ[gpus.VARIABLE] = decision.value  # this run's compose, over what it reads
     written = dotenv.set_value(env_file, gpus.VARIABLE, decision.value, comment=f"{value} picked")
+    kept = f"GPUS={decision.value}"
     where = (
-        f"wrote GPUS={decision.value} to {env_file}"
-        if written
-        else (f"add GPUS={decision.value} to your env file to keep them")
+        f"wrote {kept} to {env_file}" if written else f"add {kept} to your env file to keep them"
     )
     VOICE.note(f"GPUS={value}: took GPUs {decision.value}, held by no other workstation ({where})")
 
