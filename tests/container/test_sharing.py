@@ -10,6 +10,7 @@ and here only as far as a workstation that asks for GPUs can be created and read
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import socket
 import subprocess
@@ -203,7 +204,7 @@ def test_a_workstation_asking_for_gpus_is_read_back_from_the_engine(
     assert created.returncode == 0, created.stderr
     held = [w for w in workstations.all_workstations() if w.project == bob.name]
     assert [(w.gpus.ids, w.state) for w in held] == [(("0", "2"), "created")]
-    running = [type(held[0])(**{**held[0].__dict__, "state": "running"})]
+    running = [dataclasses.replace(held[0], state="running")]  # as if the runtime had started it
     with pytest.raises(gpus.GpuError) as refused:
         gpus.decide("2,3", share=False, others=running, table=None)
     assert f"GPU 2 is held by workstation {bob.name} from {bob.folder}" in refused.value.lines[0]
