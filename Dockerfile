@@ -142,6 +142,8 @@ COPY --from=uv /opt/uv/bin/uv /opt/uv/bin/uv
 # TORCH_DISABLE_SHARE_RDZV_TCP_STORE: each torchrun restart round gets a store of its own, so the
 # round re-forms the process group (with the agent's shared store the workers find the keys of the
 # round before: "Gloo connectFullMesh failed", or a hang), for plain torchrun too (docs/training.md).
+# CUDA_DEVICE_ORDER: torch numbers the GPUs as nvidia-smi does (PCI bus order), not fastest first,
+# so "GPU 1" means one GPU in both, and the banner can name each by its host index.
 # No PYTHONUNBUFFERED: unbuffered, print() writes the text and its newline separately, so the
 # ranks of `torchrun` sharing one stdout run their lines together. The start-up logs flush
 # themselves; set it in compose's environment if you want it for your own scripts.
@@ -150,6 +152,7 @@ ENV VIRTUAL_ENV=/opt/venv \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     NVIDIA_DISABLE_REQUIRE=1 \
+    CUDA_DEVICE_ORDER=PCI_BUS_ID \
     TORCHINDUCTOR_CACHE_DIR=/home/dev/.cache/torchinductor \
     TRITON_CACHE_DIR=/home/dev/.cache/triton \
     HF_HOME=/home/dev/.cache/huggingface \

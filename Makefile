@@ -63,6 +63,7 @@ gpu-report: ## prove a CUDA machine, one JSON + markdown report (ARGS=--cpu, ARG
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
 # ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs,
 # CPU=0 insists on them; unset, `make up` chooses from what the machine has (torchrig.host.up).
+# COMPOSE_PROJECT_NAME names this checkout's workstation (written to .env on the first run).
 # PUBLISHED=1 runs the published image TORCHRIG_IMAGE names instead of building one.
 CPU ?=
 PUBLISHED ?=
@@ -80,8 +81,13 @@ UV ?= $(firstword $(wildcard $(VENV)/bin/uv) uv)
 BUILD_ARGS := version="$$($(HOST_PY) torchrig.host.buildcheck --print-torch-version)"; \
 	export PYTORCH_VERSION="$$version";
 
+# Before compose touches anything: the checkout's workstation name (.env on the first run) is
+# not another folder's workstation (torchrig.host.project).
+GUARD := $(HOST_PY) torchrig.host.project
+
 .PHONY: build
 build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUILD_TARGET=devel)
+	$(GUARD) -- $(COMPOSE)
 	$(BUILD_ARGS) DOCKER_BUILDKIT=1 $(COMPOSE) build
 
 .PHONY: prepare
@@ -96,7 +102,12 @@ up: ## start the workstation, wait until ready, print how to connect (first run 
 
 .PHONY: down
 down: ## stop and remove the container (volumes with host keys, caches and your packages are kept)
+	$(GUARD) -- $(COMPOSE)
 	$(COMPOSE) down
+
+.PHONY: ls
+ls: ## list every torchrig workstation on this machine, anyone's: name, folder, owner, state, ports, GPUs
+	$(HOST_PY) torchrig.host.workstations $(ARGS)
 
 .PHONY: logs
 logs: ## follow the container's logs (banner, Jupyter URL, sshd)

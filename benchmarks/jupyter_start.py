@@ -1,7 +1,7 @@
 """Jupyter's start-up with and without the image's server extensions, inside one container.
 
     docker run --rm -u 1000 -v "$PWD/benchmarks:/b:ro" --entrypoint /opt/venv/bin/python \\
-        torchrig/workstation:latest /b/jupyter_start.py [--repeats 6]
+        "$(docker compose config --images)" /b/jupyter_start.py [--repeats 6]
 
 Starts `jupyter-lab` on a free loopback port, alternately with jupyter-server-proxy and
 jupyterlab-nvdashboard turned off and with them (plus the Host check) on, and for each start

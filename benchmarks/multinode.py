@@ -5,8 +5,9 @@
     python benchmarks/multinode.py recovery
 
 The nodes are the ones the container tests make (testbed/docker_nodes.py): sshd, one key,
-a shared /checkpoints volume; node a launches. Needs a built image (TORCHRIG_TEST_IMAGE, default
-torchrig/workstation:latest) and the test venv (docker, paramiko). The nodes share this machine's
+a shared /checkpoints volume; node a launches. Needs a built image (TORCHRIG_TEST_IMAGE; `make
+build` makes this checkout's, `docker compose config --images` names it) and the test venv
+(docker, paramiko). The nodes share this machine's
 kernel, so its clock times every event, read as lines arrive from `docker exec`.
 
 rendezvous: `torchrig launch --hostfile` of a script whose ranks print the time at their first
@@ -86,7 +87,12 @@ class Timed:
 
 
 def make_cluster(names: list[str]) -> Cluster:
-    image = os.environ.get("TORCHRIG_TEST_IMAGE", "torchrig/workstation:latest")
+    image = os.environ.get("TORCHRIG_TEST_IMAGE")
+    if not image:
+        raise SystemExit(
+            "set TORCHRIG_TEST_IMAGE to the image to run, e.g. this checkout's: "
+            'TORCHRIG_TEST_IMAGE="$(docker compose config --images)"'
+        )
     cluster = Cluster(image, new_key_pair())
     for name in names:
         cluster.add(name)

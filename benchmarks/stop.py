@@ -8,8 +8,9 @@ step every ~0.6 s) in the background as dev, waits until it is past step 4, and 
 For that stop it also reports the step the job saved and the last step any rank trained (from
 --log-samples of testbed's traced wrapper, which also slows the steps): steps lost is the
 difference, 0 when the save-on-stop works. Uses the compose
-project `torchrig-bench-stop`, free ports and temporary folders. Needs a built image
-(`make build`; TORCHRIG_IMAGE picks it); set MEMLOCK where the engine caps it.
+project `torchrig-bench-stop`, free ports and temporary folders. Needs a built image named by
+TORCHRIG_IMAGE (this checkout's, after `make build`: `docker compose config --images`); set
+MEMLOCK where the engine caps it.
 """
 
 from __future__ import annotations

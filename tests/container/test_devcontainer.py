@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 from torchrig.host import buildcheck
 
+from .checkouts import copy_checkout
 from .conftest import TEST_PGID, TEST_PUID
 from .stack import REPO_ROOT, Stack, new_stack
 from .test_ssh import ALLREDUCE
@@ -42,21 +42,8 @@ def cli() -> Path:
 
 @pytest.fixture(scope="module")
 def repo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The files a checkout has (tracked, and new ones git does not ignore): the build context
-    is then the same as the session's, so its cache serves."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    copy = tmp_path_factory.mktemp("devcontainer") / "torchrig"
-    for name in filter(None, listed.split("\0")):
-        source = REPO_ROOT / name
-        if source.is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, copy / name)
-    return copy
+    """A checkout's files (`checkouts.copy_checkout`): the build context is the session's."""
+    return copy_checkout(tmp_path_factory.mktemp("devcontainer") / "torchrig")
 
 
 def run_cli(cli: Path, stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:

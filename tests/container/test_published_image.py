@@ -22,7 +22,8 @@ from .stack import REPO_ROOT
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(300, func_only=True)]
 
-DEFAULT_IMAGE = "torchrig/workstation:latest"
+# The checkout's own tag: its workstation's name (COMPOSE_PROJECT_NAME, in its .env).
+CHECKOUT = "torchrig-alice-myproj"
 
 
 def compose_config(files: list[Path], **variables: str) -> subprocess.CompletedProcess[str]:
@@ -46,8 +47,10 @@ def service(result: subprocess.CompletedProcess[str]) -> dict:
 
 
 def test_by_default_compose_builds_locally_and_never_pulls() -> None:
-    workstation = service(compose_config([COMPOSE_FILE, CPU_OVERRIDE]))
-    assert workstation["image"] == DEFAULT_IMAGE
+    workstation = service(
+        compose_config([COMPOSE_FILE, CPU_OVERRIDE], COMPOSE_PROJECT_NAME=CHECKOUT)
+    )
+    assert workstation["image"] == f"{CHECKOUT}/workstation:latest"
     assert workstation["pull_policy"] == "never"
     assert workstation["build"]["target"] == "runtime"
 

@@ -79,6 +79,7 @@ def test_ssh_session_sees_the_venv_and_compose_environment(
     assert python == "/opt/packages/venv/bin/python"
     name, value = COMPOSE_MARKER
     assert f"{name}={value}" in env_lines
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" in env_lines  # torch numbers GPUs as nvidia-smi does
 
 
 def test_file_made_over_ssh_is_owned_by_puid_on_the_host(

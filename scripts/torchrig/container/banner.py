@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchrig.facts import cuda_compat, nvml, runtime
+from torchrig.facts import cuda_compat, nvml, runtime, visible
 from torchrig.facts.nvml import NvmlGpu, NvmlSnapshot
 from torchrig.facts.runtime import RuntimeFacts
 from torchrig.facts.verdict import Check, failed, passed, skipped
@@ -34,6 +35,7 @@ class Facts:
     runtime: RuntimeFacts
     cpu_only: bool = False
     image_flavour: str | None = None  # the CUDA_FLAVOUR the image was built with
+    nvidia_visible: str | None = None  # the GPUs the NVIDIA runtime was asked for (host's names)
 
 
 @dataclass
@@ -87,6 +89,7 @@ def gather_facts(
         runtime=read_runtime(),
         cpu_only=cpu_only,
         image_flavour=cuda_compat.image_flavour(),
+        nvidia_visible=os.environ.get(visible.NVIDIA_VISIBLE),
     )
 
 
@@ -146,12 +149,12 @@ def describe(facts: Facts) -> Banner:
     return banner
 
 
-def gpu_name(gpu: NvmlGpu) -> str:
-    """`0: NVIDIA H100 80GB HBM3 (80 GiB)`: its memory in whole GiB, as `torchrig verify` says."""
+def gpu_name(gpu: NvmlGpu, host_index: str | None) -> str:
+    """`0: NVIDIA H100 80GB HBM3 (80 GiB; host GPU 2, GPU-3b5a...)`: its memory in whole GiB, as
+    `torchrig verify` says, and its name outside the container (nvidia-smi's, GPUS's)."""
     memory = gpu.memory_total_bytes
-    return f"{gpu.index}: {gpu.name}" + (
-        f" ({size_text(memory, digits=0, unit='GiB')})" if memory else ""
-    )
+    size = f"{size_text(memory, digits=0, unit='GiB')}; " if memory else ""
+    return f"{gpu.index}: {gpu.name} ({size}{visible.host_name(host_index, gpu.uuid)})"
 
 
 def gpu_line(facts: Facts) -> str:
@@ -159,5 +162,6 @@ def gpu_line(facts: Facts) -> str:
         return "GPUs: CPU-only mode (TORCHRIG_CPU_ONLY=1): GPU checks skipped"
     if not facts.gpus.gpus:
         return "GPUs: none visible"
-    names = ", ".join(gpu_name(gpu) for gpu in facts.gpus.gpus)
+    hosts = visible.host_indices(facts.nvidia_visible, len(facts.gpus.gpus))
+    names = ", ".join(gpu_name(gpu, host) for gpu, host in zip(facts.gpus.gpus, hosts, strict=True))
     return f"GPUs: {len(facts.gpus.gpus)} (driver {facts.gpus.driver_version}) {names}"

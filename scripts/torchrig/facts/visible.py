@@ -62,3 +62,26 @@ def visible_positions(value: str | None, uuids: Sequence[str]) -> list[int]:
     NVML lists whole GPUs)."""
     keys = visible_devices(value, uuids) or []
     return [uuids.index(key) for key in keys if key in uuids]
+
+
+def host_indices(nvidia_visible: str | None, gpu_count: int) -> list[str | None]:
+    """Each GPU's index on the host, by its index in here (NVML's order), from what the NVIDIA
+    runtime was asked to pass in (`NVIDIA_VISIBLE_DEVICES`, which `GPUS` becomes).
+
+    "all" keeps the host's numbering. Host indices ("2,0") arrive renumbered from 0 in PCI bus
+    order, the order NVML numbers the host's GPUs in too, so the lowest is 0 in here. UUIDs name
+    the GPU but not its host index (None), and so does anything else (unset, outside a
+    container).
+    """
+    value = (nvidia_visible or "").strip().lower()
+    if value == "all":
+        return [str(index) for index in range(gpu_count)]
+    parts = [part.strip() for part in value.split(",") if part.strip()]
+    if parts and all(part.isdigit() for part in parts) and len(parts) == gpu_count:
+        return [str(index) for index in sorted(int(part) for part in parts)]
+    return [None] * gpu_count
+
+
+def host_name(host_index: str | None, uuid: str) -> str:
+    """`host GPU 2, GPU-3b5a...`: how a GPU is named outside the container (nvidia-smi, GPUS)."""
+    return f"host GPU {host_index if host_index is not None else '?'}, {uuid or 'no UUID'}"

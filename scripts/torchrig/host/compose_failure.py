@@ -151,17 +151,31 @@ def parse_version(text: str | None) -> tuple[int, int] | None:
     return (int(found[1]), int(found[2])) if found else None
 
 
+def port_rows(service_config: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(variable, host address, host port) for each port a service of `compose config` publishes
+    that a variable of ours chooses."""
+    rows = []
+    for port in service_config.get("ports", []):
+        variable = PORT_VARIABLES.get(int(port.get("target", 0)))
+        if variable and str(port.get("published", "")).isdigit():
+            rows.append((variable, port.get("host_ip") or "0.0.0.0", int(port["published"])))
+    return rows
+
+
+def service_config(config_json: str, service: str) -> dict[str, Any] | None:
+    """One service of `compose config --format json`, or None when it cannot be read."""
+    try:
+        found = json.loads(config_json)["services"][service]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
 def service_facts(config_json: str, service: str) -> tuple[dict[int, str], str | None, bool]:
     """From `compose config --format json`: host port -> variable, the image, whether compose
     could build it (a service without `build` can only be pulled)."""
-    try:
-        config: dict[str, Any] = json.loads(config_json)
-        workstation = config["services"][service]
-    except (ValueError, KeyError, TypeError):
+    workstation = service_config(config_json, service)
+    if workstation is None:
         return {}, None, True
-    published = {}
-    for port in workstation.get("ports", []):
-        variable = PORT_VARIABLES.get(int(port.get("target", 0)))
-        if variable and str(port.get("published", "")).isdigit():
-            published[int(port["published"])] = variable
+    published = {port: variable for variable, _, port in port_rows(workstation)}
     return published, workstation.get("image"), "build" in workstation

@@ -1,4 +1,5 @@
-"""Write `.env` on the first `make up`: the host user's UID/GID and SSH public key.
+"""Write `.env` on the first `make up`: the host user's UID/GID and SSH public key, and the lines
+the caller adds (the checkout's workstation name, `torchrig.host.project`); read and change it.
 
 Compose cannot run `id -u`, so this does it once. An existing .env keeps its content (it is
 yours to edit); variables set in the shell or on the make command line still win over it,
@@ -14,14 +15,17 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from torchrig.voice import MAKEFILE as VOICE
 
 PUBLIC_KEY_NAMES = ("id_ed25519.pub", "id_ecdsa.pub", "id_rsa.pub")
 PRIVATE_MODE = 0o600
+PLAIN = re.compile(r"^[\w.,:/@+-]*$")  # written as it is; anything else in single quotes
 
 
 def find_public_key(home: Path) -> tuple[Path, str] | None:
@@ -43,8 +47,13 @@ def quote(value: str) -> str:
     return f"'{value}'"
 
 
-def dotenv_text(uid: int, gid: int, key: tuple[Path, str] | None) -> str:
-    lines = ["# Written by `make up` on its first run; edit freely (it is not rewritten)."]
+def dotenv_text(
+    uid: int, gid: int, key: tuple[Path, str] | None, first_lines: tuple[str, ...] = ()
+) -> str:
+    lines = [
+        "# Written by `make up` on its first run; edit freely (it is not rewritten).",
+        *first_lines,
+    ]
     if uid == 0:
         lines.append(
             "# PUID/PGID not set: you ran as root and dev cannot be root, so dev keeps "
@@ -114,19 +123,82 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def write_on_first_run(path: Path) -> None:
-    if os.environ.get("COMPOSE_ENV_FILES"):
+def env_files() -> list[Path] | None:
+    """The files compose reads variables from: COMPOSE_ENV_FILES's, else None for `.env`."""
+    named = os.environ.get("COMPOSE_ENV_FILES", "")
+    return [Path(name) for name in named.split(",") if name] or None
+
+
+def write_on_first_run(path: Path, first_lines: Callable[[], tuple[str, ...]] = tuple) -> bool:
+    """Write `path` unless it exists (or compose reads other files); `first_lines()` adds lines
+    of the caller's, asked only when the file is written. True when it was written."""
+    if env_files() is not None:
         VOICE.note("COMPOSE_ENV_FILES is set: compose reads those, not .env; none written")
-        return
+        return False
     if os.path.lexists(path):
         notice = tighten(path)
         if notice is not None:
             VOICE.note(notice)
         VOICE.note(f"using the existing {path} (delete it to write a fresh one)")
-        return
-    text = dotenv_text(os.getuid(), os.getgid(), find_public_key(Path.home()))
+        return False
+    added = first_lines()
+    text = dotenv_text(os.getuid(), os.getgid(), find_public_key(Path.home()), added)
     write_private(path, text)
     VOICE.note(f"wrote {path}:\n" + "\n".join(f"  {line}" for line in text.splitlines()))
+    return True
+
+
+def parse(text: str) -> dict[str, str]:
+    """NAME=value lines as compose reads them (comments, `export `, one pair of quotes)."""
+    values = {}
+    for raw in text.splitlines():
+        line = raw.strip().removeprefix("export ").strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, value = (part.strip() for part in line.split("=", 1))
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[name] = value
+    return values
+
+
+def read_values(path: Path = Path(".env")) -> dict[str, str]:
+    """What the files compose reads set (COMPOSE_ENV_FILES's, else `path`), later files winning;
+    a missing or unreadable file sets nothing."""
+    values: dict[str, str] = {}
+    for file in env_files() or [path]:
+        try:
+            values.update(parse(file.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError):
+            continue
+    return values
+
+
+def setting(name: str, path: Path = Path(".env")) -> str | None:
+    """A variable as compose sees it: the environment first, then the files it reads."""
+    return os.environ.get(name, read_values(path).get(name))
+
+
+def set_value(path: Path, name: str, value: str, comment: str = "") -> bool:
+    """Set NAME in `path` (its line replaced, or appended with `comment` above it), keeping the
+    rest as it is. False, with nothing written, when compose reads other files (the caller says
+    what to add there)."""
+    if env_files() is not None:
+        return False
+    line = f"{name}={value if PLAIN.match(value) else quote(value)}"
+    kept = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    pattern = re.compile(rf"^\s*(export\s+)?{re.escape(name)}\s*=")
+    if any(pattern.match(old) for old in kept):
+        lines = [line if pattern.match(old) else old for old in kept]
+    else:
+        lines = [*kept, *([f"# {comment}"] if comment else []), line]
+    text = "\n".join(lines) + "\n"
+    if not path.exists():
+        write_private(path, text)
+        return True
+    with path.open("w", encoding="utf-8") as handle:  # keeps the file's mode (600)
+        handle.write(text)
+    return True
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """What `make up` does before it starts anything, and VS Code Dev Containers before it starts the
-container (`make prepare`): `.env` on the first run (`dotenv`), then the bind-mount folders
-(`bind_mounts`) from compose's resolved configuration.
+container (`make prepare`): `.env` on the first run (`dotenv`, with the checkout's workstation
+name from `project`), free ports when the defaults are taken (`ports`, first run only), then the
+bind-mount folders (`bind_mounts`) from compose's resolved configuration.
 
     python3 -m torchrig.host.prepare -- docker compose -f docker-compose.yml ...
 
@@ -16,7 +17,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from torchrig.host import bind_mounts, compose_failure, dotenv
+from torchrig.host import bind_mounts, compose_failure, ports, project
+from torchrig.host.workstations import SERVICE, EngineError
 from torchrig.voice import MAKEFILE as VOICE
 
 RunCompose = Callable[..., subprocess.CompletedProcess[str]]
@@ -24,7 +26,11 @@ RunCompose = Callable[..., subprocess.CompletedProcess[str]]
 
 def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
     """`run_compose(*args)` runs compose, with the files chosen, and captures its output."""
-    dotenv.write_on_first_run(env_file)
+    try:
+        settled = project.settle(env_file, Path.cwd())
+    except (project.ProjectError, EngineError) as failed:
+        VOICE.error("\n".join(failed.lines))
+        return 1
     config = run_compose("config", "--format", "json")
     if config.returncode != 0:
         sys.stderr.write(config.stderr)
@@ -38,6 +44,8 @@ def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
         ]
         VOICE.error("\n".join(lines))
         return 1
+    if settled.written:
+        ports.pick_on_first_run(config.stdout, SERVICE, env_file)
     return bind_mounts.prepare_from_json(config.stdout)
 
 

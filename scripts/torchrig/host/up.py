@@ -5,8 +5,11 @@ say how to reach it, or why not.
 
 1. The mode (`gpu_mode`): `--cpu 1`/`--cpu 0` (make's CPU=) force it; unset, a machine without
    NVIDIA GPUs starts in CPU mode (said loudly), and one whose Docker cannot hand its GPUs over
-   stops at once with the fix. Then `prepare` (.env on the first run, the bind-mount folders)
-   and the build's inputs (`buildcheck`: compose builds a missing image), in this one process.
+   stops at once with the fix. Then `prepare` (.env on the first run, with the checkout's
+   workstation name and free ports; the bind-mount folders), `claim` (the name is no other
+   folder's workstation, `project`; the GPUs asked for are no other running workstation's,
+   `gpus`) and the build's inputs (`buildcheck`: compose builds a missing image), in this one
+   process, before compose touches anything.
 2. `docker compose up -d`, its output shown as it comes and kept. When compose itself fails,
    nothing ran, and `compose_failure` says what it was (a port taken, the engine unreachable, an
    image missing, a compose too old); never "not ready".
@@ -32,8 +35,18 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from torchrig.host import buildcheck, compose_failure, gpu_mode, prepare
+from torchrig.host import (
+    buildcheck,
+    compose_failure,
+    dotenv,
+    gpu_mode,
+    gpus,
+    prepare,
+    project,
+    workstations,
+)
 from torchrig.voice import IN_OTHERS_OUTPUT, harmless
 from torchrig.voice import MAKEFILE as VOICE
 
@@ -357,6 +370,47 @@ def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int
     return report_ready(harmless(asked.stdout).splitlines(), cpu)
 
 
+def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
+    """Before compose touches anything: the workstation's name is not another folder's, and the
+    GPUs asked for are not another running workstation's (`GPUS=free:N` picks, and writes them
+    to .env). Says the name."""
+    config = compose.run("config", "--format", "json")
+    if config.returncode != 0:
+        return 0  # prepare said why already; compose will again
+    name = str(json.loads(config.stdout).get("name", ""))
+    try:
+        refused = project.refusal(name, Path.cwd(), compose.docker)
+        if refused:
+            VOICE.error("\n".join(refused))
+            return 1
+        settle_gpus(compose, name, cpu, env_file)
+    except (workstations.EngineError, gpus.GpuError) as failed:
+        VOICE.error("\n".join(failed.lines))
+        return 1
+    VOICE.note(f"workstation {name} (this folder's; `make ls` lists every one on this machine)")
+    return 0
+
+
+def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
+    """GPUS checked (CPU mode: its spelling only), free ones picked and written to .env."""
+    value = dotenv.setting(gpus.VARIABLE, env_file)
+    if cpu:
+        gpus.parse_request(value)
+        return
+    others = [one for one in workstations.all_workstations(compose.docker) if one.project != name]
+    share = dotenv.setting(gpus.SHARE_VARIABLE, env_file) == "1"
+    decision = gpus.decide(value, share, others, gpus.read_host_table())
+    if not decision.picked:
+        return
+    os.environ[gpus.VARIABLE] = decision.value  # this run's compose, over what it reads
+    written = dotenv.set_value(env_file, gpus.VARIABLE, decision.value, comment=f"{value} picked")
+    kept = f"GPUS={decision.value}"
+    where = (
+        f"wrote {kept} to {env_file}" if written else f"add {kept} to your env file to keep them"
+    )
+    VOICE.note(f"GPUS={value}: took GPUs {decision.value}, held by no other workstation ({where})")
+
+
 def pass_build_arguments() -> int:
     """compose builds a missing image: check the build's inputs, and pass torch's version from
     the lock as PYTORCH_VERSION, as `make build` does."""
@@ -394,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         VOICE.note("\n".join(mode.notice))
     if mode.cpu:
         compose = compose.with_file(gpu_mode.CPU_OVERRIDE)
-    prepared = prepare.prepare(compose.run) or pass_build_arguments()
+    prepared = prepare.prepare(compose.run) or claim(compose, mode.cpu) or pass_build_arguments()
     if prepared:
         return prepared
     up = compose.shown("up", "-d")

@@ -3,6 +3,7 @@ torch's build (a cubin runs, only PTX, or nothing)."""
 
 from __future__ import annotations
 
+from torchrig.facts import visible
 from torchrig.facts.verdict import Check, Verdict, passed
 from torchrig.sizes import size_text
 from torchrig.verify.selection import SelectedGpu
@@ -36,12 +37,16 @@ def arch_support(capability: tuple[int, int], arch_list: list[str]) -> str:
     return "none"
 
 
-def check_identity(gpu: SelectedGpu, arch_list: list[str]) -> Check:
+def check_identity(gpu: SelectedGpu, arch_list: list[str], host_index: str | None = None) -> Check:
+    """`host_index`: the GPU's index on the host (`facts.visible.host_indices`), None unknown."""
     capability = capability_of(gpu)
     memory = memory_of(gpu)
     sm = f"sm_{capability[0]}{capability[1]}" if capability else "sm_?"
-    summary = f"{gpu.name}, {size_text(memory, digits=0, unit='GiB')}, {sm}"
+    uuid = gpu.nvml.uuid if gpu.nvml else ""
+    outside = f" ({visible.host_name(host_index, uuid)})" if uuid or host_index else ""
+    summary = f"{gpu.name}, {size_text(memory, digits=0, unit='GiB')}, {sm}{outside}"
     data = {
+        "host_index": int(host_index) if host_index is not None else None,
         "name": gpu.name,
         "memory_bytes": memory,
         "compute_capability": list(capability) if capability else None,

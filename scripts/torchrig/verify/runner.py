@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchrig import __version__
-from torchrig.facts import runtime
+from torchrig.facts import runtime, visible
 from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
 from torchrig.facts.visible import CUDA_VISIBLE, visibility_env
@@ -122,7 +122,8 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
     wanted = validate_gpu_indices(options.gpus, visible)
     selected = selection.select_gpus(snapshot, facts, wanted, env.get(CUDA_VISIBLE))
     report.add(selection.check_counts(snapshot, facts, env))
-    report.add(*(identity.check_identity(gpu, facts.arch_list) for gpu in selected))
+    hosts = host_indices(snapshot, env)
+    report.add(*(identity.check_identity(gpu, facts.arch_list, hosts(gpu)) for gpu in selected))
     if snapshot.available:
         report.add(*health.check_health(selected, readers.own_pids()))
         report.add(fabric.check_p2p(snapshot, selected), fabric.check_topology(snapshot, selected))
@@ -146,6 +147,19 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
 def no_gpu_visible(snapshot: NvmlSnapshot, facts: TorchFacts) -> bool:
     nvml_count = len(snapshot.gpus) if snapshot.available else 0
     return nvml_count == 0 and facts.device_count == 0
+
+
+def host_indices(
+    snapshot: NvmlSnapshot, env: dict[str, str | None]
+) -> Callable[[selection.SelectedGpu], str | None]:
+    """A selected GPU -> its index on the host, from what the NVIDIA runtime passed in."""
+    hosts = visible.host_indices(env.get(visible.NVIDIA_VISIBLE), len(snapshot.gpus))
+
+    def of(gpu: selection.SelectedGpu) -> str | None:
+        index = gpu.nvml.index if gpu.nvml else None
+        return hosts[index] if index is not None and 0 <= index < len(hosts) else None
+
+    return of
 
 
 def visible_count(snapshot: NvmlSnapshot, facts: TorchFacts, env: dict[str, str | None]) -> int:

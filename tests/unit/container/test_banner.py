@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from torchrig.container import banner
 from torchrig.container.banner import Facts
-from torchrig.facts import cuda_compat, runtime
+from torchrig.facts import cuda_compat, runtime, visible
 from torchrig.facts.nvml import NvmlSnapshot, read_inventory
 from torchrig.facts.runtime import RuntimeFacts
 from torchrig.sizes import GIB, MIB
@@ -60,12 +60,27 @@ def test_healthy_machine_has_no_warnings_and_lists_versions_and_gpus() -> None:
     assert "H100" in described.lines[1]
 
 
-def test_the_gpu_line_names_each_gpu_and_its_memory() -> None:
-    line = banner.describe(HEALTHY).lines[1]
+def test_the_gpu_line_names_each_gpu_its_memory_and_its_host_index_and_uuid() -> None:
+    uuids = [gpu.uuid for gpu in HEALTHY.gpus.gpus]
+    # GPUS=5,3: the host's GPUs 3 and 5, numbered 0 and 1 in here (PCI bus order).
+    line = banner.describe(dataclasses.replace(HEALTHY, nvidia_visible="5,3")).lines[1]
     assert line == (
-        "GPUs: 2 (driver 580.65.06) 0: NVIDIA H100 80GB HBM3 (80 GiB), "
-        "1: NVIDIA H100 80GB HBM3 (80 GiB)"
+        f"GPUs: 2 (driver 580.65.06) 0: NVIDIA H100 80GB HBM3 (80 GiB; host GPU 3, {uuids[0]}), "
+        f"1: NVIDIA H100 80GB HBM3 (80 GiB; host GPU 5, {uuids[1]})"
     )
+
+
+@pytest.mark.parametrize(("nvidia_visible", "hosts"), [
+    ("all", ["0", "1"]),
+    ("5,3", ["3", "5"]),
+    ("GPU-5a3e0c1d,GPU-5a3e1c1d", [None, None]),  # a UUID names no host index
+    ("0", [None, None]),  # not what arrived: nothing is guessed
+    (None, [None, None]),
+])  # fmt: skip
+def test_host_indices_follow_what_the_runtime_was_asked_for(
+    nvidia_visible: str | None, hosts: list[str | None]
+) -> None:
+    assert visible.host_indices(nvidia_visible, 2) == hosts
 
 
 def test_no_gpu_tells_how_to_pass_gpus_in() -> None:

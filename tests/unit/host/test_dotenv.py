@@ -132,3 +132,55 @@ def test_a_world_readable_dotenv_that_is_not_ours_gets_a_warning_with_the_fix(
     assert notice is not None
     assert notice.startswith(f"warning: {path} is readable by other users (mode 644)")
     assert notice.endswith(f"run `chmod 600 {path}` as its owner")
+
+
+def test_values_are_read_as_compose_reads_them(tmp_path: Path) -> None:
+    path = tmp_path / ".env"
+    path.write_text("# a comment\nPUID=4242\nexport GPUS='0,1'\nKEY=\"a b\"\n\nBROKEN\n")
+    assert dotenv.read_values(path) == {"PUID": "4242", "GPUS": "0,1", "KEY": "a b"}
+
+
+def test_setting_prefers_the_environment_to_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / ".env"
+    path.write_text("GPUS=0\n")
+    monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
+    monkeypatch.delenv("GPUS", raising=False)
+    assert dotenv.setting("GPUS", path) == "0"
+    monkeypatch.setenv("GPUS", "1")
+    assert dotenv.setting("GPUS", path) == "1"
+
+
+def test_a_value_is_replaced_in_place_or_appended_and_the_rest_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
+    path = tmp_path / ".env"
+    dotenv.write_private(path, "# mine\nGPUS=free:2\nPUID=4242\n")
+    assert dotenv.set_value(path, "GPUS", "0,1", comment="picked")
+    assert dotenv.set_value(path, "SSH_PORT", "2223", comment="the default was taken")
+    assert path.read_text() == (
+        "# mine\nGPUS=0,1\nPUID=4242\n# the default was taken\nSSH_PORT=2223\n"
+    )
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_nothing_is_written_where_compose_reads_other_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPOSE_ENV_FILES", str(tmp_path / "stack.env"))
+    assert not dotenv.set_value(tmp_path / ".env", "GPUS", "0")
+    assert not (tmp_path / ".env").exists()
+
+
+def test_the_first_run_adds_the_caller_s_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
+    path = tmp_path / ".env"
+    assert dotenv.write_on_first_run(path, lambda: ("COMPOSE_PROJECT_NAME=torchrig-me",))
+    assert "\nCOMPOSE_PROJECT_NAME=torchrig-me\n" in path.read_text()
+    asked = []
+    assert not dotenv.write_on_first_run(path, lambda: asked.append(1) or ())
+    assert asked == []  # an existing .env: the lines are not even asked for

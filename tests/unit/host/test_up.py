@@ -121,6 +121,7 @@ def run_main(
     monkeypatch.setattr(up, "Compose", lambda command: compose)
     monkeypatch.setattr(up.gpu_mode, "read_host_gpus", lambda: host)
     monkeypatch.setattr(up.prepare, "prepare", lambda run_compose: 0)
+    monkeypatch.setattr(up, "claim", lambda compose, cpu: 0)  # test_up_claim.py
     monkeypatch.setattr(up.buildcheck, "checked_torch_version", lambda environ: ("2.13.0", []))
     monkeypatch.delenv("PYTORCH_VERSION", raising=False)
     argv = ["--timeout", "60", "--cpu", cpu, "--", "docker", "compose", "-f", "docker-compose.yml"]

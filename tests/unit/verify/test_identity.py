@@ -27,18 +27,23 @@ def test_arch_support(capability: tuple[int, int], arch_list: list[str], support
     assert identity_checks.arch_support(capability, arch_list) == support
 
 
-def identity(capability: tuple[int, int], arch_list: list[str]) -> Check:
+def identity(
+    capability: tuple[int, int], arch_list: list[str], host_index: str | None = None
+) -> Check:
     snap = snapshot(1)
     facts = torch_facts(1, capability=capability, arch_list=arch_list)
     (gpu,) = select_gpus(snap, facts, None, None)
-    return identity_checks.check_identity(gpu, facts.arch_list)
+    return identity_checks.check_identity(gpu, facts.arch_list, host_index)
 
 
-def test_identity_names_the_gpu_memory_and_arch() -> None:
-    check = identity((9, 0), ["sm_90"])
+def test_identity_names_the_gpu_memory_arch_and_its_host_index_and_uuid() -> None:
+    check = identity((9, 0), ["sm_90"], host_index="6")
+    uuid = snapshot(1).gpus[0].uuid
     assert check.verdict is Verdict.PASS
-    assert check.summary == "NVIDIA H100 80GB HBM3, 80 GiB, sm_90"
+    assert check.summary == f"NVIDIA H100 80GB HBM3, 80 GiB, sm_90 (host GPU 6, {uuid})"
+    assert check.data["host_index"] == 6 and check.data["uuid"] == uuid
     assert check.data["pci_bus_id"] == "00000000:18:00.0"
+    assert "host GPU ?" in identity((9, 0), ["sm_90"]).summary  # given by UUID: index unknown
 
 
 def test_a_gpu_the_torch_build_cannot_run_on_fails_naming_the_knob() -> None:

@@ -1,0 +1,219 @@
+"""GPUs per person: which of this machine's GPUs a workstation gets (`GPUS`), and never one that
+another running workstation holds unless sharing is meant (`SHARE_GPUS=1`).
+
+- `GPUS=all` (the default), `GPUS=0,1` (host indices, as nvidia-smi numbers them) or UUIDs
+  (`GPU-...`, as `nvidia-smi -L` prints them; they survive a renumbering).
+- `GPUS=free:2`: two GPUs that no other running workstation holds, lowest index first; the
+  choice is written to `.env` (as indices), so the next `make up` keeps them.
+- What others hold is read from the engine (`workstations`: each running workstation's device
+  requests), never from files of ours, so a workstation started by plain compose counts too.
+
+The decisions are pure functions of the request, the host's GPU table (`nvidia-smi`) and the
+others' claims; reading those is kept apart.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from torchrig.host.workstations import ALL, GpuClaim, Workstation
+
+VARIABLE = "GPUS"
+SHARE_VARIABLE = "SHARE_GPUS"
+FREE = "free:"
+INDEX = re.compile(r"^\d+$")
+UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$")
+HOW = (
+    f"  {VARIABLE}=all, host indices `{VARIABLE}=0,1` (nvidia-smi's numbers), UUIDs "
+    f"`{VARIABLE}=GPU-...` (`nvidia-smi -L`), or `{VARIABLE}=free:N` for N that no other "
+    "workstation holds."
+)
+
+
+class GpuError(Exception):
+    """The GPUs asked for cannot be given: the lines say why and what to do."""
+
+    def __init__(self, *lines: str) -> None:
+        super().__init__(lines[0])
+        self.lines = lines
+
+
+@dataclass(frozen=True)
+class Request:
+    """What GPUS asks for: every GPU, these ids, or `free` of them."""
+
+    every: bool = False
+    ids: tuple[str, ...] = ()
+    free: int = 0
+
+
+def parse_request(value: str | None) -> Request:
+    text = (value or ALL).strip()
+    if text == ALL:
+        return Request(every=True)
+    if text.startswith(FREE):
+        count = text.removeprefix(FREE)
+        if not INDEX.match(count) or int(count) < 1:
+            raise GpuError(f"{VARIABLE}={text}: after 'free:' comes how many GPUs, 1 or more.", HOW)
+        return Request(free=int(count))
+    ids = tuple(part.strip() for part in text.split(","))
+    bad = [part for part in ids if not (INDEX.match(part) or UUID.match(part))]
+    if bad or not ids:
+        raise GpuError(
+            f"{VARIABLE}={text}: {', '.join(map(repr, bad)) or 'nothing'} is neither a GPU's "
+            "host index nor its UUID.",
+            HOW,
+        )
+    if len(set(ids)) != len(ids):
+        raise GpuError(f"{VARIABLE}={text} names a GPU twice.", HOW)
+    return Request(ids=ids)
+
+
+@dataclass(frozen=True)
+class HostGpu:
+    index: str
+    uuid: str
+
+
+def parse_host_table(csv: str) -> list[HostGpu]:
+    """`nvidia-smi --query-gpu=index,uuid --format=csv,noheader`: '0, GPU-...' lines."""
+    rows = [line.split(",") for line in csv.splitlines() if line.strip()]
+    return [HostGpu(index.strip(), uuid.strip()) for index, uuid, *_ in rows]
+
+
+def read_host_table() -> list[HostGpu] | None:
+    """This machine's GPUs, or None without nvidia-smi (or when it fails)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    asked = subprocess.run(
+        [smi, "--query-gpu=index,uuid", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return parse_host_table(asked.stdout) if asked.returncode == 0 else None
+
+
+def host_indices(ids: Sequence[str], table: list[HostGpu] | None) -> set[str]:
+    """Ids (indices or UUIDs) as host indices, where the table can say; else as given."""
+    by_uuid = {gpu.uuid.lower(): gpu.index for gpu in table or []}
+    return {by_uuid.get(one.lower(), one) for one in ids}
+
+
+def held(claim: GpuClaim, table: list[HostGpu] | None) -> set[str] | None:
+    """The host indices a claim holds; None for every GPU."""
+    return None if claim.every else host_indices(claim.ids, table)
+
+
+def check_known(request: Request, table: list[HostGpu] | None) -> None:
+    """Ids this machine does not have are an error (when its table can be read)."""
+    if table is None or not request.ids:
+        return
+    known = {gpu.index for gpu in table} | {gpu.uuid.lower() for gpu in table}
+    unknown = [one for one in request.ids if one.lower() not in known]
+    if unknown:
+        have = ", ".join(f"{gpu.index} ({gpu.uuid})" for gpu in table) or "none"
+        raise GpuError(
+            f"{VARIABLE}={','.join(request.ids)}: this machine has no GPU "
+            f"{', '.join(unknown)}. It has: {have}.",
+            HOW,
+        )
+
+
+def overlaps(
+    request: Request, others: list[Workstation], table: list[HostGpu] | None
+) -> list[tuple[Workstation, str]]:
+    """Each other running workstation that holds a GPU asked for, with which."""
+    wanted = None if request.every else host_indices(request.ids, table)
+    found = []
+    for other in others:
+        if not (other.running and other.gpus.any):
+            continue
+        common = shared(wanted, held(other.gpus, table))
+        if common is None:
+            found.append((other, ALL))
+        elif common:
+            found.append((other, ",".join(sorted(common, key=int_first))))
+    return found
+
+
+def shared(one: set[str] | None, other: set[str] | None) -> set[str] | None:
+    """The GPUs two holdings have in common; None (every one) stands for all."""
+    if one is None:
+        return other
+    return one if other is None else one & other
+
+
+def int_first(index: str) -> tuple[int, str]:
+    return (int(index), "") if index.isdigit() else (1 << 30, index)
+
+
+def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None) -> list[str]:
+    """The `count` lowest host indices that no other running workstation holds."""
+    if table is None:
+        raise GpuError(
+            f"{VARIABLE}=free:{count} needs this machine's GPU list, and nvidia-smi could not "
+            "give it.",
+            f"  Name the GPUs instead ({VARIABLE}=0,1; `make ls` shows who holds which).",
+        )
+    taken: set[str] = set()
+    for other in others:
+        if other.running and other.gpus.any:
+            theirs = held(other.gpus, table)
+            taken |= {gpu.index for gpu in table} if theirs is None else theirs
+    free = [gpu.index for gpu in table if gpu.index not in taken]
+    if len(free) < count:
+        holders = ", ".join(
+            f"{o.project} ({o.gpus.text()})" for o in others if o.running and o.gpus.any
+        )
+        raise GpuError(
+            f"{VARIABLE}=free:{count}: only {len(free)} of this machine's {len(table)} GPUs "
+            f"are free ({', '.join(free) or 'none'}); held by: {holders or 'nobody'}.",
+            "  Ask for fewer, or agree with their owners (`make ls`), or share on purpose: "
+            f"{SHARE_VARIABLE}=1 with {VARIABLE}=<ids>.",
+        )
+    return free[:count]
+
+
+def overlap_lines(found: list[tuple[Workstation, str]]) -> list[str]:
+    first = [
+        f"GPU {gpus} {'are' if ',' in gpus or gpus == 'all' else 'is'} held by workstation "
+        f"{other.project} from {other.folder or '(no folder)'} (PUID {other.puid}, GPUS "
+        f"{other.gpus.text()})"
+        for other, gpus in found
+    ]
+    return [
+        "the GPUs asked for are in use by another running workstation: "
+        + "; ".join(first)
+        + ". Nothing was started.",
+        f"  Take free ones with `make up {VARIABLE}=free:N`, name others ({VARIABLE}=0,1; "
+        f"`make ls` shows who holds which), or share on purpose with {SHARE_VARIABLE}=1.",
+    ]
+
+
+@dataclass(frozen=True)
+class Decision:
+    value: str  # what GPUS becomes for compose
+    picked: bool  # chosen now (free:N): to be written to .env
+
+
+def decide(
+    value: str | None,
+    share: bool,
+    others: list[Workstation],
+    table: list[HostGpu] | None,
+) -> Decision:
+    """GPUS for compose, or GpuError: malformed, unknown, or held by another workstation."""
+    request = parse_request(value)
+    if request.free:
+        return Decision(",".join(pick_free(request.free, others, table)), picked=True)
+    check_known(request, table)
+    found = [] if share else overlaps(request, others, table)
+    if found:
+        raise GpuError(*overlap_lines(found))
+    return Decision(value or ALL, picked=False)

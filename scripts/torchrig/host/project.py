@@ -1,0 +1,250 @@
+"""Every checkout is its own workstation: its compose project name (and with it the image tag,
+`<name>/workstation:latest`, the container, volumes and network) belongs to the checkout.
+
+    python3 -m torchrig.host.project -- docker compose -f ...   (make down, make build)
+
+- The first `make up` (or `make prepare`, `make build`) picks a readable name from the user and
+  the folder, `torchrig-alice-myproj` (`torchrig-alice` for a folder named `torchrig`), and
+  writes it to `.env` as COMPOSE_PROJECT_NAME, compose's own variable: plain `docker compose`
+  from the folder gets the same name, and setting it (shell, make or `.env`) overrides it. When
+  another folder's workstation already uses that name (the same user, two folders of one name),
+  a short hash of the folder's path is added.
+- A checkout from before names were per checkout has an `.env` without the name, and its
+  containers and volumes are compose project `torchrig` with this folder as their working
+  directory: it keeps that name, so its kept packages, caches and SSH host keys stay.
+- Before compose runs, `make up`, `make down` and `make build` stop when the name is in use by a
+  container from another folder (the engine's labels say which), naming that folder and its
+  owner: nothing is recreated or removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pwd
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from torchrig.host import dotenv
+from torchrig.host.workstations import (
+    PROJECT_LABEL,
+    Docker,
+    EngineError,
+    inspect_containers,
+    parse,
+    project_folders,
+    run_docker,
+)
+from torchrig.voice import MAKEFILE as VOICE
+
+VARIABLE = "COMPOSE_PROJECT_NAME"
+# The one name every checkout shared before: `name: torchrig` in docker-compose.yml.
+LEGACY_NAME = "torchrig"
+PREFIX = "torchrig"
+# compose's rule for a project name.
+VALID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+MAX_PART = 24  # user and folder each, so the name stays readable in `docker ps`
+HASH_CHARS = 6
+HOW_TO_CHOOSE = (
+    f"  Choose another name for this folder's workstation: set {VARIABLE}=<name> in .env (or "
+    f"`make up {VARIABLE}=<name>`); lowercase letters, digits, '-' and '_'."
+)
+
+
+class ProjectError(Exception):
+    """The name cannot be used: the lines say why and what to do."""
+
+    def __init__(self, *lines: str) -> None:
+        super().__init__(lines[0])
+        self.lines = lines
+
+
+def slug(text: str) -> str:
+    """`Alice.Smith` -> `alice-smith`: what compose allows, dashes for the rest."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:MAX_PART].strip("-")
+
+
+def readable_name(user: str, folder: Path) -> str:
+    """`torchrig-<user>-<folder>`; the folder left out when it is `torchrig` itself."""
+    # A user name of no letter or digit at all must not leave the old shared name, `torchrig`.
+    parts = [PREFIX, slug(user) or f"uid{os.getuid()}", slug(folder.name)]
+    if parts[2] in ("", PREFIX):
+        parts.pop()
+    return "-".join(part for part in parts if part)
+
+
+def with_hash(name: str, folder: Path) -> str:
+    digest = hashlib.sha256(os.path.realpath(folder).encode()).hexdigest()[:HASH_CHARS]
+    return f"{name}-{digest}"
+
+
+def check_name(name: str) -> None:
+    if not VALID.match(name):
+        raise ProjectError(
+            f"{VARIABLE}={name!r} is not a name compose accepts: lowercase letters, digits, '-' "
+            "and '_', starting with a letter or digit.",
+            HOW_TO_CHOOSE,
+        )
+
+
+def user_name() -> str:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return f"uid{os.getuid()}"
+
+
+def folder_owner(folder: str) -> str:
+    """Who owns a folder on this machine (user name, else uid), or '' when it is not here."""
+    try:
+        uid = os.stat(folder).st_uid
+    except OSError:
+        return ""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def same_folder(one: str, other: Path) -> bool:
+    return os.path.realpath(one) == os.path.realpath(other)
+
+
+def others(folders: dict[str, str], folder: Path) -> dict[str, str]:
+    return {path: what for path, what in folders.items() if not same_folder(path, folder)}
+
+
+def new_name(docker: Docker, folder: Path) -> str:
+    """The readable name, or with the folder's hash when another folder's workstation has it."""
+    name = readable_name(user_name(), folder)
+    if not others(project_folders(docker, name), folder):
+        return name
+    hashed = with_hash(name, folder)
+    if others(project_folders(docker, hashed), folder):
+        raise ProjectError(
+            f"the names {name} and {hashed} are both in use by other folders' workstations.",
+            HOW_TO_CHOOSE,
+        )
+    return hashed
+
+
+def first_name(docker: Docker, folder: Path) -> str:
+    """The name a first run writes: the one given for it (`make up COMPOSE_PROJECT_NAME=...`),
+    so that it sticks, else a new one."""
+    given = os.environ.get(VARIABLE)
+    if given is not None:
+        check_name(given)
+        return given
+    return new_name(docker, folder)
+
+
+def upgraded_name(docker: Docker, folder: Path, legacy: str = LEGACY_NAME) -> str | None:
+    """The old shared name, when this folder's workstation has it and keeps it: its containers
+    or volumes name this folder, and no container of it is another folder's. Else None."""
+    folders = project_folders(docker, legacy)
+    mine = any(same_folder(path, folder) for path in folders)
+    theirs = any(what.startswith("container") for what in others(folders, folder).values())
+    return legacy if mine and not theirs else None
+
+
+@dataclass(frozen=True)
+class Settled:
+    name: str | None
+    written: bool  # .env was written just now (the first run)
+
+
+def name_lines(name: str, why: str) -> tuple[str, ...]:
+    return (f"# {why}; the image is {name}/workstation:latest.", f"{VARIABLE}={name}")
+
+
+def settle(
+    env_file: Path, folder: Path, docker: Docker = run_docker, legacy: str = LEGACY_NAME
+) -> Settled:
+    """The checkout's name: the one set (environment, then .env), else chosen now and written:
+    with the rest of a first run's `.env`, or added to an `.env` from before names."""
+    written = dotenv.write_on_first_run(
+        env_file,
+        lambda: name_lines(first_name(docker, folder), "this checkout's workstation (make ls)"),
+    )
+    name = dotenv.setting(VARIABLE, env_file)
+    if name is None and dotenv.env_files() is not None:
+        return Settled(name=None, written=False)  # compose names it; the guard asks compose
+    if name is None:  # an .env from before: keep the old name if it is this folder's
+        name = upgraded_name(docker, folder, legacy) or new_name(docker, folder)
+        add_name(env_file, name, kept=name == legacy)
+    check_name(name)
+    return Settled(name=name, written=written)
+
+
+def add_name(env_file: Path, name: str, kept: bool) -> None:
+    """Add the name to an `.env` written before names were per checkout."""
+    why = "kept from before: its volumes hold your packages, caches and SSH host keys"
+    comment = f"this checkout's workstation ({why if kept else 'make ls'})"
+    dotenv.set_value(env_file, VARIABLE, name, comment=comment)
+    VOICE.note(f"added {VARIABLE}={name} to {env_file}" + (f" ({why})" if kept else ""))
+
+
+def refusal(name: str, folder: Path, docker: Docker) -> list[str] | None:
+    """Why this folder must not touch the workstation called `name`: a container of that
+    project from another folder. None when there is none."""
+    containers = [parse(item) for item in inspect_containers(docker, f"{PROJECT_LABEL}={name}")]
+    foreign = [one for one in containers if one.folder and not same_folder(one.folder, folder)]
+    if not foreign:
+        return None
+    theirs = foreign[0]
+    owner = folder_owner(theirs.folder)
+    whose = f"{owner}'s" if owner else f"PUID {theirs.puid}'s"
+    return [
+        f"the workstation name {name} is in use by {whose} workstation from {theirs.folder} "
+        f"(container {theirs.container}, {theirs.state}): this folder ({folder}) must not "
+        "touch it, so nothing was started, recreated or removed.",
+        HOW_TO_CHOOSE,
+    ]
+
+
+def compose_name(compose: list[str]) -> str | None:
+    """The project name compose itself resolves (-p, environment, .env, COMPOSE_ENV_FILES)."""
+    config = subprocess.run(
+        [*compose, "config", "--format", "json"], capture_output=True, text=True, check=False
+    )
+    try:
+        return str(json.loads(config.stdout)["name"]) if config.returncode == 0 else None
+    except (ValueError, KeyError):
+        return None
+
+
+def guard(compose: list[str], env_file: Path = Path(".env")) -> int:
+    """`make down` / `make build`: the checkout's name (chosen and written on a first run, or
+    for an `.env` from before, as `make up` does), then stop when another folder's workstation
+    has it."""
+    folder = Path.cwd()
+    try:
+        settle(env_file, folder)
+        given = dotenv.setting(VARIABLE, env_file)
+        if given is not None:
+            check_name(given)
+        name = compose_name(compose) or given
+        refused = refusal(name, folder, run_docker) if name else None
+    except (ProjectError, EngineError) as failed:
+        VOICE.error("\n".join(failed.lines))
+        return 1
+    if refused:
+        VOICE.error("\n".join(refused))
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("compose", nargs="+", help="the compose command, after --")
+    args = parser.parse_args(argv)
+    return guard(args.compose)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

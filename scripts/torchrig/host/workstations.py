@@ -1,0 +1,249 @@
+"""The torchrig workstations on this Docker engine, anyone's, read from the engine itself: which
+compose project each is, the folder it came from, its owner, state, ports and GPUs. `make ls`
+lists them; `project` and `gpus` ask here before `make up`, `make down` and `make build` touch
+anything.
+
+    python3 -m torchrig.host.workstations        (make ls)
+
+compose labels every container and volume it makes with the project's name and its folder
+(`com.docker.compose.project`, `...project.working_dir`). A container is a torchrig workstation
+when it is compose's `workstation` service and its image is torchrig's (the image's title
+label, which a container inherits). GPUs are the container's device requests, as Docker hands
+them to the NVIDIA runtime: `device_ids` (compose puts `GPUS` there as one string, "0,1";
+`docker run --gpus '"device=0,1"'` as two), or a count (-1: all; N: the first N).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from torchrig.host import compose_failure
+from torchrig.voice import MAKEFILE as VOICE
+
+PROJECT_LABEL = "com.docker.compose.project"
+FOLDER_LABEL = "com.docker.compose.project.working_dir"
+SERVICE_LABEL = "com.docker.compose.service"
+SERVICE = "workstation"
+# The Dockerfile's `LABEL org.opencontainers.image.title` (tests/unit/host/test_workstations.py
+# holds the two together).
+IMAGE_TITLE = ("org.opencontainers.image.title", "torchrig workstation")
+# What the image's `dev` is when PUID is not set (the Dockerfile's useradd).
+IMAGE_PUID = "1000"
+ALL = "all"
+
+Docker = Callable[..., subprocess.CompletedProcess[str]]
+
+
+class EngineError(Exception):
+    """The engine could not be asked: the lines say why and what to do."""
+
+    def __init__(self, *lines: str) -> None:
+        super().__init__(lines[0])
+        self.lines = lines
+
+
+def run_docker(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+
+
+@dataclass(frozen=True)
+class GpuClaim:
+    """The GPUs a container asked Docker for: every one, or these ids (host indices or UUIDs)."""
+
+    every: bool = False
+    ids: tuple[str, ...] = ()
+
+    @property
+    def any(self) -> bool:
+        return self.every or bool(self.ids)
+
+    def text(self) -> str:
+        return ALL if self.every else ",".join(self.ids) or "-"
+
+
+def gpu_claim(device_requests: list[dict[str, Any]] | None) -> GpuClaim:
+    """The GPUs in a container's `HostConfig.DeviceRequests` (the NVIDIA runtime's share)."""
+    ids: list[str] = []
+    every = False
+    for request in device_requests or []:
+        capabilities = {cap for group in request.get("Capabilities") or [] for cap in group}
+        if request.get("Driver") not in ("", None, "nvidia") or "gpu" not in capabilities:
+            continue
+        device_ids = [
+            part.strip() for raw in request.get("DeviceIDs") or [] for part in raw.split(",")
+        ]
+        count = int(request.get("Count") or 0)
+        if ALL in device_ids or count < 0:
+            every = True
+        ids += [device for device in device_ids if device and device != ALL]
+        ids += [str(index) for index in range(max(count, 0))]
+    return GpuClaim(every=every, ids=tuple(dict.fromkeys(ids)))
+
+
+@dataclass(frozen=True)
+class Workstation:
+    """One workstation container, as the engine describes it."""
+
+    project: str
+    folder: str
+    container: str
+    puid: str
+    state: str  # running, exited, created, restarting, ...
+    ports: tuple[str, ...]  # "127.0.0.1:8888->8888"
+    gpus: GpuClaim
+    since: str  # when it started (running) or stopped, as the engine says (RFC 3339)
+
+    @property
+    def running(self) -> bool:
+        return self.state in ("running", "restarting")
+
+
+def environment(inspected: Mapping[str, Any]) -> dict[str, str]:
+    pairs = (item.split("=", 1) for item in (inspected.get("Config") or {}).get("Env") or [])
+    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
+
+
+def published_ports(inspected: Mapping[str, Any]) -> tuple[str, ...]:
+    bindings = (inspected.get("HostConfig") or {}).get("PortBindings") or {}
+    ports = []
+    for target, hosts in sorted(bindings.items()):
+        for host in hosts or []:
+            address = host.get("HostIp") or "0.0.0.0"
+            ports.append(f"{address}:{host.get('HostPort')}->{target.split('/')[0]}")
+    return tuple(ports)
+
+
+def parse(inspected: Mapping[str, Any]) -> Workstation:
+    """A workstation from one `docker inspect` object."""
+    labels = (inspected.get("Config") or {}).get("Labels") or {}
+    state = inspected.get("State") or {}
+    status = str(state.get("Status", ""))
+    since = (
+        state.get("StartedAt") if status in ("running", "restarting") else state.get("FinishedAt")
+    )
+    if not since or since.startswith("0001-"):  # never started
+        since = inspected.get("Created", "")
+    return Workstation(
+        project=labels.get(PROJECT_LABEL, ""),
+        folder=labels.get(FOLDER_LABEL, ""),
+        container=str(inspected.get("Name", "")).lstrip("/"),
+        puid=environment(inspected).get("PUID", IMAGE_PUID),
+        state=status,
+        ports=published_ports(inspected),
+        gpus=gpu_claim((inspected.get("HostConfig") or {}).get("DeviceRequests")),
+        since=str(since)[:19].replace("T", " "),
+    )
+
+
+def is_workstation(inspected: Mapping[str, Any]) -> bool:
+    labels = (inspected.get("Config") or {}).get("Labels") or {}
+    name, title = IMAGE_TITLE
+    return labels.get(SERVICE_LABEL) == SERVICE and labels.get(name) == title
+
+
+def engine_error(command: str, said: str) -> EngineError:
+    lines = compose_failure.diagnose(said, compose_failure.FailureFacts())
+    return EngineError(
+        *(lines or [f"asking the Docker engine failed (`docker {command}`): {said}"])
+    )
+
+
+def inspect_containers(docker: Docker, *filters: str) -> list[dict[str, Any]]:
+    """`docker inspect` of every container (running or not) that matches the label filters."""
+    arguments = ["ps", "--all", "--quiet", "--no-trunc"]
+    for label in filters:
+        arguments += ["--filter", f"label={label}"]
+    listed = docker(*arguments)
+    if listed.returncode != 0:
+        raise engine_error("ps", listed.stderr.strip())
+    ids = listed.stdout.split()
+    if not ids:
+        return []
+    inspected = docker("inspect", *ids)
+    if inspected.returncode != 0:  # one removed between the two calls: ask again, once
+        return [found for one in ids for found in inspect_one(docker, one)]
+    return list(json.loads(inspected.stdout))
+
+
+def inspect_one(docker: Docker, container: str) -> list[dict[str, Any]]:
+    inspected = docker("inspect", container)
+    return list(json.loads(inspected.stdout)) if inspected.returncode == 0 else []
+
+
+def all_workstations(docker: Docker = run_docker) -> list[Workstation]:
+    """Every torchrig workstation on the engine, by project name."""
+    found = inspect_containers(docker, f"{SERVICE_LABEL}={SERVICE}")
+    return sorted((parse(item) for item in found if is_workstation(item)), key=lambda w: w.project)
+
+
+def project_folders(docker: Docker, project: str) -> dict[str, str]:
+    """Folder -> what of the project's names it: every container and volume labelled with the
+    project (any image: the name is compose's, whatever runs under it)."""
+    folders: dict[str, str] = {}
+    for item in inspect_containers(docker, f"{PROJECT_LABEL}={project}"):
+        labels = (item.get("Config") or {}).get("Labels") or {}
+        folders.setdefault(labels.get(FOLDER_LABEL, ""), f"container {item['Name'].lstrip('/')}")
+    for volume in project_volumes(docker, project):
+        labels = volume.get("Labels") or {}
+        folders.setdefault(labels.get(FOLDER_LABEL, ""), f"volume {volume['Name']}")
+    folders.pop("", None)  # made by hand, not by compose
+    return folders
+
+
+def project_volumes(docker: Docker, project: str) -> list[dict[str, Any]]:
+    listed = docker("volume", "ls", "--quiet", "--filter", f"label={PROJECT_LABEL}={project}")
+    if listed.returncode != 0:
+        raise engine_error("volume ls", listed.stderr.strip())
+    names = listed.stdout.split()
+    if not names:
+        return []
+    inspected = docker("volume", "inspect", *names)
+    return list(json.loads(inspected.stdout)) if inspected.returncode == 0 else []
+
+
+COLUMNS = ("NAME", "FOLDER", "PUID", "STATE", "SINCE", "PORTS", "GPUS")
+
+
+def table(workstations: list[Workstation]) -> str:
+    """`make ls`: one row per workstation, columns aligned."""
+    rows = [COLUMNS] + [
+        (w.project, w.folder, w.puid, w.state, w.since, " ".join(w.ports) or "-", w.gpus.text())
+        for w in workstations
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+    return "\n".join("  ".join(aligned(row, widths)).rstrip() for row in rows)
+
+
+def aligned(row: tuple[str, ...], widths: list[int]) -> list[str]:
+    """Each cell padded to its column's width, but the last (nothing follows it)."""
+    return [*(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)), row[-1]]
+
+
+def main(argv: list[str] | None = None, docker: Docker = run_docker) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="one JSON object per workstation")
+    args = parser.parse_args(argv)
+    try:
+        found = all_workstations(docker)
+    except EngineError as failed:
+        VOICE.error("\n".join(failed.lines))
+        return 1
+    if args.json:
+        for one in found:
+            print(json.dumps({**one.__dict__, "gpus": one.gpus.text(), "ports": list(one.ports)}))
+        return 0
+    if not found:
+        VOICE.note("no torchrig workstation on this Docker engine (`make up` starts this folder's)")
+        return 0
+    print(table(found))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Each checkout its own workstation: the name chosen and written, an old checkout's kept, and
+another folder's workstation never touched."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from torchrig.host import project
+
+from .engine import FakeEngine, volume, workstation
+
+ALICE = Path("/home/alice/torchrig")
+
+
+@pytest.fixture
+def alice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Alice's checkout: her user name, a home without SSH keys, compose reading .env."""
+    monkeypatch.setattr(project, "user_name", lambda: "alice")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name in ("COMPOSE_ENV_FILES", "COMPOSE_PROJECT_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize(("user", "folder", "name"), [
+    ("alice", "/home/alice/torchrig", "torchrig-alice"),
+    ("alice", "/home/alice/myproj", "torchrig-alice-myproj"),
+    ("Alice.Smith", "/srv/My Project (v2)", "torchrig-alice-smith-my-project-v2"),
+    ("42", "/x/__", "torchrig-42"),
+    ("___", "/x/torchrig", f"torchrig-uid{os.getuid()}"),  # never the old shared name
+])  # fmt: skip
+def test_the_name_is_readable_and_one_compose_accepts(user: str, folder: str, name: str) -> None:
+    found = project.readable_name(user, Path(folder))
+    assert found == name
+    project.check_name(found)
+
+
+@pytest.mark.parametrize("bad", ["Alice", "-x", "a/b", "", "a b"])
+def test_a_name_compose_refuses_is_a_clear_error(bad: str) -> None:
+    with pytest.raises(project.ProjectError) as failed:
+        project.check_name(bad)
+    assert "is not a name compose accepts" in failed.value.lines[0]
+    assert "COMPOSE_PROJECT_NAME=<name> in .env" in failed.value.lines[1]
+
+
+def test_the_first_run_writes_the_name(alice: Path) -> None:
+    env_file = alice / ".env"
+    settled = project.settle(env_file, ALICE, FakeEngine())
+    assert settled == project.Settled("torchrig-alice", written=True)
+    text = env_file.read_text()
+    assert "\nCOMPOSE_PROJECT_NAME=torchrig-alice\n" in text
+    assert "the image is torchrig-alice/workstation:latest" in text
+
+
+def test_a_name_given_on_the_first_run_is_the_one_written(
+    alice: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPOSE_PROJECT_NAME", "alice-exp")
+    engine = FakeEngine()
+    assert project.settle(alice / ".env", ALICE, engine).name == "alice-exp"
+    monkeypatch.delenv("COMPOSE_PROJECT_NAME")
+    assert project.settle(alice / ".env", ALICE, engine).name == "alice-exp"  # it stuck
+    monkeypatch.setenv("COMPOSE_PROJECT_NAME", "Alice")
+    (alice / ".env").unlink()
+    with pytest.raises(project.ProjectError):
+        project.settle(alice / ".env", ALICE, engine)
+    assert not (alice / ".env").exists()
+
+
+def test_a_name_another_folder_uses_gets_the_folder_s_hash(alice: Path) -> None:
+    theirs = FakeEngine([workstation(project="torchrig-alice", folder="/home/alice/b/torchrig")])
+    name = project.settle(alice / ".env", ALICE, theirs).name
+    assert name == project.with_hash("torchrig-alice", ALICE)
+    assert name.startswith("torchrig-alice-") and len(name) == len("torchrig-alice-") + 6
+
+
+def test_the_name_set_wins_and_is_checked(alice: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (alice / ".env").write_text("COMPOSE_PROJECT_NAME=mine\n")
+    assert project.settle(alice / ".env", ALICE, FakeEngine()).name == "mine"
+    monkeypatch.setenv("COMPOSE_PROJECT_NAME", "Not/Valid")
+    with pytest.raises(project.ProjectError):
+        project.settle(alice / ".env", ALICE, FakeEngine())
+
+
+def test_an_old_checkout_keeps_the_old_name_and_its_volumes(
+    alice: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env_file = alice / ".env"
+    env_file.write_text("PUID=4242\n")
+    engine = FakeEngine(volumes=[volume("packages", "torchrig", str(ALICE))])
+    assert project.settle(env_file, ALICE, engine).name == "torchrig"
+    assert env_file.read_text().startswith("PUID=4242\n# this checkout's workstation (kept")
+    assert env_file.read_text().endswith("COMPOSE_PROJECT_NAME=torchrig\n")
+    assert "your packages, caches and SSH host keys" in capsys.readouterr().err
+
+
+def test_an_old_checkout_whose_old_name_another_folder_runs_gets_a_new_one(alice: Path) -> None:
+    (alice / ".env").write_text("PUID=4242\n")
+    engine = FakeEngine(
+        [workstation(project="torchrig", folder="/home/bob/torchrig")],
+        [volume("packages", "torchrig", str(ALICE))],
+    )
+    assert project.settle(alice / ".env", ALICE, engine).name == "torchrig-alice"
+
+
+def test_an_old_checkout_of_nothing_gets_a_new_name(alice: Path) -> None:
+    (alice / ".env").write_text("PUID=4242\n")
+    engine = FakeEngine(volumes=[volume("packages", "torchrig", "/home/bob/torchrig")])
+    assert project.settle(alice / ".env", ALICE, engine).name == "torchrig-alice"
+
+
+def test_with_other_env_files_the_name_is_left_to_compose(
+    alice: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COMPOSE_ENV_FILES", str(alice / "stack.env"))
+    engine = FakeEngine()
+    assert project.settle(alice / ".env", ALICE, engine) == project.Settled(None, written=False)
+    assert engine.calls == []
+
+
+def test_another_folder_s_workstation_is_refused_naming_folder_and_owner(tmp_path: Path) -> None:
+    theirs = tmp_path / "bob" / "torchrig"
+    theirs.mkdir(parents=True)
+    engine = FakeEngine([workstation(project="torchrig-x", folder=str(theirs))])
+    lines = project.refusal("torchrig-x", ALICE, engine)
+    assert lines is not None
+    owner = project.folder_owner(str(theirs))
+    assert f"in use by {owner}'s workstation from {theirs}" in lines[0]
+    assert "nothing was started, recreated or removed" in lines[0]
+    assert "COMPOSE_PROJECT_NAME=<name>" in lines[1]
+
+
+def test_the_owner_of_a_folder_not_on_this_machine_is_its_puid() -> None:
+    engine = FakeEngine([workstation(project="torchrig-x", folder="/nowhere/torchrig")])
+    lines = project.refusal("torchrig-x", ALICE, engine)
+    assert lines is not None and "in use by PUID 4242's workstation" in lines[0]
+
+
+def test_this_folder_s_own_workstation_is_not_refused() -> None:
+    engine = FakeEngine([workstation(project="torchrig-alice", folder=str(ALICE))])
+    assert project.refusal("torchrig-alice", ALICE, engine) is None
+
+
+def test_an_engine_that_cannot_be_asked_stops_the_first_run_and_writes_nothing(
+    alice: Path,
+) -> None:
+    engine = FakeEngine()
+    engine.down = True
+    with pytest.raises(project.EngineError):
+        project.settle(alice / ".env", ALICE, engine)
+    assert not (alice / ".env").exists()
