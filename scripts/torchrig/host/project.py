@@ -41,6 +41,7 @@ from torchrig.host.workstations import (
     run_docker,
 )
 from torchrig.voice import MAKEFILE as VOICE
+from torchrig.voice import harmless
 
 VARIABLE = "COMPOSE_PROJECT_NAME"
 # The one name every checkout shared before: `name: torchrig` in docker-compose.yml.
@@ -199,8 +200,10 @@ def refusal(name: str, folder: Path, docker: Docker) -> list[str] | None:
     theirs = foreign[0]
     owner = folder_owner(theirs.folder)
     whose = f"{owner}'s" if owner else f"PUID {theirs.puid}'s"
+    # Another user's folder: its name is theirs to choose, escape sequences and all.
     return [
-        f"the workstation name {name} is in use by {whose} workstation from {theirs.folder} "
+        f"the workstation name {name} is in use by {harmless(whose)} workstation from "
+        f"{harmless(theirs.folder)} "
         f"(container {theirs.container}, {theirs.state}): this folder ({folder}) must not "
         "touch it, so nothing was started, recreated or removed.",
         HOW_TO_CHOOSE,

@@ -25,6 +25,7 @@ from typing import Any
 
 from torchrig.host import compose_failure
 from torchrig.voice import MAKEFILE as VOICE
+from torchrig.voice import harmless
 
 PROJECT_LABEL = "com.docker.compose.project"
 FOLDER_LABEL = "com.docker.compose.project.working_dir"
@@ -211,11 +212,18 @@ COLUMNS = ("NAME", "FOLDER", "PUID", "STATE", "SINCE", "PORTS", "GPUS")
 
 
 def table(workstations: list[Workstation]) -> str:
-    """`make ls`: one row per workstation, columns aligned."""
+    """`make ls`: one row per workstation, columns aligned. The cells come from other users'
+    containers (a folder's name is anyone's to choose): shown harmless to the terminal."""
     rows = [COLUMNS] + [
-        (w.project, w.folder, w.puid, w.state, w.since, " ".join(w.ports) or "-", w.gpus.text())
+        tuple(
+            harmless(cell)
+            for cell in (
+                w.project, w.folder, w.puid, w.state, w.since, " ".join(w.ports) or "-",
+                w.gpus.text(),
+            )
+        )
         for w in workstations
-    ]
+    ]  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
     return "\n".join("  ".join(aligned(row, widths)).rstrip() for row in rows)
 

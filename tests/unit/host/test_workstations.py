@@ -82,3 +82,10 @@ def test_an_engine_that_cannot_be_asked_is_said_with_the_fix() -> None:
 def test_make_ls_says_when_there_is_none(capsys: pytest.CaptureFixture[str]) -> None:
     assert workstations.main([], FakeEngine()) == 0
     assert "no torchrig workstation on this Docker engine" in capsys.readouterr().err
+
+
+def test_another_user_s_folder_name_reaches_the_terminal_as_text() -> None:
+    folder = "/home/mallory/\x1b]0;owned\x07torchrig"
+    lines = workstations.table([workstations.parse(workstation(folder=folder))])
+    assert "\x1b" not in lines and "\x07" not in lines
+    assert "/home/mallory/\\x1b]0;owned\\x07torchrig" in lines
