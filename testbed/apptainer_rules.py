@@ -31,6 +31,9 @@ from pathlib import Path
 SIF_PREFIX = "docker-image: "
 FLAGS_WITH_VALUES = ("--bind", "-B", "--pwd", "--home")
 FLAGS_IGNORED = ("--nv",)
+# Every container the stand-in starts carries this label, with the value of the variable of the
+# same name (the test that started it), so a test can remove what a killed job left running.
+LABEL = "TORCHRIG_TESTBED_APPTAINER"
 # The caller's variables the container does not take: it sets its own.
 NOT_PASSED = {"PATH", "HOME", "LD_LIBRARY_PATH", "HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_"}
 
@@ -110,7 +113,7 @@ def docker_argv(
     argv = [
         "docker", "run", "--rm", "--read-only",
         "--network", "host", "--pid", "host", "--ipc", "host",
-        "--user", f"{uid}:{gid}",
+        "--user", f"{uid}:{gid}", "--label", f"{LABEL}={os.environ.get(LABEL, '')}",
         "--volume", f"{tmp}:/tmp", "--volume", f"{home}:{home}", "--env", f"HOME={home}",
     ]  # fmt: skip
     for source, destination in call.binds:
