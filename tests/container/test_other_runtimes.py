@@ -77,6 +77,7 @@ def run(argv: list[str], timeout_s: float = 600) -> subprocess.CompletedProcess[
     )
 
 
+@pytest.mark.smoke
 def test_under_apptainers_rules_the_example_launch_verify_ckpt_and_pip_work(
     image: str, home: Path
 ) -> None:

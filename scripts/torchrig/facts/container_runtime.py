@@ -34,18 +34,19 @@ GPU_FIXES = {
     ),
     Runtime.PODMAN: (
         "Podman passes GPUs by CDI: on the host `sudo nvidia-ctk cdi generate --output="
-        "/etc/cdi/nvidia.yaml`, then `podman run --device nvidia.com/gpu=all` (compose: "
-        "`podman compose` over Podman's socket with the compose file's GPU block)"
+        "/etc/cdi/nvidia.yaml`, then `podman run --device nvidia.com/gpu=all` (compose: the "
+        "service's `devices: [nvidia.com/gpu=all]`)"
     ),
     Runtime.APPTAINER: (
         "run with `--nv` (`apptainer run --nv` / `apptainer exec --nv`), which binds the host's "
         "NVIDIA driver; the host needs the driver (`nvidia-smi` works there)"
     ),
-    Runtime.UNKNOWN: (
-        "start the container with GPUs: Docker `--gpus all` (NVIDIA Container Toolkit), Podman "
-        "`--device nvidia.com/gpu=all` (CDI), Apptainer `--nv`, pyxis `srun --gpus ...`"
-    ),
 }
+# Not told by any mark (bare metal, enroot): each runtime's way, by name.
+GPU_FIXES[Runtime.UNKNOWN] = (
+    "; ".join(f"under {runtime.value}: {fix}" for runtime, fix in GPU_FIXES.items())
+    + "; under pyxis (enroot): ask Slurm for GPUs (`srun --gpus ...`)"
+)
 
 
 def detect(
