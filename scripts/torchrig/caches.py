@@ -55,12 +55,15 @@ def cache_environment(home: str) -> dict[str, str]:
     return {name: os.path.join(home, folder) for name, folder in CACHE_FOLDERS.items()}
 
 
-def user_cache_environment(environ: Mapping[str, str]) -> dict[str, str]:
+def user_cache_environment(environ: Mapping[str, str], euid: int | None = None) -> dict[str, str]:
     """The cache variables the user did not set, in the user's own cache home. None of them
     when there is no home to write to: the libraries' own defaults then apply, and `torchrig
-    verify` and the container's start say what is wrong with HOME."""
+    verify` and the container's start say what is wrong with HOME. Root keeps its home's even
+    then: torch's default for root is a folder in the shared /tmp, which another user could
+    have made first and filled; a compile that fails is better than one that runs their code."""
     home = cache_home(environ)
-    if home is None or not writable_here(home):
+    as_root = (os.geteuid() if euid is None else euid) == 0
+    if home is None or (not as_root and not writable_here(home)):
         return {}
     return {name: value for name, value in cache_environment(home).items() if name not in environ}
 

@@ -39,7 +39,7 @@ def test_a_home_that_cannot_be_written_names_no_cache_and_says_why(
     # As a read-only bind would answer (root, who runs the tests in CI, writes to any mode).
     monkeypatch.setattr(caches.os, "access", lambda path, mode: not str(path).startswith(str(home)))
     environ = {"HOME": str(home)}
-    assert caches.user_cache_environment(environ) == {}
+    assert caches.user_cache_environment(environ, euid=4242) == {}
     problem = caches.home_problem(environ, 4242)
     assert problem is not None and f"{home}/.cache is not writable for uid 4242" in problem
 
@@ -58,3 +58,14 @@ def test_a_home_not_made_yet_is_writable_when_the_folder_above_it_is(tmp_path: P
     environ = {"HOME": str(tmp_path / "not-yet")}
     assert caches.home_problem(environ, 4242) is None
     assert caches.user_cache_environment(environ)["TRITON_CACHE_DIR"].startswith(str(tmp_path))
+
+
+def test_root_keeps_its_own_cache_home_even_when_it_cannot_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(caches.os, "access", lambda path, mode: False)
+    environ = {"HOME": "/root"}
+    assert caches.user_cache_environment(environ, euid=0)["TORCHINDUCTOR_CACHE_DIR"] == (
+        "/root/.cache/torchinductor"
+    )
+    assert caches.user_cache_environment(environ, euid=4242) == {}
