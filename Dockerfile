@@ -132,12 +132,22 @@ RUN if id -u ubuntu >/dev/null 2>&1; then userdel --remove ubuntu; fi \
     && install -d -o dev -g dev -m 700 /home/dev/.ssh \
     && install -d -o dev -g dev -m 755 /home/dev/.cache
 COPY --from=venv /opt/venv /opt/venv
+# The venv's Python also sees each user's own site (~/.local under that user's HOME), so that
+# under Apptainer or pyxis, where any uid runs the image read-only, `pip install --user` installs
+# to that user's home and is imported from there. Turned on only once the lock is installed:
+# the install sees the venv alone.
+RUN sed -i 's/^include-system-site-packages = false$/include-system-site-packages = true/' \
+      /opt/venv/pyvenv.cfg \
+    && grep -qx 'include-system-site-packages = true' /opt/venv/pyvenv.cfg
 # uv for dev: the kept venv's `uv` wraps it (torchrig/packages/wrappers.py); on no one's PATH.
 COPY --from=uv /opt/uv/bin/uv /opt/uv/bin/uv
 # The NVIDIA runtime exposes all GPUs with compute+utility (nvidia-smi, NVML). Its own CUDA
 # version gate (NVIDIA_REQUIRE_CUDA, set by nvidia/cuda bases) is turned off: with a too-old
 # driver the container still starts and the banner names the minimum driver and the rebuild knob
 # instead of a bare "unsatisfied condition: cuda>=13.0" from the runtime.
+# No cache folder in this environment: root gets it too, and a compile cache runs the code it
+# holds. Each user's caches follow their own HOME (torchrig/caches.py, through a .pth file below);
+# dev's are on the cache volume, set by the start for dev alone.
 # UV_LINK_MODE: uv's cache and the kept packages are two volumes, where hard links cannot reach.
 # TORCH_DISABLE_SHARE_RDZV_TCP_STORE: each torchrun restart round gets a store of its own, so the
 # round re-forms the process group (with the agent's shared store the workers find the keys of the
@@ -153,9 +163,6 @@ ENV VIRTUAL_ENV=/opt/venv \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     NVIDIA_DISABLE_REQUIRE=1 \
     CUDA_DEVICE_ORDER=PCI_BUS_ID \
-    TORCHINDUCTOR_CACHE_DIR=/home/dev/.cache/torchinductor \
-    TRITON_CACHE_DIR=/home/dev/.cache/triton \
-    HF_HOME=/home/dev/.cache/huggingface \
     TORCHRIG_CUDA_FLAVOUR=${CUDA_FLAVOUR} \
     PYTORCH_VERSION=${PYTORCH_VERSION} \
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 \
@@ -171,9 +178,10 @@ COPY entrypoint/tensorboard.svg /etc/torchrig/tensorboard.svg
 # Without a GPU, NVIDIA's GPU dashboard panel says so (its charts would just stay empty).
 COPY entrypoint/gpu-notice/ /opt/venv/share/jupyter/labextensions/@torchrig/gpu-notice/
 # This project last, so editing a helper rebuilds in seconds. Its dependencies are all in the
-# lock; setuptools (a torch dependency) builds it without reaching an index. Two .pth files run at
-# every start of the venv's Python: the first puts dev's kept packages in front of the image's,
-# for every user but root (torchrig/packages/sitedir.py); the second, only in a worker that
+# lock; setuptools (a torch dependency) builds it without reaching an index. Three .pth files run at
+# every start of the venv's Python: the first points the caches the user did not name at that
+# user's own home (torchrig/caches.py); the second puts dev's kept packages in front of the
+# image's, for every user but root (torchrig/packages/sitedir.py); the third, only in a worker that
 # torchrun started, hands the worker to the worker guard (torchrig/launch/worker.py): plain
 # torchrun gets what torchrig launch does. The "Python 3" kernel runs the kept venv's Python for
 # dev (entrypoint/kernel-python.sh), so `%pip install` in a notebook is kept too.
@@ -183,7 +191,8 @@ RUN --mount=type=bind,target=/src \
          --no-deps --no-build-isolation --no-cache --offline /tmp/torchrig-src \
     && rm -rf /tmp/torchrig-src \
     && site="$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
-    && install -m 644 /src/entrypoint/torchrig-kept-packages.pth \
+    && install -m 644 /src/entrypoint/torchrig-caches.pth \
+         /src/entrypoint/torchrig-kept-packages.pth \
          /src/entrypoint/torchrig-worker-guard.pth "${site}/" \
     && install -m 755 /src/entrypoint/kernel-python.sh /opt/venv/bin/torchrig-kernel-python \
     && /opt/venv/bin/python -c 'import json, sys; spec = json.load(open(sys.argv[1])); \

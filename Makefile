@@ -35,6 +35,12 @@ test: $(VENV)/.installed ## run every test this machine can (container tests nee
 test-unit: $(VENV)/.installed ## run the fast unit tests only
 	$(PYTHON) -m pytest -m 'not container and not gpu and not slurm' $(PYTEST_ARGS)
 
+# The image on a newer base (BASE_IMAGE=...) gets these few container tests: services, SSH and
+# torchrun, the example. CI runs them on Debian 13 after the full run on Debian 12.
+.PHONY: test-smoke
+test-smoke: $(VENV)/.installed ## run the container smoke tests (with BASE_IMAGE=<a newer base>)
+	$(PYTHON) -m pytest -m smoke $(PYTEST_ARGS)
+
 .PHONY: lint
 lint: $(VENV)/.installed ## ruff, shellcheck and actionlint
 	$(PYTHON) -m ruff check .

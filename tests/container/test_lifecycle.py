@@ -29,6 +29,7 @@ STOP_LIMIT_S = 10.0
 SHM_BYTES = 256 * 1024 * 1024  # running_stack sets SHM_SIZE=256m
 
 
+@pytest.mark.smoke
 def test_clean_start_is_healthy_and_logs_no_error(running_stack: Stack) -> None:
     assert running_stack.health() == "healthy"
     assert running_stack.start_logs.strip(), "a clean start logged nothing at all"

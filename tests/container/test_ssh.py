@@ -30,6 +30,7 @@ dist.destroy_process_group()
 """
 
 
+@pytest.mark.smoke
 def test_key_login_runs_torchrun_gloo_allreduce(running_stack: Stack, ssh_keys: KeyPair) -> None:
     (running_stack.workspace / "allreduce.py").write_text(ALLREDUCE)
     with ssh.connect(running_stack.ssh_port, ssh_keys.private) as client:
@@ -68,6 +69,7 @@ def test_root_login_is_refused_even_with_an_authorized_key(
         ssh.connect(running_stack.ssh_port, ssh_keys.private, user="root").close()
 
 
+@pytest.mark.smoke
 def test_ssh_session_sees_the_venv_and_compose_environment(
     running_stack: Stack, ssh_keys: KeyPair
 ) -> None:

@@ -2,16 +2,13 @@
 
 One `torchrig launch` per node, joined by torchrun's c10d rendezvous on the first node's address:
 the world size is nodes x processes per node, and the job ends COMPLETED on both nodes. The same
-holds for the README's srun one-liner, and for the apptainer flavour's command line (with a
-stand-in for apptainer, which is not packaged here).
+holds for the README's srun one-liner. The apptainer flavour: test_apptainer.py.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
-import sys
 from pathlib import Path
 
 import pytest
@@ -81,56 +78,3 @@ def test_the_readme_srun_one_liner_trains_on_two_nodes(
     assert result.returncode == 0, output[-6000:]
     assert "tiny on 2 x cpu (gloo)" in output
     assert "finished 4 steps" in output
-
-
-# Apptainer is not packaged here. This stand-in takes its place on the nodes: it records the
-# call and runs the command as `apptainer exec` would, in --pwd, with the image's PATH (the venv
-# first), but on this machine's files, not in the image. What it proves: the apptainer flavour's
-# srun line reaches every node, and the command it hands to apptainer trains.
-STAND_IN_APPTAINER = """#!{python}
-import json, os, sys
-args = sys.argv[1:]
-with open({record!r}, "a") as record:
-    record.write(json.dumps(args) + "\\n")
-assert args.pop(0) == "exec", args
-options = {{"--pwd": None, "--bind": None}}
-while args[0].startswith("--"):
-    flag = args.pop(0)
-    if flag in options:
-        options[flag] = args.pop(0)
-image = args.pop(0)
-os.chdir(options["--pwd"])
-os.environ["PATH"] = os.path.join(sys.prefix, "bin") + os.pathsep + os.environ["PATH"]
-os.execvp(args[0], args)
-"""
-
-
-def test_apptainer_flavour_runs_the_same_launch_on_every_node(
-    cluster: SlurmCluster, tmp_path: Path
-) -> None:
-    record = tmp_path / "apptainer-calls.jsonl"
-    apptainer = tmp_path / "apptainer"
-    apptainer.write_text(STAND_IN_APPTAINER.format(python=sys.executable, record=str(record)))
-    apptainer.chmod(0o755)
-    image = tmp_path / "torchrig.sif"
-    image.touch()
-
-    job_id, output, checkpoint_dir = submit_training(
-        cluster, tmp_path, "--steps", "3",
-        TORCHRIG_RUNTIME="apptainer", APPTAINER=str(apptainer), TORCHRIG_CONTAINER=str(image),
-    )  # fmt: skip
-    job = cluster.wait_until_done(job_id, JOB_TIMEOUT_S)
-
-    assert (job.state, job.exit_code) == ("COMPLETED", "0:0"), tail(output)
-    [run] = read_runs(output, job_id)
-    assert (run.world_size, run.finished) == (2, 3), tail(output)
-    endpoint = re.search(r"rendezvous (\S+),", run.text).group(1)
-    expected = [
-        "exec", "--nv", "--bind", f"{REPO_ROOT},{checkpoint_dir}", "--pwd", str(REPO_ROOT),
-        str(image), "python", "-m", "torchrig", "launch",
-        "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
-        "--rdzv-id", str(job_id), "--max-restarts", "3", "workspace/examples/train_ddp.py",
-        "--checkpoint-dir", str(checkpoint_dir), *TINY, "--steps", "3",
-    ]  # fmt: skip
-    calls = [json.loads(line) for line in record.read_text().splitlines()]
-    assert calls == [expected, expected]  # one per node

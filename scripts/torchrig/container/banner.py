@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchrig.facts import cuda_compat, nvml, runtime, visible
+from torchrig.facts import container_runtime, cuda_compat, nvml, runtime, visible
+from torchrig.facts.container_runtime import Runtime
 from torchrig.facts.nvml import NvmlGpu, NvmlSnapshot
 from torchrig.facts.runtime import RuntimeFacts
 from torchrig.facts.verdict import Check, failed, passed, skipped
@@ -36,6 +37,7 @@ class Facts:
     cpu_only: bool = False
     image_flavour: str | None = None  # the CUDA_FLAVOUR the image was built with
     nvidia_visible: str | None = None  # the GPUs the NVIDIA runtime was asked for (host's names)
+    container: Runtime = Runtime.DOCKER  # the runtime running this container (its GPU fix)
 
 
 @dataclass
@@ -90,6 +92,7 @@ def gather_facts(
         cpu_only=cpu_only,
         image_flavour=cuda_compat.image_flavour(),
         nvidia_visible=os.environ.get(visible.NVIDIA_VISIBLE),
+        container=container_runtime.detect(),
     )
 
 
@@ -113,10 +116,15 @@ def check_gpus_visible(facts: Facts) -> Check:
         "gpus",
         "visible",
         "no NVIDIA GPU visible in the container",
-        "install the NVIDIA Container Toolkit on the host (`nvidia-ctk runtime configure "
-        "--runtime=docker`, restart Docker) and start with GPUs (`make up`, or `docker run "
-        "--gpus all`); for CPU only use `make up CPU=1`",
+        container_runtime.gpu_fix(facts.container) + "; " + cpu_only_fix(facts.container),
     )
+
+
+def cpu_only_fix(container: Runtime) -> str:
+    """How to start without GPUs: the Makefile's way under Docker, the variable elsewhere."""
+    if container is Runtime.DOCKER:
+        return "for CPU only use `make up CPU=1`"
+    return "for CPU only set TORCHRIG_CPU_ONLY=1"
 
 
 def checks(facts: Facts) -> list[Check]:

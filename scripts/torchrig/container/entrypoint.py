@@ -16,16 +16,23 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchrig import mounts
+from torchrig import caches, mounts
 from torchrig.container import accounts, banner, hooks, jupyter, log, privileges, ssh
 from torchrig.container.log import SetupError
 from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings, stop_environment
-from torchrig.container.state import ENVIRONMENT_FILE, SERVICES_FILE, STATE_DIR, state_dir
+from torchrig.container.state import (
+    ENVIRONMENT_FILE,
+    SERVICES_FILE,
+    STATE_DIR,
+    TOKEN_FILE,
+    state_dir,
+)
 from torchrig.container.supervisor import ServiceSpec, Supervisor
 from torchrig.packages import kept
 
@@ -42,6 +49,8 @@ FRESH_MOUNT_CANDIDATES = (*(bind.point for bind in mounts.BINDS), mounts.CACHE.p
 # The volumes dev writes to (caches, HF_HOME and the compile caches, the kept packages): after a
 # PUID/PGID change they are handed to dev's new ids at start.
 DEV_VOLUMES = tuple(Path(volume.point) for volume in mounts.VOLUMES if volume.reclaimed)
+# How a person reaches Jupyter: on the Docker host, the Makefile asks the container for its URL.
+JUPYTER_BY_MAKE = "`make jupyter-url` prints its URL"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +67,8 @@ def start(command: list[str]) -> int:
     keys_file = settings.ssh_authorized_keys_file
     # With sudo granted, dev may become root anyway; else nothing started here gains privileges.
     confine = True
-    if os.geteuid() == 0:
+    started_as_root = os.geteuid() == 0
+    if started_as_root:
         os.environ["PATH"] = ROOT_PATH
         who = prepare_as_root(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)  # file may be root-only
@@ -83,6 +93,7 @@ def start(command: list[str]) -> int:
     show_banner(settings)
     check_mounts(mount_points())
     use_kept_packages()
+    use_caches(started_as_root)
     state = state_dir()
     os.environ.update(stop_environment(settings, os.environ))
     export_environment(home, state)
@@ -93,7 +104,8 @@ def start(command: list[str]) -> int:
         (state / SERVICES_FILE).write_text("", encoding="utf-8")
         return run_command(command)
     sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home, keys_file)
-    specs = service_specs(settings, sshd_ok, state)
+    reach = JUPYTER_BY_MAKE if started_as_root else jupyter_reach_note(state, socket.gethostname())
+    specs = service_specs(settings, sshd_ok, state, reach)
     (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
     return Supervisor(
         specs,
@@ -227,6 +239,20 @@ def kept_environment(environ: Mapping[str, str], prefix: Path) -> dict[str, str]
     return {"PATH": ":".join([bin_dir, *rest]), "VIRTUAL_ENV": str(prefix)}
 
 
+def use_caches(started_as_root: bool) -> None:
+    """The caches of what this start runs. dev's (a start as root that dropped to dev) go on the
+    cache volume, set here for dev alone: the image's environment, which root gets too, names
+    none. Started as another uid (`apptainer run`, `docker run --user`), the caches follow that
+    user's home, as the image's Python does for everyone; a home that cannot take them is said."""
+    if started_as_root:
+        os.environ.update(caches.cache_environment(mounts.CACHE.point))
+        return
+    problem = caches.home_problem(os.environ, os.getuid())
+    if problem:
+        log.warn(problem)
+    os.environ.update(caches.user_cache_environment(os.environ))
+
+
 def mount_points(mountinfo: Path = Path("/proc/self/mountinfo")) -> set[str]:
     """The container's mount points (field 5 of mountinfo; octal escapes as the kernel writes)."""
     try:
@@ -298,11 +324,13 @@ def export_environment(home: Path, state: Path) -> None:
     ssh.write_private(state / ENVIRONMENT_FILE, ssh.shell_exports_text(variables))
 
 
-def service_specs(settings: Settings, sshd_ok: bool, state: Path) -> list[ServiceSpec]:
+def service_specs(
+    settings: Settings, sshd_ok: bool, state: Path, reach: str = JUPYTER_BY_MAKE
+) -> list[ServiceSpec]:
     specs = []
     for name in settings.services:
         if name == "jupyter":
-            specs.append(jupyter_spec(settings, state))
+            specs.append(jupyter_spec(settings, state, reach))
         elif name == "sshd" and sshd_ok:
             specs.append(ServiceSpec("sshd", ssh.sshd_command()))
     if settings.services == ("sshd",) and not sshd_ok:
@@ -313,7 +341,20 @@ def service_specs(settings: Settings, sshd_ok: bool, state: Path) -> list[Servic
     return specs
 
 
-def jupyter_spec(settings: Settings, state: Path) -> ServiceSpec:
+def jupyter_reach_note(state: Path, host: str) -> str:
+    """How the user reaches Jupyter when the container started as that user (`apptainer run`,
+    pyxis, `docker run --user`): there is no Makefile, and Apptainer and pyxis share the host's
+    network, so Jupyter's port is this machine's."""
+    port = jupyter.JUPYTER_PORT
+    return (
+        f"it listens on port {port} of this machine ({host}): open "
+        f"http://127.0.0.1:{port}/lab there, or from your own computer first "
+        f"`ssh -L {port}:127.0.0.1:{port} {host}`; the token is in {state / TOKEN_FILE}, "
+        "yours alone, and `python -m torchrig.container.jupyter_url` prints the URL with it"
+    )
+
+
+def jupyter_spec(settings: Settings, state: Path, reach: str = JUPYTER_BY_MAKE) -> ServiceSpec:
     token = jupyter.resolve_token(settings.jupyter_token, settings.jupyter_allow_no_token, state)
     argv = jupyter.jupyter_command(settings.jupyter_hostnames)
     if not token.value:
@@ -323,9 +364,7 @@ def jupyter_spec(settings: Settings, state: Path) -> ServiceSpec:
             "port can run code as dev; keep BIND_ADDR=127.0.0.1"
         )
     # Never the token itself: log backends keep what a container prints.
-    log.info(
-        f"Jupyter (token: {token.origin}, kept out of the logs): `make jupyter-url` prints its URL"
-    )
+    log.info(f"Jupyter (token: {token.origin}, kept out of the logs): {reach}")
     return ServiceSpec("jupyter", argv, jupyter.jupyter_environment(dict(os.environ), token))
 
 

@@ -32,15 +32,15 @@ def state_dir(preferred: Path = STATE_DIR) -> Path:
 
 def readable_state_dir(preferred: Path = STATE_DIR) -> Path:
     """For readers (healthcheck, jupyter-url): the dir that holds the services file. Root reads
-    only the preferred one: any user can make a `torchrig-*` folder in the temp dir."""
+    only the preferred one: any user can make a `torchrig-*` folder in the temp dir. Another
+    user reads their own fallback alone (`state_dir`'s): under Apptainer the temp dir is the
+    host's, shared with other users' folders, which are private to them."""
     if os.geteuid() == 0:
         return preferred
     if (preferred / SERVICES_FILE).exists() or (preferred / TOKEN_FILE).exists():
         return preferred
-    for candidate in sorted(Path(tempfile.gettempdir()).glob("torchrig-*")):
-        if (candidate / SERVICES_FILE).exists():
-            return candidate
-    return preferred
+    own = Path(tempfile.gettempdir()) / f"torchrig-{os.getuid()}"
+    return own if (own / SERVICES_FILE).exists() else preferred
 
 
 def read_services(state: Path) -> SmallFile | None:

@@ -295,6 +295,9 @@ def first_line(exc: BaseException) -> str:
 # --- torch.compile, run in a helper process (compile_smoke.py) ------------------------------
 
 COMPILER_WORDS = ("compiler", "gcc", "cc1", "g++", "clang", "python.h", "invalid_cxx_compiler")
+# How torch.compile fails when its cache folder cannot be written (a read-only image, a HOME
+# that is not the user's).
+UNWRITABLE_WORDS = ("read-only file system", "permission denied")
 
 
 def compile_check(outcome: Any, timeout: float, device: str) -> Check:
@@ -328,6 +331,17 @@ def compile_check(outcome: Any, timeout: float, device: str) -> Check:
     fix = "run `python -m torchrig.verify.compile_smoke` for the full error"
     if any(word in detail for word in COMPILER_WORDS):
         fix = "install a C compiler and headers: `apt-get install -y build-essential python3-dev`"
+    elif "failed to map segment" in detail:
+        fix = (
+            "torch.compile's cache folder is on a noexec mount (its compiled code cannot be "
+            "loaded from there): point HOME, XDG_CACHE_HOME or TORCHINDUCTOR_CACHE_DIR at a "
+            "folder mounted with exec"
+        )
+    elif any(word in detail for word in UNWRITABLE_WORDS):
+        fix = (
+            "torch.compile's cache folder is not writable: set HOME (or XDG_CACHE_HOME, or "
+            "TORCHINDUCTOR_CACHE_DIR) to a folder you can write"
+        )
     return failed(SECTION, "torch.compile", f"{device}: {error}", fix, **result)
 
 

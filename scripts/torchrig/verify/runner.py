@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchrig import __version__
-from torchrig.facts import runtime, visible
+from torchrig.facts import container_runtime, runtime, visible
 from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
 from torchrig.facts.visible import CUDA_VISIBLE, visibility_env
@@ -28,15 +28,17 @@ from torchrig.verify import (
 from torchrig.verify.model import Report
 from torchrig.verify.software import TorchFacts
 
-NO_GPU_HINT = (
-    "No GPU is visible. On bare metal: install the NVIDIA driver (`nvidia-smi` must list the "
-    "GPUs). In a container the GPUs must be passed in: install the NVIDIA Container Toolkit on "
-    "the host and run `sudo nvidia-ctk runtime configure --runtime=docker` then restart Docker; "
-    "with `docker run`, add `--gpus all`; with compose, keep the service's "
-    "`deploy.resources.reservations.devices` block (driver: nvidia, count: all, capabilities: "
-    "[gpu]) that torchrig's docker-compose.yml has, and do not start the CPU-only override. "
-    "To check everything else without a GPU: `torchrig verify --cpu`."
-)
+
+def no_gpu_hint(container: container_runtime.Runtime) -> str:
+    """What to do when no GPU is visible, in the words of the runtime this runs under."""
+    return (
+        "No GPU is visible. On bare metal: install the NVIDIA driver (`nvidia-smi` must list the "
+        f"GPUs). In a container the GPUs must be passed in: {container_runtime.gpu_fix(container)}"
+        "; with Docker Compose, keep the service's `deploy.resources.reservations.devices` block "
+        "(driver: nvidia, count: all, capabilities: [gpu]) that torchrig's docker-compose.yml "
+        "has, and do not start the CPU-only override. To check everything else without a GPU: "
+        "`torchrig verify --cpu`."
+    )
 
 
 class UsageError(ValueError):
@@ -105,14 +107,14 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
     runtime_facts = readers.runtime()
     if no_gpu_visible(snapshot, facts):
         report.no_gpu = True
-        report.hint = NO_GPU_HINT
+        report.hint = no_gpu_hint(container_runtime.detect())
         reason = snapshot.error or "NVML lists no GPU"
         report.add(
             failed(
                 "gpus",
                 "visible",
                 f"no GPU visible ({reason}; torch sees {facts.device_count})",
-                "pass the GPUs in (NVIDIA Container Toolkit, `--gpus all`), or use --cpu",
+                "pass the GPUs in (the hint below names your runtime's way), or use --cpu",
             )
         )
         report.add(*runtime.check_runtime(runtime_facts, gpu_count=0))

@@ -6,6 +6,7 @@ import pytest
 from torchrig.container import banner
 from torchrig.container.banner import Facts
 from torchrig.facts import cuda_compat, runtime, visible
+from torchrig.facts.container_runtime import Runtime
 from torchrig.facts.nvml import NvmlSnapshot, read_inventory
 from torchrig.facts.runtime import RuntimeFacts
 from torchrig.sizes import GIB, MIB
@@ -222,3 +223,11 @@ def test_the_banner_and_the_facts_import_neither_torch_nor_pynvml_nor_verify() -
     assert "torchrig.facts.nvml" in loaded and "torchrig.facts.runtime" in loaded
     unwanted = {"torch", "pynvml", "numpy", "torchrig.verify"}
     assert sorted(loaded & unwanted) == []
+
+
+def test_under_podman_no_gpu_names_cdi_and_not_dockers_fix() -> None:
+    warnings = banner.describe(replace(gpus=NO_GPU, container=Runtime.PODMAN)).warnings
+    assert len(warnings) == 1
+    assert "--device nvidia.com/gpu=all" in warnings[0]
+    assert "--runtime=docker" not in warnings[0] and "make up" not in warnings[0]
+    assert "TORCHRIG_CPU_ONLY=1" in warnings[0]

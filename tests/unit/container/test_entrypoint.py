@@ -262,3 +262,42 @@ def test_a_volume_left_by_other_ids_is_handed_to_dev_and_devs_own_is_not_walked(
     entrypoint.reclaim_volume(tmp_path / "link", new_ids)
     entrypoint.reclaim_volume(tmp_path / "absent", new_ids)
     assert handed == [volume]
+
+
+def test_devs_caches_go_on_the_cache_volume_whatever_was_set_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/tmp/elsewhere")
+    entrypoint.use_caches(started_as_root=True)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/home/dev/.cache/torchinductor"
+    assert os.environ["TRITON_CACHE_DIR"] == "/home/dev/.cache/triton"
+    assert os.environ["HF_HOME"] == "/home/dev/.cache/huggingface"
+
+
+def test_started_as_another_uid_the_caches_follow_its_home_or_the_start_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "HF_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    entrypoint.use_caches(started_as_root=False)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == f"{tmp_path}/.cache/torchinductor"
+    assert capsys.readouterr().err == ""
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    monkeypatch.setenv("HOME", "/")
+    entrypoint.use_caches(started_as_root=False)
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    assert "warning: HOME='/': uid" in capsys.readouterr().err
+
+
+def test_started_as_another_uid_the_start_says_how_to_reach_jupyter_without_make(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reach = entrypoint.jupyter_reach_note(tmp_path, "node07")
+    settings = read_settings({"SERVICES": "jupyter"})
+    entrypoint.service_specs(settings, False, tmp_path, reach)
+    said = capsys.readouterr().err
+    assert "make" not in said
+    assert "port 8888 of this machine (node07)" in said
+    assert "ssh -L 8888:127.0.0.1:8888 node07" in said
+    assert f"{tmp_path}/jupyter-token" in said

@@ -3,6 +3,7 @@ torch that runs "cuda" work on the CPU (cpu_as_cuda.py)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -179,3 +180,23 @@ def test_the_torch_cuda_calls_the_gpu_path_makes_exist_in_real_torch() -> None:
     assert hasattr(torch.cuda.nccl, "version")
     assert hasattr(torch.backends.cuda.matmul, "allow_tf32")
     assert hasattr(torch.backends.cudnn, "allow_tf32")
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        # A read-only image, a HOME that is not the user's.
+        ("OSError: [Errno 30] Read-only file system: '/home/dev/.cache/torchinductor'",
+         ("HOME", "TORCHINDUCTOR_CACHE_DIR")),
+        # A home on a noexec mount: the compiled code is written but cannot be loaded.
+        ("InductorError: OSError: /h/.cache/torchinductor/x.so: failed to map segment from "
+         "shared object", ("noexec", "TORCHINDUCTOR_CACHE_DIR")),
+    ],
+)  # fmt: skip
+def test_a_compile_cache_that_cannot_take_the_compile_is_said_with_the_variables_that_move_it(
+    error: str, words: tuple[str, ...]
+) -> None:
+    outcome = HelperOutcome(0, json.dumps({"ok": False, "error": error}) + "\n", "")
+    check = probes.compile_check(outcome, 60, "cpu")
+    assert check.verdict is Verdict.FAIL
+    assert all(word in (check.fix or "") for word in words), check.fix

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from torchrig.facts.container_runtime import Runtime
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.verdict import Check, Verdict, passed
 from torchrig.verify import collectives, runner
@@ -88,3 +89,9 @@ def test_without_usable_cuda_the_probes_are_skipped_not_crashed() -> None:
     rows = {(check.section, check.verdict) for check in result.checks}
     assert ("probes", Verdict.SKIP) in rows
     assert ("collectives", Verdict.SKIP) in rows
+
+
+def test_the_no_gpu_hint_names_the_runtime_that_runs_this() -> None:
+    podman = runner.no_gpu_hint(Runtime.PODMAN)
+    assert "nvidia.com/gpu=all" in podman and "--runtime=docker" not in podman
+    assert "--runtime=docker" in runner.no_gpu_hint(Runtime.DOCKER)

@@ -1,0 +1,67 @@
+"""Which container runtime runs this process, and how that runtime hands GPUs over.
+
+A fix for "no GPU visible" that names the wrong runtime sends the user to configure something
+they do not run: Docker's `nvidia-ctk runtime configure` does nothing for Podman, whose way is
+CDI, nor for Apptainer, which binds the host's driver with `--nv`. Each runtime leaves its own
+mark inside the container: Podman writes `/run/.containerenv`, Docker `/.dockerenv`, Apptainer
+(and Singularity before it) set `APPTAINER_CONTAINER` / `SINGULARITY_CONTAINER`. enroot (pyxis)
+leaves none known here: its containers get the hint that names every runtime's way.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from enum import Enum
+
+
+class Runtime(Enum):
+    DOCKER = "Docker"
+    PODMAN = "Podman"
+    APPTAINER = "Apptainer"
+    UNKNOWN = "unknown"
+
+
+# The files each runtime writes into its containers.
+PODMAN_MARK = "/run/.containerenv"
+DOCKER_MARK = "/.dockerenv"
+
+GPU_FIXES = {
+    Runtime.DOCKER: (
+        "install the NVIDIA Container Toolkit on the host (`sudo nvidia-ctk runtime configure "
+        "--runtime=docker`, restart Docker) and start with GPUs (`make up`, or `docker run "
+        "--gpus all`)"
+    ),
+    Runtime.PODMAN: (
+        "Podman passes GPUs by CDI: on the host `sudo nvidia-ctk cdi generate --output="
+        "/etc/cdi/nvidia.yaml`, then `podman run --device nvidia.com/gpu=all` (compose: the "
+        "service's `devices: [nvidia.com/gpu=all]`)"
+    ),
+    Runtime.APPTAINER: (
+        "run with `--nv` (`apptainer run --nv` / `apptainer exec --nv`), which binds the host's "
+        "NVIDIA driver; the host needs the driver (`nvidia-smi` works there)"
+    ),
+}
+# Not told by any mark (bare metal, enroot): each runtime's way, by name.
+GPU_FIXES[Runtime.UNKNOWN] = (
+    "; ".join(f"under {runtime.value}: {fix}" for runtime, fix in GPU_FIXES.items())
+    + "; under pyxis (enroot): ask Slurm for GPUs (`srun --gpus ...`)"
+)
+
+
+def detect(
+    environ: Mapping[str, str] = os.environ, exists: Callable[[str], bool] = os.path.exists
+) -> Runtime:
+    """The runtime this process runs under, by the marks each leaves in its containers."""
+    if environ.get("APPTAINER_CONTAINER") or environ.get("SINGULARITY_CONTAINER"):
+        return Runtime.APPTAINER
+    if exists(PODMAN_MARK):
+        return Runtime.PODMAN
+    if exists(DOCKER_MARK):
+        return Runtime.DOCKER
+    return Runtime.UNKNOWN
+
+
+def gpu_fix(runtime: Runtime) -> str:
+    """How this runtime gives a container the host's GPUs: a fix for "no GPU visible"."""
+    return GPU_FIXES[runtime]
