@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchrig import children
 from torchrig.facts import nvml
-from torchrig.verify import spawn
 
 from . import procs, readers, smi
 from .resume import ResumeFailed, ResumePlan, run_experiment
@@ -148,7 +148,7 @@ class Runner:
 
 
 def last_json(done: procs.Finished, what: str, timeout: float) -> dict[str, Any]:
-    result = spawn.last_json_object(done.stdout)
+    result = children.last_json_object(done.stdout)
     if not done.ok or result is None:
         raise Failed(f"{what}: {done.why(timeout)}")
     return result

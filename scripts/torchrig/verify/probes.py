@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from torchrig import children
 from torchrig.facts.verdict import Check, failed, passed, warned
 from torchrig.sizes import GIB, MIB
-from torchrig.verify import spawn
 from torchrig.verify.peaks import Peak, peak_for
 
 SECTION = "probes"
@@ -298,16 +298,16 @@ COMPILER_WORDS = ("compiler", "gcc", "cc1", "g++", "clang", "python.h", "invalid
 
 
 def compile_check(outcome: Any, timeout: float, device: str) -> Check:
-    """The verdict on a `compile_smoke` run (a spawn.HelperOutcome)."""
+    """The verdict on a `compile_smoke` run (a children.Outcome)."""
     if outcome.timed_out:
         return warned(
             SECTION,
             "torch.compile",
             f"not done after {timeout:g} s on {device}"
-            + spawn.stuck_note(["the compile test"] if outcome.stuck else []),
+            + children.stuck_note(["the compile test"] if outcome.stuck else []),
             "a cold compile is slow on few CPUs: raise --timeout; persist TORCHINDUCTOR_CACHE_DIR",
         )
-    result = spawn.last_json_object(outcome.stdout)
+    result = children.last_json_object(outcome.stdout)
     if result is None:
         return failed(
             SECTION,
