@@ -48,7 +48,7 @@ def test_memory_bandwidth_against_the_peak() -> None:
     low = probes.bandwidth_check("GPU0", 900.0, peak)
     assert low.verdict is Verdict.WARN
     assert "27% of 3350" in low.summary
-    assert probes.bandwidth_check("GPU0", 900.0, None).summary == "copy 900 GB/s"
+    assert probes.bandwidth_check("GPU0", 900.0, None).summary == "triad 900 GB/s"
 
 
 def test_numerics_beyond_tolerance_fail() -> None:
