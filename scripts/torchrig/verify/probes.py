@@ -89,8 +89,8 @@ def memory_gbps(torch: Any, device: str, nbytes: int) -> float:
     """STREAM's triad, a = b + s * c, on `nbytes` arrays; counts the bytes read and written
     (3 arrays), as published triad runs and bandwidth specs do."""
     n = nbytes // 4
-    b = torch.rand(n, dtype=torch.float32, device=device)
-    c = torch.rand(n, dtype=torch.float32, device=device)
+    b = torch.randn(n, dtype=torch.float32, device=device)
+    c = torch.randn(n, dtype=torch.float32, device=device)
     a = torch.empty_like(b)
     seconds = seconds_per_call(Timer(torch, device), lambda: torch.add(b, c, alpha=3.0, out=a))
     return 3 * n * 4 / seconds / 1e9
