@@ -21,6 +21,7 @@ from torchrig import children
 from torchrig.facts.verdict import Check, Verdict, failed, passed
 from torchrig.interpreter import module_command
 from torchrig.launch import hosts as launch_on_hosts
+from torchrig.launch.options import Launch
 from torchrig.launch.plan import LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, preflight
@@ -104,8 +105,8 @@ def cross_node_check(hosts: list[Host], cpu: bool, timeout: float, python: str) 
     policy = fanout.JobPolicy(
         rejoin=False, deadline_s=RENDEZVOUS_S + timeout * (len(sweep_sizes(cpu)) + 1)
     )
-    request = cross_node_request(hosts, cpu, timeout)
-    outcome = launch_on_hosts.run_on_hosts(request, hosts, python, FOLDER, printer, policy)
+    launch = Launch(cross_node_request(hosts, cpu, timeout), hosts, python)
+    outcome = launch_on_hosts.run_on_hosts(launch, FOLDER, printer, policy)
     if outcome.problems:
         problems = outcome.problems
         return failed("collectives", NAME, "not run: " + problems[0], "; ".join(problems))
