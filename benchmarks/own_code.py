@@ -22,19 +22,16 @@ race shows).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import multiprocessing
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from torchrig.facts.processes import descendants, read_processes
+from torchrig import children
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -78,20 +75,8 @@ def command(script: tuple[str, ...], out: Path, without_fixes: bool, *extra: str
 
 
 def bounded(argv: list[str], env: dict[str, str]) -> int | None:
-    """Run to the end, or kill the whole tree after HANG_S (torchrun starts each worker in a
-    session of its own, so killing torchrun alone would leave them hanging); None if it hung."""
-    job = subprocess.Popen(
-        argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    try:
-        return job.wait(timeout=HANG_S)
-    except subprocess.TimeoutExpired:
-        tree = descendants(read_processes(), job.pid)
-        for pid in [job.pid, *(process.pid for process in tree)]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        job.wait()
-        return None
+    """Run to the end, or kill the whole tree after HANG_S; None if it hung."""
+    return children.run(argv, HANG_S, env).returncode
 
 
 def one_run(argv: list[str], env: dict[str, str], out: Path) -> tuple[bool, str]:

@@ -24,7 +24,7 @@ gpu (one GPU): images/s of one training step loop on device-resident synthetic b
 compile: torch.compile's cost as a user meets it: the seconds of the first training step of the
   "defaults" loop (Dynamo, AOTAutograd, Inductor, plus the step itself) against a later step, and
   the compile caches' hit and miss counters. Run it twice with the same TORCHINDUCTOR_CACHE_DIR:
-  the second run should hit the cache and start faster (benchmarks/gpu_report does that).
+  the second run should hit the cache and start faster (benchmarks/gpu_report.py does that).
 """
 
 from __future__ import annotations

@@ -26,6 +26,10 @@ shuts them down or exits.
 
 `exit_resumable()` ends the process with RESUMABLE_EXIT and, under `torchrig launch`, leaves the
 note that lets launch exit 75 too: torchrun itself exits 1 whatever its workers exited with.
+`launch_status` is the other end, launch's: torchrun's status and the notes make its own.
+
+This module is the protocol's one home: the signals and who handles them, the notes written and
+read, the status 75.
 
 Standard library only at import time; torch is imported by `agreed()`.
 """
@@ -34,10 +38,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -55,6 +60,7 @@ RESUMABLE_NOTES_ENV = "TORCHRIG_RESUMABLE_NOTES"
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2")
 # Left as ignored when the process started with them ignored: the shell or nohup meant it.
 TERMINAL_SIGNALS = ("SIGINT", "SIGHUP")
+NOTE = re.compile(r"local-rank-(\d+)-of-(\d+)")  # resumable_note_name's names
 
 
 class StopSignals:
@@ -71,12 +77,7 @@ class StopSignals:
         """Handle the signals from now on (main thread only). Returns self."""
         if threading.current_thread() is not threading.main_thread():
             raise RuntimeError("StopSignals.install() must run in the main thread (Python's rule)")
-        for signum in self.signals:
-            previous = signal.getsignal(signum)
-            if previous is signal.SIG_IGN and signal.Signals(signum).name in TERMINAL_SIGNALS:
-                continue
-            self._previous[signum] = previous
-            signal.signal(signum, self._record)
+        self._previous = handle_stop_signals(self._record, self.signals)
         forget_resumable_exit()
         return self
 
@@ -127,6 +128,22 @@ class StopSignals:
         return self._group
 
 
+def handle_stop_signals(
+    handler: Callable[[int, FrameType | None], None],
+    signals: Iterable[int] = tuple(getattr(signal, name) for name in STOP_SIGNALS),
+) -> dict[int, Any]:
+    """`handler` for every stop signal, but SIGINT and SIGHUP stay ignored when the process
+    started with them ignored (nohup, a background job: the shell meant it). Returns the
+    handlers it replaced."""
+    previous: dict[int, Any] = {}
+    for signum in signals:
+        before = signal.getsignal(signum)
+        if before is signal.SIG_IGN and signal.Signals(signum).name in TERMINAL_SIGNALS:
+            continue
+        previous[signum] = signal.signal(signum, handler)
+    return previous
+
+
 def ignore_stop_signals(_worker_id: int | None = None) -> None:
     """Ignore the stop signals in this process: a DataLoader `worker_init_fn` (see the module
     docstring). Its parent, which handles them, shuts it down."""
@@ -172,3 +189,24 @@ def exit_resumable(immediately: bool = False) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(RESUMABLE_EXIT)
+
+
+def every_worker_stopped_resumably(notes: Iterable[str]) -> bool:
+    """True when the notes name local ranks 0..N-1 of the same N, and nothing else."""
+    parsed = [NOTE.fullmatch(name) for name in notes]
+    if not parsed or not all(parsed):
+        return False
+    sizes = {int(match.group(2)) for match in parsed if match}
+    ranks = {int(match.group(1)) for match in parsed if match}
+    return len(sizes) == 1 and ranks == set(range(sizes.pop()))
+
+
+def launch_status(torchrun_code: int, notes: Iterable[str]) -> int:
+    """`torchrig launch`'s exit status from torchrun's (Popen's: negative for a signal) and the
+    workers' notes: RESUMABLE_EXIT when torchrun failed and every local worker stopped
+    resumably; else torchrun's own (a signal's death as 128 + its number, as a shell says)."""
+    if torchrun_code == 0:
+        return 0
+    if every_worker_stopped_resumably(notes):
+        return RESUMABLE_EXIT
+    return torchrun_code if torchrun_code > 0 else 128 - torchrun_code

@@ -7,7 +7,7 @@ Like docker-stacks' before-notebook.d and RunPod's pre_start.sh. Each hook:
 - has its output in the container's log (`make logs`) line by line, each line under the hook's
   name: `[start.d/10-requirements.sh] ...`;
 - may run START_HOOK_TIMEOUT seconds (0: no limit); then it is stopped (SIGTERM, then SIGKILL
-  to its whole process group) and named;
+  to its whole process group: `children`, the one runner) and named;
 - fails without stopping the start: a failed or stopped hook is named with its exit status, and
   the services start anyway.
 A file there that is not executable is named and skipped; dotfiles (.gitkeep) are ignored.
@@ -17,16 +17,14 @@ While a hook runs, the state dir's hook file names it: `make up` says so (readin
 from __future__ import annotations
 
 import os
-import selectors
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchrig import mounts
+from torchrig import children, mounts
 from torchrig.container import log
 from torchrig.container.state import HOOK_FILE
 
@@ -34,9 +32,6 @@ WORKDIR = mounts.WORKSPACE.point
 HOOKS_DIR = Path(WORKDIR, "start.d")
 # After SIGTERM at the time limit, how long the hook gets before SIGKILL.
 KILL_GRACE_S = 5.0
-# After the hook exited, how long what it left running may still write to its output: a program
-# it started in the background and did not detach keeps the pipe open.
-DRAIN_S = 1.0
 READ_BYTES = 65536
 
 
@@ -118,87 +113,42 @@ def print_line(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def stop_group(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the hook's process group, SIGKILL after KILL_GRACE_S."""
-    for sig, wait_s in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, None)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_hook(
     path: Path,
     timeout_s: float,
     env: Mapping[str, str],
     out: Callable[[str], None] = print_line,
-    clock: Callable[[], float] = time.monotonic,
 ) -> HookOutcome:
     name = label(path)
-    started = clock()
+    started = time.monotonic()
     deadline = started + timeout_s if timeout_s > 0 else float("inf")
     try:
-        process = subprocess.Popen(
-            [str(path)],
-            cwd=WORKDIR if os.path.isdir(WORKDIR) else None,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+        child = children.start(
+            [str(path)], env, cwd=WORKDIR if os.path.isdir(WORKDIR) else None, merged=True
         )
     except OSError as exc:  # no interpreter for its #! line, a bad format
         out(f"[{name}] could not start: {exc}")
-        return HookOutcome(name, 126, clock() - started)
+        return HookOutcome(name, 126, time.monotonic() - started)
     printer = LinePrinter(name, out)
-    timed_out = read_until_done(process, printer, deadline, clock)
+    offset = 0
+
+    def pass_on() -> None:
+        """Its new output, read from its file while it runs, so that its lines show live."""
+        nonlocal offset
+        data = os.pread(child.stdout.fileno(), READ_BYTES, offset)
+        while data:
+            offset += len(data)
+            printer.feed(data)
+            data = os.pread(child.stdout.fileno(), READ_BYTES, offset)
+
+    done = children.wait_until_done([child], deadline, tick=pass_on)
+    if not done:  # a hook stopped at its limit gets SIGTERM, to clean up, before SIGKILL
+        children.terminate([child], KILL_GRACE_S)
+        children.kill_and_reap([child])
+    pass_on()
     printer.close()
-    if process.stdout is not None:
-        process.stdout.close()
-    if timed_out:
-        stop_group(process)
-    status = None if timed_out else process.wait()
-    return HookOutcome(name, status, clock() - started)
-
-
-def read_until_done(
-    process: subprocess.Popen[bytes],
-    printer: LinePrinter,
-    deadline: float,
-    clock: Callable[[], float],
-) -> bool:
-    """Pass the hook's output on until it ends: it exited, and its output closed or DRAIN_S
-    passed. True when the deadline came first."""
-    assert process.stdout is not None
-    fd = process.stdout.fileno()
-    os.set_blocking(fd, False)
-    exited_at: float | None = None
-    closed = False
-    with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
-        while True:
-            now = clock()
-            if exited_at is None and process.poll() is not None:
-                exited_at = now
-            if exited_at is not None and (closed or now - exited_at >= DRAIN_S):
-                return False
-            if now >= deadline:
-                return True
-            wait_s = min(0.2, deadline - now)
-            if closed:
-                time.sleep(wait_s)  # it closed its output but runs on
-            elif selector.select(timeout=wait_s):
-                data = os.read(fd, READ_BYTES)
-                if data:
-                    printer.feed(data)
-                else:
-                    closed = True
-                    selector.unregister(fd)
+    child.stdout.close()
+    return HookOutcome(name, child.process.returncode if done else None, time.monotonic() - started)
 
 
 def mark_running(state: Path, name: str | None) -> None:

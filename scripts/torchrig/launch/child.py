@@ -13,52 +13,26 @@ rule on exit code 75 need that 75. So launch runs torchrun as its child instead 
   removes its note of an earlier round, so a restart round that fails is not taken for a stop;
 - torchrun failed and every local worker left its note: launch exits 75. Otherwise launch exits
   with torchrun's own status (a signal's death as 128 + its number, as a shell reports it).
+  The notes and that rule are the stop protocol's, in torchrig.checkpoint.stop (`launch_status`).
 """
 
 from __future__ import annotations
 
 import importlib.util
-import re
 import signal
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
-from torchrig.checkpoint.stop import (
-    RESUMABLE_EXIT,
-    RESUMABLE_NOTES_ENV,
-    STOP_SIGNALS,
-    TERMINAL_SIGNALS,
-)
+from torchrig.checkpoint.stop import RESUMABLE_NOTES_ENV, handle_stop_signals, launch_status
 from torchrig.launch.torchrun import TORCHRUN_MODULE
 
 # torchrun's own default set, plus the stop signals it would otherwise die of.
 TORCHRUN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
 SIGNALS_FLAG = "--signals-to-handle"
-NOTE = re.compile(r"local-rank-(\d+)-of-(\d+)")
-
-
-def every_worker_stopped_resumably(notes: Iterable[str]) -> bool:
-    """True when the notes name local ranks 0..N-1 of the same N, and nothing else."""
-    parsed = [NOTE.fullmatch(name) for name in notes]
-    if not parsed or not all(parsed):
-        return False
-    sizes = {int(match.group(2)) for match in parsed if match}
-    ranks = {int(match.group(1)) for match in parsed if match}
-    return len(sizes) == 1 and ranks == set(range(sizes.pop()))
-
-
-def exit_status(torchrun_code: int, notes: Iterable[str]) -> int:
-    """launch's exit status from torchrun's (Popen's: negative for a signal) and the notes."""
-    if torchrun_code == 0:
-        return 0
-    if every_worker_stopped_resumably(notes):
-        return RESUMABLE_EXIT
-    return torchrun_code if torchrun_code > 0 else 128 - torchrun_code
 
 
 def torch_handles_more_signals() -> bool:
@@ -106,28 +80,15 @@ def run_torchrun(argv: list[str], environ: Mapping[str, str]) -> TorchrunResult:
             children[0].send_signal(signum)
 
     # Installed before torchrun starts, so that no stop can kill launch and orphan torchrun.
-    previous = install(forward)
+    previous = handle_stop_signals(forward)
     try:
         with tempfile.TemporaryDirectory(prefix="torchrig-launch-") as notes:
             children.append(subprocess.Popen(argv, env={**environ, RESUMABLE_NOTES_ENV: notes}))
             for signum in pending:
                 children[0].send_signal(signum)
             code = children[0].wait()
-            status = exit_status(code, (path.name for path in Path(notes).iterdir()))
+            status = launch_status(code, (path.name for path in Path(notes).iterdir()))
             return TorchrunResult(status, stopped=bool(received))
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-def install(handler: Callable[[int, FrameType | None], None]) -> dict[int, Any]:
-    """`handler` for every stop signal, but SIGINT and SIGHUP stay ignored when launch started
-    with them ignored (nohup, a background job: the shell meant it), as in the workers.
-    Returns the handlers it replaced."""
-    previous: dict[int, Any] = {}
-    for name in STOP_SIGNALS:
-        signum = getattr(signal, name)
-        if name in TERMINAL_SIGNALS and signal.getsignal(signum) is signal.SIG_IGN:
-            continue
-        previous[signum] = signal.signal(signum, handler)
-    return previous

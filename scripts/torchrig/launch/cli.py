@@ -15,7 +15,6 @@ import os
 
 from torchrig.checkpoint.stop import RESUMABLE_EXIT
 from torchrig.launch import child, environment, hosts, options, plan, rendezvous
-from torchrig.launch.options import request_from_args
 from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
 from torchrig.launch.worker import guard_command
 from torchrig.multihost import hostfile
@@ -38,15 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        request = request_from_args(args)
-        on_hosts = hostfile.hosts_from(args.hostfile, args.hosts)
-        if on_hosts is not None:
-            if args.standalone:
-                raise LaunchError("--standalone is one machine: drop it, or drop --hostfile")
-            outcome = hosts.run_on_hosts(
-                request, on_hosts, args.remote_python, os.getcwd(), dry_run=args.dry_run
-            )
-            return outcome.code
+        launch = options.read(args)
+        if launch.hosts is not None:
+            return hosts.run_on_hosts(launch, os.getcwd()).code
+        request = launch.request
         plan.check_script(request)
         environ = dict(os.environ)
         gpus = plan.count_visible_gpus(environ)
@@ -61,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if exposure is not None:
         VOICE.warning(exposure)
     print(f"+ {launch_plan.display()}", flush=True)
-    if args.dry_run:
+    if launch.dry_run:
         return 0
     # torchrun as a child, not exec'd: it exits 1 for a resumable stop, launch exits 75.
     result = child.run_torchrun(launch_plan.argv, {**environ, **launch_plan.env_updates})

@@ -24,7 +24,7 @@ from dataclasses import replace
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint
 from torchrig.interpreter import module_command
-from torchrig.launch.options import launch_argv
+from torchrig.launch.options import Launch, launch_argv
 from torchrig.launch.plan import LaunchError, LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, run
@@ -131,16 +131,12 @@ def host_job(request: LaunchRequest, hosts: list[Host], python: str, cwd: str) -
 
 
 def run_on_hosts(
-    request: LaunchRequest,
-    hosts: list[Host],
-    python: str | None,
-    cwd: str,
-    printer: Printer | None = None,
-    policy: JobPolicy | None = None,
-    dry_run: bool = False,
+    launch: Launch, cwd: str, printer: Printer | None = None, policy: JobPolicy | None = None
 ) -> JobOutcome:
-    """Check every host, then run the launch on all of them (multihost's sequence). Lines go to
-    `printer` (default: this terminal); `policy` defaults to an elastic job."""
-    job = host_job(request, hosts, python or sys.executable, cwd)
-    printer = printer or Printer([host.name for host in hosts])
-    return run.run(job, printer, policy or JobPolicy(), dry_run)
+    """Check every host of `launch`, then run its request on all of them (multihost's
+    sequence). Lines go to `printer` (default: this terminal); `policy` defaults to an elastic
+    job."""
+    assert launch.hosts, "a launch on this machine has no hosts to run on"
+    job = host_job(launch.request, launch.hosts, launch.remote_python or sys.executable, cwd)
+    printer = printer or Printer([host.name for host in launch.hosts])
+    return run.run(job, printer, policy or JobPolicy(), launch.dry_run)

@@ -1,5 +1,6 @@
-"""`torchrig launch`'s options: read from the command line into a `LaunchRequest`, and written
-back out as arguments for the same command elsewhere (`--hostfile` runs it on every host).
+"""`torchrig launch`'s options: read once from the command line into one `Launch` (the
+`LaunchRequest`, and where it runs), and the request written back out as arguments for the same
+command elsewhere (`--hostfile` runs it on every host).
 
 Reader and writer sit together, so an option is added in this file alone; a test reads back what
 the writer wrote for a request with every field set. torchrun's own flags are `TorchrunFlags`'s
@@ -11,6 +12,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.launch import torchrun
@@ -22,6 +24,7 @@ from torchrig.launch.plan import (
     LaunchRequest,
 )
 from torchrig.launch.torchrun import TorchrunFlags
+from torchrig.multihost.hostfile import Host, hosts_from
 
 USAGE = "torchrig launch [options] [torchrun flags...] script.py [script args...]"
 
@@ -94,6 +97,26 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("script", nargs="?", help="the training script (or module with -m)")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="the script's arguments")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """The whole command line, read once: what to run, and where. Everything after the reading
+    gets this, the multi-host run too, and reads no option again."""
+
+    request: LaunchRequest
+    hosts: list[Host] | None = None  # None: this machine only
+    remote_python: str | None = None  # the Python on the hosts; None: this one's path
+    dry_run: bool = False
+
+
+def read(args: argparse.Namespace) -> Launch:
+    """Raises LaunchError or HostsError (a bad hostfile) with what to change."""
+    request = request_from_args(args)
+    on_hosts = hosts_from(args.hostfile, args.hosts)
+    if on_hosts is not None and args.standalone:
+        raise LaunchError("--standalone is one machine: drop it, or drop --hostfile")
+    return Launch(request, on_hosts, args.remote_python, args.dry_run)
 
 
 def request_from_args(args: argparse.Namespace) -> LaunchRequest:

@@ -11,7 +11,6 @@ which then takes every host down in order.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shlex
 import shutil
@@ -24,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from torchrig import children
 from torchrig.multihost.hostfile import HostsError
 from torchrig.multihost.remote import STARTED
 from torchrig.voice import Voice
@@ -150,8 +150,7 @@ class Session:
 
     def kill(self) -> None:
         """SIGKILL `ssh` and whatever it started (a ProxyCommand): its whole process group."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        children.signal_group(self.process, signal.SIGKILL)
 
 
 def take_down(sessions: Iterable[Session], grace_s: float) -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
-from torchrig import sizes
+from torchrig import children, sizes
 from torchrig.facts.verdict import Check, failed, passed, warned
+from torchrig.interpreter import module_command
 from torchrig.sizes import KIB, MIB
-from torchrig.verify import spawn
 
 SECTION = "collectives"
 NAME = "all-reduce"
@@ -85,16 +86,19 @@ def run_allreduce(
         timeout=datetime.timedelta(seconds=plan.timeout),
     )
     helpers = [
-        spawn.start_module(module, worker_args(plan, rank, store.port), worker_env(plan))
+        children.start(
+            module_command(sys.executable, module, *worker_args(plan, rank, store.port)),
+            worker_env(plan),
+        )
         for rank in range(plan.world)
     ]
-    outcomes = spawn.wait_all(helpers, plan.timeout)
+    outcomes = children.wait_all(helpers, plan.timeout)
     del store
     return allreduce_verdict(plan, outcomes, nvlink_everywhere)
 
 
 def allreduce_verdict(
-    plan: Plan, outcomes: list[spawn.HelperOutcome], nvlink_everywhere: bool
+    plan: Plan, outcomes: list[children.Outcome], nvlink_everywhere: bool
 ) -> Check:
     what = f"{plan.world} rank(s), {plan.backend}"
     # A rank that died is the cause; its peers, killed after a grace, only waited for it.
@@ -117,11 +121,11 @@ def allreduce_verdict(
             SECTION,
             NAME,
             f"{what}: not finished after {plan.timeout:g} s, ranks killed"
-            + spawn.stuck_note([f"rank {r}" for r, o in enumerate(outcomes) if o.stuck]),
+            + children.stuck_note([f"rank {r}" for r, o in enumerate(outcomes) if o.stuck]),
             HANG_FIX if plan.backend == "nccl" else "gloo hung: check loopback networking",
             timeout_s=plan.timeout,
         )
-    result = spawn.last_json_object(outcomes[0].stdout, required_key="sweep")
+    result = children.last_json_object(outcomes[0].stdout, required_key="sweep")
     if result is None:
         return failed(
             SECTION,

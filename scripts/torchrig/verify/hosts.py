@@ -17,14 +17,16 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from torchrig import children
 from torchrig.facts.verdict import Check, Verdict, failed, passed
 from torchrig.interpreter import module_command
 from torchrig.launch import hosts as launch_on_hosts
+from torchrig.launch.options import Launch
 from torchrig.launch.plan import LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, preflight
 from torchrig.multihost.hostfile import Host
-from torchrig.verify import collectives, report, spawn
+from torchrig.verify import collectives, report
 from torchrig.verify.model import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, check_to_dict
 
 SCHEMA = "torchrig.verify.hosts/1"
@@ -103,14 +105,14 @@ def cross_node_check(hosts: list[Host], cpu: bool, timeout: float, python: str) 
     policy = fanout.JobPolicy(
         rejoin=False, deadline_s=RENDEZVOUS_S + timeout * (len(sweep_sizes(cpu)) + 1)
     )
-    request = cross_node_request(hosts, cpu, timeout)
-    outcome = launch_on_hosts.run_on_hosts(request, hosts, python, FOLDER, printer, policy)
+    launch = Launch(cross_node_request(hosts, cpu, timeout), hosts, python)
+    outcome = launch_on_hosts.run_on_hosts(launch, FOLDER, printer, policy)
     if outcome.problems:
         problems = outcome.problems
         return failed("collectives", NAME, "not run: " + problems[0], "; ".join(problems))
     code = outcome.code
     lines = [line.split(": ", 1)[-1] for line in out.getvalue().splitlines()]
-    result = spawn.last_json_object("\n".join(lines), required_key="sweep")
+    result = children.last_json_object("\n".join(lines), required_key="sweep")
     if code != 0 or result is None:
         tail = [line for line in err.getvalue().splitlines() if line.strip()][-1:]
         return failed(

@@ -5,16 +5,18 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchrig import __version__
+from torchrig import __version__, children
 from torchrig.facts import container_runtime, runtime, visible
 from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
 from torchrig.facts.visible import CUDA_VISIBLE, visibility_env
+from torchrig.interpreter import module_command
 from torchrig.verify import (
     collectives,
     fabric,
@@ -23,7 +25,6 @@ from torchrig.verify import (
     probes,
     selection,
     software,
-    spawn,
 )
 from torchrig.verify.model import Report
 from torchrig.verify.software import TorchFacts
@@ -191,7 +192,7 @@ def run_gpu_probes(selected: list[selection.SelectedGpu], timeout: float) -> lis
 
     first = f"cuda:{selected[0].torch_index}"
     # The compile test runs in its own process while this one measures the GPUs.
-    compile_helper = spawn.start_module("torchrig.verify.compile_smoke", [f"--device={first}"])
+    compile_helper = start_compile_smoke(first)
     checks: list[Check] = []
     for gpu in selected:
         device = f"cuda:{gpu.torch_index}"
@@ -202,9 +203,15 @@ def run_gpu_probes(selected: list[selection.SelectedGpu], timeout: float) -> lis
         numerics.name = f"{gpu.label} numerics"
         checks.append(numerics)
     checks.append(probes.guarded("amp", lambda: probes.run_amp(torch, first)))
-    (outcome,) = spawn.wait_all([compile_helper], timeout)
+    (outcome,) = children.wait_all([compile_helper], timeout)
     checks.append(probes.compile_check(outcome, timeout, first))
     return checks
+
+
+def start_compile_smoke(device: str) -> children.Child:
+    return children.start(
+        module_command(sys.executable, "torchrig.verify.compile_smoke", f"--device={device}")
+    )
 
 
 def guarded_allreduce(plan: collectives.Plan, nvlink: bool) -> Check:
@@ -252,7 +259,7 @@ def run_cpu_probes(timeout: float) -> list[Check]:
         probes.guarded("numerics", lambda: probes.run_numerics(torch, "cpu")),
         probes.guarded("amp", lambda: probes.run_amp(torch, "cpu")),
     ]
-    compile_helper = spawn.start_module("torchrig.verify.compile_smoke", ["--device=cpu"])
-    (outcome,) = spawn.wait_all([compile_helper], timeout)
+    compile_helper = start_compile_smoke("cpu")
+    (outcome,) = children.wait_all([compile_helper], timeout)
     checks.append(probes.compile_check(outcome, timeout, "cpu"))
     return checks

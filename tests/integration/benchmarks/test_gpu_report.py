@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,13 +38,12 @@ def targets_of(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {row["name"]: row for row in report["targets"]}
 
 
-def test_every_part_ran_or_says_why_not(cpu_report: tuple[Path, dict, str]) -> None:
+def test_every_part_ran_and_no_target_failed(cpu_report: tuple[Path, dict, str]) -> None:
     _out, report, _output = cpu_report
     assert report["mode"] == "cpu" and report["exit_code"] == 0
-    statuses = {name: part["status"] for name, part in report["parts"].items()}
-    expected_smi = "skipped" if shutil.which("nvidia-smi") is None else "ok"
-    assert statuses == {"smi": expected_smi, "verify": "ok", "compile": "ok", "training": "ok",
-                        "resume": "ok", "checkpoint": "ok", "tests": "ok"}  # fmt: skip
+    assert {name: part["status"] for name, part in report["parts"].items()} == {
+        name: "ok" for name in ("verify", "compile", "training", "resume", "checkpoint", "tests")
+    }
     assert report["summary"]["FAIL"] == 0
 
 
@@ -64,10 +62,10 @@ def test_the_correctness_targets_pass_on_the_cpu(cpu_report: tuple[Path, dict, s
     # On a CPU the example runs with deterministic algorithms: the resume is exact.
     resume = report["parts"]["resume"]["figures"]
     assert resume["deterministic"] is True and resume["weights_bitwise_equal"] is True
-    assert resume["resumed_from"] < resume["steps"] and resume["max_loss_abs_diff"] == 0.0
+    assert 0 < resume["resumed_from"] < resume["steps"] and resume["max_loss_rel_diff"] == 0.0
 
 
-def test_gpu_targets_are_shown_but_not_judged_and_the_gpu_tests_skip_with_a_reason(
+def test_performance_is_shown_not_judged_and_the_gpu_tests_skip_with_a_reason(
     cpu_report: tuple[Path, dict, str],
 ) -> None:
     _out, report, _output = cpu_report
@@ -77,29 +75,21 @@ def test_gpu_targets_are_shown_but_not_judged_and_the_gpu_tests_skip_with_a_reas
         "DDP, one process, vs the plain model",
         "`torchrig verify --quick` wall time",
         "checkpoint save vs raw disk write",
+        "cpu bf16 matmul",
+        "cpu memory triad",
     ):
-        assert rows[name]["verdict"] == "INFO", rows[name]  # fmt: skip
+        assert rows[name]["verdict"] == "INFO", rows[name]
     tests = rows["`pytest -m gpu tests/gpu`"]
     assert tests["verdict"] == "SKIP" and "CUDA is not available" in tests["note"]
-    assert report["parts"]["tests"]["figures"]["passed"] == 0
+    assert rows["NVML verdicts vs nvidia-smi"]["verdict"] == "SKIP"
 
 
 def test_the_folder_holds_both_reports_and_every_log(cpu_report: tuple[Path, dict, str]) -> None:
-    out, _report, output = cpu_report
+    out, report, output = cpu_report
     markdown = (out / "report.md").read_text()
     assert markdown in output  # printed as well as written
-    for heading in (
-        "## Machine",
-        "## Targets",
-        "## Parts",
-        "## torchrig verify",
-        "## torch.compile",
-        "## Training throughput",
-        "## Kill and resume (FSDP2)",
-        "## Checkpoint save/load",
-        "## gpu marker tests",
-    ):
-        assert heading in markdown, heading  # fmt: skip
+    for row in report["targets"]:
+        assert f"| {row['part']} | {row['name']} | {row['measured']} |" in markdown, row
     for name in ("verify-quick.json", "verify-full.json", "gpu-tests.xml"):
         assert (out / name).is_file(), name
     logs = {path.name for path in (out / "logs").iterdir()}
@@ -113,10 +103,5 @@ def test_it_leaves_no_checkpoints_and_no_compile_cache_behind(
 ) -> None:
     out, report, _output = cpu_report
     assert not (out / "resume-checkpoints").exists()
-    cache = report["environment"]["compile_cache"]
-    assert cache["inside_TORCHINDUCTOR_CACHE_DIR"] is True and cache["kept"] is False
-    folder = Path(cache["folder"])
-    assert not folder.exists()
-    # verify's own compile test may use the volume as any user process would; the report's
-    # folder in it is gone.
-    assert not list(folder.parent.glob("gpu-report-*"))
+    folder = Path(report["environment"]["compile_cache"]["folder"])
+    assert folder.parent == out.parent / "inductor-volume" and not folder.exists()

@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from torchrig import children
 from torchrig.facts.verdict import Verdict
+from torchrig.interpreter import module_command
 from torchrig.sizes import MIB
-from torchrig.verify import collectives, spawn
+from torchrig.verify import collectives
 
 pytestmark = pytest.mark.slow
 
@@ -94,7 +96,7 @@ def test_a_crashing_rank_fails_fast_with_its_error_and_its_peers_are_killed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("torch.distributed")
-    monkeypatch.setattr(spawn, "PEER_GRACE_S", 0.5)
+    monkeypatch.setattr(children, "PEER_GRACE_S", 0.5)
     module = fake_worker(tmp_path, monkeypatch, crash_rank=0)
     check = collectives.run_allreduce(
         collectives.Plan("gloo", [], 2, (MIB,), timeout=90), module=module
@@ -108,7 +110,10 @@ def test_ctrl_c_while_waiting_kills_the_helpers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     module = fake_worker(tmp_path, monkeypatch, crash_rank=-1)
-    helpers = [spawn.start_module(module, [f"--rank={rank}"]) for rank in range(2)]
+    helpers = [
+        children.start(module_command(sys.executable, module, f"--rank={rank}"))
+        for rank in range(2)
+    ]
     deadline = time.monotonic() + 30
     while len(list(tmp_path.glob("pids-*"))) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -116,9 +121,9 @@ def test_ctrl_c_while_waiting_kills_the_helpers(
     def interrupted(seconds: float) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(spawn.time, "sleep", interrupted)
+    monkeypatch.setattr(children.time, "sleep", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        spawn.wait_all(helpers, timeout=60)
+        children.wait_all(helpers, timeout=60)
     monkeypatch.undo()
     assert_all_gone(tmp_path)
 
@@ -133,7 +138,7 @@ def test_the_worker_joins_torchruns_group_without_a_parent() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
-    answer = spawn.last_json_object(result.stdout, required_key="sweep")
+    answer = children.last_json_object(result.stdout, required_key="sweep")
     assert answer is not None and answer["world"] == 2, result.stdout
     assert answer["sweep"][0]["correct"]
 
@@ -147,7 +152,7 @@ def test_ranks_that_sigkill_cannot_end_do_not_hold_the_verdict_past_the_deadline
     pytest.importorskip("torch.distributed")
     module = fake_worker(tmp_path, monkeypatch, crash_rank=-1)
     groups: list[int] = []
-    monkeypatch.setattr(spawn.os, "killpg", lambda pgid, signum: groups.append(pgid))
+    monkeypatch.setattr(children.os, "killpg", lambda pgid, signum: groups.append(pgid))
     timeout = 3.0
     begin = time.monotonic()
     try:
@@ -162,7 +167,7 @@ def test_ranks_that_sigkill_cannot_end_do_not_hold_the_verdict_past_the_deadline
                 os.killpg(pgid, signal.SIGKILL)
     # The deadline, the reap grace, and start-up on a loaded machine; the fake ranks would
     # otherwise sleep for 120 s.
-    assert elapsed < timeout + spawn.REAP_GRACE_S + 30, f"took {elapsed:.1f} s"
+    assert elapsed < timeout + children.REAP_GRACE_S + 30, f"took {elapsed:.1f} s"
     assert check.verdict is Verdict.FAIL
     assert "rank 0, rank 1 still alive after SIGKILL" in check.summary
     assert_all_gone(tmp_path)

@@ -15,10 +15,11 @@ import pytest
 from torchrig.checkpoint.stop import (
     RESUMABLE_NOTES_ENV,
     StopSignals,
+    every_worker_stopped_resumably,
+    launch_status,
     note_resumable_exit,
 )
 from torchrig.launch import child
-from torchrig.launch.child import every_worker_stopped_resumably, exit_status
 
 SCRIPTS = str(Path(child.__file__).resolve().parents[2])
 TORCHRUN = [sys.executable, "-P", "-m", "torch.distributed.run"]
@@ -35,12 +36,14 @@ def test_every_local_rank_must_have_stopped_resumably() -> None:
 
 def test_exit_status_is_75_only_for_a_failed_torchrun_whose_workers_all_stopped() -> None:
     both = ["local-rank-0-of-2", "local-rank-1-of-2"]
-    assert exit_status(1, both) == 75
-    assert exit_status(-signal.SIGTERM, both) == 75  # torchrun died of the signal after they saved
-    assert exit_status(0, both) == 0  # finished: the notes came from a restart round before
-    assert exit_status(1, both[:1]) == 1
-    assert exit_status(1, []) == 1
-    assert exit_status(-signal.SIGKILL, []) == 128 + signal.SIGKILL
+    assert launch_status(1, both) == 75
+    assert (
+        launch_status(-signal.SIGTERM, both) == 75
+    )  # torchrun died of the signal after they saved
+    assert launch_status(0, both) == 0  # finished: the notes came from a restart round before
+    assert launch_status(1, both[:1]) == 1
+    assert launch_status(1, []) == 1
+    assert launch_status(-signal.SIGKILL, []) == 128 + signal.SIGKILL
 
 
 def test_torchrun_is_told_to_handle_sigusr1_and_sigusr2_unless_the_user_chose() -> None:
@@ -85,7 +88,7 @@ def test_a_restarted_worker_forgets_its_note_from_the_round_before(tmp_path: Pat
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     assert [p.name for p in tmp_path.iterdir()] == ["local-rank-0-of-2"]
-    assert exit_status(1, [p.name for p in tmp_path.iterdir()]) == 1
+    assert launch_status(1, [p.name for p in tmp_path.iterdir()]) == 1
 
 
 # A stand-in for torchrun: two "workers" (itself) that, on a stop signal, leave their notes and

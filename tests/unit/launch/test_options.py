@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from torchrig.launch.options import launch_argv, request_from_args, seconds_text
+from torchrig.launch.options import Launch, launch_argv, read, request_from_args, seconds_text
 from torchrig.launch.plan import LaunchError, LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
+from torchrig.multihost.hostfile import Host
 
 from .test_plan import parse
 
@@ -46,3 +47,11 @@ def test_seconds_are_written_short_but_exactly() -> None:
 def test_a_bad_torchrun_value_is_a_launch_error() -> None:
     with pytest.raises(LaunchError, match="--rdzv-endpoint 'a:b': the port must be a number"):
         request_from_args(parse("--rdzv-endpoint", "a:b", "t.py"))
+
+
+def test_the_command_line_is_read_once_into_one_launch() -> None:
+    launch = read(parse("--hosts", "a,b", "--remote-python", "/v/python", "--dry-run", "t.py"))
+    assert launch == Launch(
+        LaunchRequest(script="t.py"), [Host("a"), Host("b")], "/v/python", dry_run=True
+    )
+    assert read(parse("t.py")).hosts is None

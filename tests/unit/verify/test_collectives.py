@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from torchrig import children
 from torchrig.facts.verdict import Verdict
 from torchrig.sizes import MIB
-from torchrig.verify import collectives, spawn
+from torchrig.verify import collectives
 
 
 def entry(size: int, algbw: float, world: int, correct: bool = True) -> dict[str, object]:
@@ -54,7 +55,7 @@ def test_a_single_rank_reports_algorithm_bandwidth() -> None:
 
 
 def test_a_timed_out_run_fails_with_the_usual_fixes() -> None:
-    outcomes = [spawn.HelperOutcome(None, "", ""), spawn.HelperOutcome(None, "", "")]
+    outcomes = [children.Outcome(None, "", ""), children.Outcome(None, "", "")]
     check = collectives.allreduce_verdict(plan(world=2, timeout=7), outcomes, False)
     assert check.verdict is Verdict.FAIL
     assert "not finished after 7 s" in check.summary

@@ -10,6 +10,7 @@ import pytest
 from torchrig.facts.verdict import Verdict, failed, passed, warned
 from torchrig.multihost.fanout import SSH_FAILED, Captured
 from torchrig.multihost.hostfile import Host
+from torchrig.multihost.run import JobOutcome
 from torchrig.verify import hosts
 from torchrig.verify.model import Report, check_to_dict
 
@@ -129,3 +130,20 @@ def test_a_malformed_hostfile_is_bad_input(tmp_path, capsys) -> None:
     assert capsys.readouterr().err.strip() == (
         f"torchrig verify: error: {hostfile}:1: slots='x': expected a whole number >= 1"
     )
+
+
+def test_the_cross_node_check_hands_its_launch_to_the_multi_host_run(monkeypatch) -> None:
+    received = []
+
+    def run_on_hosts(launch, cwd, printer, policy) -> JobOutcome:
+        received.append(launch)
+        sweep = [{"bytes": 4096, "correct": True, "algbw_gbps": 1.0, "busbw_gbps": 1.0}]
+        printer("a", "out", json.dumps({"world": 2, "backend": "gloo", "sweep": sweep}))
+        return JobOutcome(0)
+
+    monkeypatch.setattr(hosts.launch_on_hosts, "run_on_hosts", run_on_hosts)
+    check = hosts.cross_node_check([Host("a"), Host("b")], cpu=True, timeout=30.0, python="/v/py")
+    assert check.verdict is Verdict.PASS, check.summary
+    (launch,) = received
+    assert launch.hosts == [Host("a"), Host("b")] and launch.remote_python == "/v/py"
+    assert launch.request.script == "torchrig.verify.allreduce_worker" and not launch.dry_run

@@ -7,10 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from torchrig.children import Outcome
 from torchrig.facts.verdict import Verdict
 from torchrig.verify import probes
 from torchrig.verify.peaks import peak_for
-from torchrig.verify.spawn import HelperOutcome
 
 
 def test_matmul_figures_are_set_against_the_peak() -> None:
@@ -49,7 +49,7 @@ def test_memory_bandwidth_against_the_peak() -> None:
     low = probes.bandwidth_check("GPU0", 900.0, peak)
     assert low.verdict is Verdict.WARN
     assert "27% of 3350" in low.summary
-    assert probes.bandwidth_check("GPU0", 900.0, None).summary == "copy 900 GB/s"
+    assert probes.bandwidth_check("GPU0", 900.0, None).summary == "triad 900 GB/s"
 
 
 def test_numerics_beyond_tolerance_fail() -> None:
@@ -60,21 +60,21 @@ def test_numerics_beyond_tolerance_fail() -> None:
 
 
 def test_the_compile_test_verdicts() -> None:
-    ok = HelperOutcome(0, '{"ok": true, "seconds": 3.5, "max_error": 0.0}\n', "")
+    ok = Outcome(0, '{"ok": true, "seconds": 3.5, "max_error": 0.0}\n', "")
     assert probes.compile_check(ok, 60, "cpu").verdict is Verdict.PASS
-    no_compiler = HelperOutcome(
+    no_compiler = Outcome(
         0, '{"ok": false, "error": "InvalidCxxCompiler: No working C++ compiler found"}\n', ""
     )
     check = probes.compile_check(no_compiler, 60, "cpu")
     assert check.verdict is Verdict.FAIL
     assert "build-essential" in (check.fix or "")
-    crashed = probes.compile_check(HelperOutcome(-11, "", "Segmentation fault\n"), 60, "cpu")
+    crashed = probes.compile_check(Outcome(-11, "", "Segmentation fault\n"), 60, "cpu")
     assert crashed.verdict is Verdict.FAIL
     assert "Segmentation fault" in crashed.summary
-    slow = probes.compile_check(HelperOutcome(None, "", ""), 60, "cpu")
+    slow = probes.compile_check(Outcome(None, "", ""), 60, "cpu")
     assert slow.verdict is Verdict.WARN
     assert "--timeout" in (slow.fix or "")
-    stuck = probes.compile_check(HelperOutcome(None, "", "", stuck=True), 60, "cpu")
+    stuck = probes.compile_check(Outcome(None, "", "", stuck=True), 60, "cpu")
     assert "the compile test still alive after SIGKILL (stuck in the kernel" in stuck.summary
 
 
@@ -196,7 +196,7 @@ def test_the_torch_cuda_calls_the_gpu_path_makes_exist_in_real_torch() -> None:
 def test_a_compile_cache_that_cannot_take_the_compile_is_said_with_the_variables_that_move_it(
     error: str, words: tuple[str, ...]
 ) -> None:
-    outcome = HelperOutcome(0, json.dumps({"ok": False, "error": error}) + "\n", "")
+    outcome = Outcome(0, json.dumps({"ok": False, "error": error}) + "\n", "")
     check = probes.compile_check(outcome, 60, "cpu")
     assert check.verdict is Verdict.FAIL
     assert all(word in (check.fix or "") for word in words), check.fix

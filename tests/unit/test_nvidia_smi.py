@@ -1,4 +1,5 @@
-"""nvidia-smi's XML read into torchrig's NvmlGpu, and set against an NVML snapshot."""
+"""nvidia-smi's XML read into torchrig's NvmlGpu and set against an NVML snapshot: the reading the
+`gpu` test of NVML against nvidia-smi (tests/gpu/test_nvml_vs_nvidia_smi.py) relies on."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from pathlib import Path
 
 from torchrig.facts.nvml import NvmlSnapshot
 
-from benchmarks.gpu_report import smi
+from ..gpu import nvidia_smi as smi
 
-H100_XML = (Path(__file__).parent / "data" / "nvidia-smi-h100.xml").read_text()
+H100_XML = (Path(__file__).parents[1] / "gpu" / "data" / "nvidia-smi-h100.xml").read_text()
 
 # An older driver's names (clocks_throttle_reasons, single/double bit ECC totals) on a GPU in
 # trouble: hardware slowdown, two uncorrected errors, a narrow link, pages pending retirement.

@@ -1,4 +1,5 @@
-"""Does `torchrig verify` read a real NVML right? Its verdicts set against nvidia-smi's answers.
+"""Does `torchrig verify` read a real NVML right? Its verdicts set against nvidia-smi's answers
+(used by tests/gpu/test_nvml_vs_nvidia_smi.py).
 
 `nvidia-smi -q -x` is parsed into the same `NvmlGpu` record that torchrig's NVML reader fills, so
 both go through the very verdict functions verify uses (`torchrig.verify.health`), and each check
