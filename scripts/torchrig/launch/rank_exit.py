@@ -45,8 +45,11 @@ HOOK_FILE = "torchrig-rank-exit.pth"  # the image's `.pth` line (entrypoint/)
 UNBUFFERED = "-u"  # torchrun starts every worker as `<python> -u script.py` or `-u -m module`
 SPAWNED_FLAG = "--multiprocessing-fork"  # multiprocessing's mark of a spawned child
 
-# The status the process ends with after its atexit functions; None: Python's own teardown.
+# The status the process ends with after its atexit functions; none: Python's own teardown.
 _status: list[int] = []
+# What the script leaves (its globals, or the exception that ended it and so its frames): freed
+# only when the process ends, as `__main__`'s are, not at the moment the script returns.
+_kept: list[object] = []
 
 
 def is_on(environ: Mapping[str, str]) -> bool:
@@ -150,9 +153,7 @@ def exit_status(code: object) -> int:
 
 def run_script(target: Sequence[str]) -> dict[str, object]:
     """Run a script or `-m module` as the interpreter's command line would: its sys.argv and
-    sys.path[0], `__name__ == "__main__"`. Returns the script's globals, kept until the process
-    ends as `__main__`'s are (their objects must not be freed, and torch's destructors run, at
-    the moment the script returns)."""
+    sys.path[0], `__name__ == "__main__"`. Returns (a copy of) the script's globals."""
     safe_path = bool(os.environ.get("PYTHONSAFEPATH"))
     if target[0] == "-m":
         sys.argv = [target[1], *target[2:]]
@@ -192,21 +193,20 @@ def main(target: Sequence[str]) -> None:
         from torchrig.voice import IN_OTHERS_OUTPUT, Voice
 
         Voice(IN_OTHERS_OUTPUT).note(line)
-    kept: list[object] = []  # what the script leaves: freed only when the process ends
     try:
-        kept.append(run_script(target))
+        _kept.append(run_script(target))
     except SystemExit as done:
-        kept.append(done)
+        _kept.append(done)
         finish_with(exit_status(done.code))
         raise
     except KeyboardInterrupt:
         raise  # Python ends the process by SIGINT itself, after its whole teardown
     except BaseException as exc:
+        _kept.append(exc)
         finish_with(1)
         record_for_torchrun(exc)
         raise  # Python prints the traceback, then exits 1
     finish_with(0)
-    globals()["_kept"] = kept
 
 
 if __name__ == "__main__":

@@ -81,6 +81,18 @@ def test_the_scripts_own_exit_status_is_kept(tmp_path: Path, ending: str, status
     assert (tmp_path / "left-open.txt").read_text() == "buffered\n"
 
 
+@pytest.mark.parametrize("ending", ["", "import sys; sys.exit(0)"])
+def test_what_the_script_leaves_lives_until_the_process_ends(tmp_path: Path, ending: str) -> None:
+    """An object whose class is not the script's (no cycle through the script's globals keeps it)
+    is not freed when the script ends: its destructor (here: an abort, like torch's) never runs."""
+    (tmp_path / "dying.py").write_text(
+        "import os\nclass DiesWhenFreed:\n    def __del__(self, abort=os.abort):\n        abort()\n"
+    )
+    script = tmp_path / "leaves.py"
+    script.write_text(f"import dying\ndies = dying.DiesWhenFreed()\n{ending}\n")
+    assert run([*RUNNER, str(script)]).returncode == 0
+
+
 def test_an_exception_fails_with_1_and_its_traceback(tmp_path: Path) -> None:
     result = run(
         [*RUNNER, str(write_script(tmp_path, "raise RuntimeError('broken')")), str(tmp_path)]
