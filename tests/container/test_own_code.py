@@ -142,7 +142,6 @@ def test_plain_torchrun_restarts_a_killed_worker_and_round_1_finishes(
     starts = sorted(read(stack, out, "runs.log").splitlines())
     assert starts == ["start 0 0", "start 0 1", "start 1 0", "start 1 1"], output
     assert "[torchrig] restart round 1 of 1: the script starts again" in output.splitlines()
-    assert "failed (exitcode: -9) local_rank: 1 " in output, output
 
 
 def test_plain_torchrun_does_not_rerun_a_job_whose_rank_died_in_teardown(
@@ -195,7 +194,8 @@ def test_each_rank_is_one_process_and_status_shows_the_script(
         workers = [w for w in jobs[0]["workers"] if "rank" in w] if jobs else []
         assert sorted(worker["rank"] for worker in workers) == [0, 1], status
         commands = [" ".join(w["command"]) for w in workers]
-        assert all("-m torchrig.launch.rank_exit users_code/slow.py" in c for c in commands), status
+        assert all("torchrig.launch.rank_exit" in c for c in commands), status
+        assert all(c.endswith(" users_code/slow.py") for c in commands), status
         pids = [w["pid"] for w in workers]
         processes = run(session, f"ps -o ppid= -p {','.join(map(str, pids))}").stdout.split()
         assert set(processes) == {str(jobs[0]["pid"])}, status

@@ -16,8 +16,8 @@ aborts. A rank whose status is unknown (a KeyboardInterrupt) goes through the fu
 Where, one process per rank, both started by the image's `.pth` line at every interpreter start:
 
 - a torchrun worker (`python -u script.py ...` or `python -u -m module ...`, under plain torchrun
-  and `torchrig launch` alike) execs itself, same pid, into `python -u -P -m torchrig.launch.
-  rank_exit script.py ...`, which runs the script with runpy as `python script.py` would;
+  and `torchrig launch` alike) execs itself, same pid, into `python -u -P -c RUN script.py ...`,
+  where RUN calls `main`, which runs the script with runpy as `python script.py` would;
 - a child of `mp.spawn` (`--multiprocessing-fork`) that used torch: multiprocessing's own entry,
   `multiprocessing.spawn.spawn_main`, is wrapped to learn the child's exit status.
 
@@ -44,6 +44,8 @@ OFF = "off"
 HOOK_FILE = "torchrig-rank-exit.pth"  # the image's `.pth` line (entrypoint/)
 UNBUFFERED = "-u"  # torchrun starts every worker as `<python> -u script.py` or `-u -m module`
 SPAWNED_FLAG = "--multiprocessing-fork"  # multiprocessing's mark of a spawned child
+# What the exec'd worker runs: `-c`, not `-m`, as the `.pth` line has imported this module already.
+RUN = "from torchrig.launch.rank_exit import main; main()"
 
 # The status the process ends with after its atexit functions; none: Python's own teardown.
 _status: list[int] = []
@@ -81,7 +83,7 @@ def take_over() -> None:
             # exec, not a child: the same pid, so torchrun, its signals and `torchrig status`
             # meet the script's own process. -P: no working directory on sys.path before the
             # script's own folder is put there (a folder named torchrig must not be imported).
-            os.execv(sys.executable, [sys.executable, UNBUFFERED, "-P", "-m", __name__, *target])
+            os.execv(sys.executable, [sys.executable, UNBUFFERED, "-P", "-c", RUN, *target])
 
 
 def worker_target(args: Sequence[str]) -> list[str] | None:
@@ -148,7 +150,7 @@ def exit_status(code: object) -> int:
     return 1  # Python prints anything else to stderr and exits 1
 
 
-# --- a torchrun worker: `python -u -P -m torchrig.launch.rank_exit TARGET` ------------------------
+# --- a torchrun worker: `python -u -P -c RUN TARGET` ---------------------------------------------
 
 
 def run_script(target: Sequence[str]) -> dict[str, object]:
@@ -186,7 +188,8 @@ def restart_round_line(environ: Mapping[str, str]) -> str | None:
     return f"restart round {restart} of {of}: the script starts again"
 
 
-def main(target: Sequence[str]) -> None:
+def main(target: Sequence[str] | None = None) -> None:
+    target = sys.argv[1:] if target is None else target
     atexit.register(end_with_status)  # first registered, so it runs last
     line = restart_round_line(os.environ)
     if line:
@@ -207,10 +210,3 @@ def main(target: Sequence[str]) -> None:
         record_for_torchrun(exc)
         raise  # Python prints the traceback, then exits 1
     finish_with(0)
-
-
-if __name__ == "__main__":
-    # The module's state (the status) lives in its imported copy, not in this `__main__` one.
-    from torchrig.launch import rank_exit
-
-    rank_exit.main(sys.argv[1:])

@@ -68,7 +68,6 @@ def test_a_worker_killed_in_round_0_is_restarted_and_round_1_finishes(
     assert result.returncode == 0, output[-5000:]
     assert starts(tmp_path) == ["start 0 0", "start 0 1", "start 1 0", "start 1 1"]
     assert "[torchrig] restart round 1 of 1: the script starts again" in output.splitlines()
-    assert re.search(r"failed \(exitcode: -9\) local_rank: 1 ", output), output[-5000:]
     for rank in (0, 1):
         assert (tmp_path / f"result-{rank}.txt").read_text() == (
             f"rank {rank} of 2: 4 in round 1\n"

@@ -16,7 +16,7 @@ from torchrig.launch import rank_exit
 
 from testbed.image_hook import with_image_hook
 
-RUNNER = [sys.executable, "-u", "-P", "-m", "torchrig.launch.rank_exit"]
+RUNNER = [sys.executable, "-u", "-P", "-c", rank_exit.RUN]
 
 # A script that finishes, then would die in the teardown; meanwhile a thread works on, an atexit
 # function is registered and a file is left open with its line still in the buffer.
@@ -146,6 +146,7 @@ def test_the_hook_runs_a_torchrun_worker_in_its_own_process(tmp_path: Path) -> N
     stdout, stderr = worker.communicate(timeout=60)
     assert worker.returncode == 0, stderr
     assert f"pid {worker.pid} argv" in stdout
+    assert "Warning" not in stderr, stderr  # nothing of the hook's in the script's output
     assert (tmp_path / "left-open.txt").read_text() == "buffered\n"
 
 
