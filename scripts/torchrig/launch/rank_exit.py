@@ -162,6 +162,11 @@ def run_script(target: Sequence[str]) -> dict[str, object]:
         if not safe_path:
             sys.path.insert(0, os.getcwd())
         return runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+    if not os.path.exists(target[0]):  # Python's own words and status for a missing script
+        path = os.path.abspath(target[0])
+        print(f"{sys.executable}: can't open file {path!r}: [Errno 2] No such file or directory",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(2)
     sys.argv = list(target)
     if not safe_path:
         sys.path.insert(0, os.path.dirname(os.path.realpath(target[0])))

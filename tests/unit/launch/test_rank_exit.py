@@ -103,6 +103,15 @@ def test_an_exception_fails_with_1_and_its_traceback(tmp_path: Path) -> None:
     assert (tmp_path / "left-open.txt").read_text() == "buffered\n"
 
 
+def test_a_missing_script_fails_as_python_says_it(tmp_path: Path) -> None:
+    result = run([*RUNNER, "gone.py"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"{sys.executable}: can't open file {str(tmp_path / 'gone.py')!r}: "
+        "[Errno 2] No such file or directory\n"
+    )
+
+
 def test_a_keyboard_interrupt_ends_as_python_ends_it(tmp_path: Path) -> None:
     script = tmp_path / "interrupted.py"
     script.write_text("raise KeyboardInterrupt\n")
