@@ -182,9 +182,9 @@ COPY entrypoint/gpu-notice/ /opt/venv/share/jupyter/labextensions/@torchrig/gpu-
 # every start of the venv's Python: the first points the caches the user did not name at that
 # user's own home (torchrig/caches.py); the second puts dev's kept packages in front of the
 # image's, for every user but root (torchrig/packages/sitedir.py); the third, only in a worker that
-# torchrun started, hands the worker to the worker guard (torchrig/launch/worker.py): plain
-# torchrun gets what torchrig launch does. The "Python 3" kernel runs the kept venv's Python for
-# dev (entrypoint/kernel-python.sh), so `%pip install` in a notebook is kept too.
+# torchrun started or a child of mp.spawn, makes the rank end with its script's status, not with
+# an abort in Python's teardown (torchrig/launch/rank_exit.py). The "Python 3" kernel runs the kept
+# venv's Python for dev (entrypoint/kernel-python.sh), so `%pip install` in a notebook is kept too.
 RUN --mount=type=bind,target=/src \
     cp -r /src /tmp/torchrig-src \
     && UV_COMPILE_BYTECODE=1 /opt/uv/bin/uv pip install --python /opt/venv/bin/python \
@@ -193,7 +193,7 @@ RUN --mount=type=bind,target=/src \
     && site="$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
     && install -m 644 /src/entrypoint/torchrig-caches.pth \
          /src/entrypoint/torchrig-kept-packages.pth \
-         /src/entrypoint/torchrig-worker-guard.pth "${site}/" \
+         /src/entrypoint/torchrig-rank-exit.pth "${site}/" \
     && install -m 755 /src/entrypoint/kernel-python.sh /opt/venv/bin/torchrig-kernel-python \
     && /opt/venv/bin/python -c 'import json, sys; spec = json.load(open(sys.argv[1])); \
          spec["argv"][0] = sys.argv[2]; json.dump(spec, open(sys.argv[1], "w"), indent=1)' \

@@ -10,10 +10,10 @@ as good when it exits 0 and every rank started once. The restart case kills rank
 script in round 0 and counts the runs whose round 1 finished; its time is from the kill to the
 first start of a round-1 worker. The spawn case runs the DDP tutorial's shape (spawn_ddp.py:
 plain `python`, mp.spawn starts the workers) and counts the runs that exit 0. Every interpreter
-gets the image's `.pth` line (as a `sitecustomize`). A run that hangs is killed after HANG_S and
-counts as bad.
+gets the image's `.pth` line (in a folder that a `sitecustomize` makes a site folder). A run that
+hangs is killed after HANG_S and counts as bad.
 
-`--without-fixes` runs plain torchrun with none of the workstation's fixes (no worker guard, the
+`--without-fixes` runs plain torchrun with none of the workstation's fixes (no rank exit hook, the
 agent's shared store, spawned workers with Python's teardown), for the comparison. `--load`
 keeps every core busy with spinning processes meanwhile (a loaded machine is where the teardown
 race shows).
@@ -57,9 +57,8 @@ def environment(without_fixes: bool, hook_dir: Path) -> dict[str, str]:
     """The image's environment: its `.pth` line in every interpreter; without the fixes, off."""
     env = with_image_hook({**os.environ, "OMP_NUM_THREADS": "1"}, hook_dir)
     if without_fixes:
-        env["TORCHRIG_WORKER_GUARD"] = "off"
+        env["TORCHRIG_RANK_EXIT"] = "off"
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"
-        env.pop("PYTHON_EXEC", None)
     return env
 
 

@@ -1,16 +1,31 @@
-"""The image's `.pth` hook (entrypoint/torchrig-worker-guard.pth) in every interpreter started
-outside the image: its line as a `sitecustomize`, which `site` runs at each start as it runs a
-`.pth` line. For the tests and benchmarks of users' own code run on this machine."""
+"""The image's `.pth` hook (entrypoint/torchrig-rank-exit.pth) in every interpreter started
+outside the image: the file in a folder that a `sitecustomize` makes a site folder, which `site`
+reads at each start as it reads the image's site-packages. For the tests and benchmarks of users'
+own code run on this machine."""
 
+import tempfile
+from functools import cache
 from pathlib import Path
 
 from testbed import REPO_ROOT
 
-HOOK = REPO_ROOT / "entrypoint" / "torchrig-worker-guard.pth"
+HOOK = REPO_ROOT / "entrypoint" / "torchrig-rank-exit.pth"
 
 
-def with_image_hook(environ: dict[str, str], folder: Path) -> dict[str, str]:
-    """`environ` with PYTHONPATH on `folder`, where the hook is written as sitecustomize.py."""
+def with_image_hook(environ: dict[str, str], folder: Path | None = None) -> dict[str, str]:
+    """`environ` with PYTHONPATH on `folder` (one per process when not given), where the hook
+    and the sitecustomize.py that reads it are written."""
+    return {**environ, "PYTHONPATH": str(write_hook(folder) if folder else hook_folder())}
+
+
+@cache
+def hook_folder() -> Path:
+    """One folder per process: the hook is the same for every run."""
+    return write_hook(Path(tempfile.mkdtemp(prefix="torchrig-hook-")))
+
+
+def write_hook(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sitecustomize.py").write_text(HOOK.read_text())
-    return {**environ, "PYTHONPATH": str(folder)}
+    (folder / HOOK.name).write_text(HOOK.read_text())
+    (folder / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({str(folder)!r})\n")
+    return folder

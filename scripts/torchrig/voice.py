@@ -2,7 +2,7 @@
 
 - speaker: `torchrig <command>:` for a subcommand (argparse's own errors read the same);
   `[torchrig]` where torchrig speaks inside another program's output (the container's start in
-  `docker logs`, the worker guard between torchrun's lines, the kept venv's pip and uv, the
+  `docker logs`, a torchrun worker between torchrun's lines, the kept venv's pip and uv, the
   multi-host wrapper on each host); none for the Makefile's helpers (make named the target).
 - level: `error:` when it stops, `warning:` when it goes on but something is wrong, none for a
   note (what it did, what it waits for).
@@ -13,7 +13,7 @@ warns (`warnings.warn`), which the user can filter, and keeps diagnostics to `lo
 docs/architecture.md, "How torchrig speaks").
 
 Standard library only, and only what every interpreter has loaded already: the container's
-start, the host's helpers and the worker guard (in every worker) import it.
+start, the host's helpers and torchrig.launch.rank_exit (in every worker) import it.
 """
 
 from __future__ import annotations

@@ -141,15 +141,15 @@ def test_plain_torchrun_restarts_a_killed_worker_and_round_1_finishes(
     assert done.exit_code == 0, output
     starts = sorted(read(stack, out, "runs.log").splitlines())
     assert starts == ["start 0 0", "start 0 1", "start 1 0", "start 1 1"], output
-    assert "[torchrig] restart round 1 of 1 (rank 1 died of SIGKILL): the script starts again" in (
-        output.splitlines()
-    )
+    assert "[torchrig] restart round 1 of 1: the script starts again" in output.splitlines()
 
 
 def test_plain_torchrun_does_not_rerun_a_job_whose_rank_died_in_teardown(
     stack: Stack, session: paramiko.SSHClient
 ) -> None:
-    """`python -m torch.distributed.run`, as typed: the image's own environment guards it."""
+    """`python -m torch.distributed.run`, as typed: the image's `.pth` hook ends the rank with its
+    script's status before the teardown's abort (made on purpose, every time), and what the rank
+    left in an open file is on disk."""
     out = fresh_output(stack, "teardown")
     done = run(
         session,
@@ -159,16 +159,16 @@ def test_plain_torchrun_does_not_rerun_a_job_whose_rank_died_in_teardown(
     output = done.stdout + done.stderr
     assert done.exit_code == 0, output
     assert sorted(read(stack, out, "runs.log").splitlines()) == ["start 0 0", "start 1 0"]
-    assert "Python's teardown died of SIGABRT; that does not fail the job" in output
+    assert "SIGABRT" not in output, output
     assert read(stack, out, "result-1.txt") == "rank 1 of 2: 4 in round 0\n"
 
 
-def test_a_worker_is_guarded_once_and_status_shows_the_script(
+def test_each_rank_is_one_process_and_status_shows_the_script(
     stack: Stack, session: paramiko.SSHClient
 ) -> None:
-    """The guard's process tree, seen by `torchrig status`: one worker per rank, the script's.
-    Looked at once both ranks' scripts run (each leaves a file): before that, a worker may still
-    be the plain `python -u slow.py` that torchrun started, a moment before it becomes the guard."""
+    """torchrun's worker runs the script itself (the hook execs it in place): `torchrig status`
+    shows one worker per rank, torchrun's child, running the script. Looked at once both ranks'
+    scripts run (each leaves a file), after the exec."""
     script = stack.workspace / "users_code" / "slow.py"
     ready = fresh_output(stack, "slow")
     script.write_text(
@@ -193,6 +193,11 @@ def test_a_worker_is_guarded_once_and_status_shows_the_script(
         jobs = json.loads(status)["jobs"]
         workers = [w for w in jobs[0]["workers"] if "rank" in w] if jobs else []
         assert sorted(worker["rank"] for worker in workers) == [0, 1], status
-        assert all("torchrig.launch.guarded" in " ".join(w["command"]) for w in workers), status
+        commands = [" ".join(w["command"]) for w in workers]
+        assert all("torchrig.launch.rank_exit" in c for c in commands), status
+        assert all(c.endswith(" users_code/slow.py") for c in commands), status
+        pids = [w["pid"] for w in workers]
+        processes = run(session, f"ps -o ppid= -p {','.join(map(str, pids))}").stdout.split()
+        assert set(processes) == {str(jobs[0]["pid"])}, status
     finally:
         run(session, "pkill -f users_code/slow.py; pkill -f torch.distributed.run; true")

@@ -112,7 +112,7 @@ PER_RANK = frozenset(
         "MASTER_ADDR",
         "MASTER_PORT",
         "TORCHRIG_RESUMABLE_NOTES",
-        "TORCHRIG_WORKER_GUARD",
+        "TORCHRIG_RANK_EXIT",
     }
 )
 PER_RANK_PREFIX = "TORCHELASTIC_"

@@ -14,9 +14,8 @@ import argparse
 import os
 
 from torchrig.checkpoint.stop import RESUMABLE_EXIT
-from torchrig.launch import child, environment, hosts, options, plan, rendezvous
+from torchrig.launch import child, environment, hosts, options, plan, rank_exit, rendezvous
 from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
-from torchrig.launch.worker import guard_command
 from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
 from torchrig.voice import Voice
@@ -45,9 +44,7 @@ def run(args: argparse.Namespace) -> int:
         environ = dict(os.environ)
         gpus = plan.count_visible_gpus(environ)
         route = rendezvous.check_rendezvous(request.torchrun)
-        launch_plan = plan.build_plan(
-            request, environ, gpus, os.cpu_count() or 1, route, worker_guard=guard_command()
-        )
+        launch_plan = plan.build_plan(request, environ, gpus, os.cpu_count() or 1, route)
     except (LaunchError, HostsError) as exc:
         VOICE.error(str(exc))
         return 2
@@ -55,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     if exposure is not None:
         VOICE.warning(exposure)
     print(f"+ {launch_plan.display()}", flush=True)
+    if rank_exit.is_on(environ) and rank_exit.hook_installed():
+        VOICE.note(RANK_EXIT_ON)
     if launch.dry_run:
         return 0
     # torchrun as a child, not exec'd: it exits 1 for a resumable stop, launch exits 75.
@@ -64,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
     return result.status
 
 
+RANK_EXIT_ON = (
+    "a rank whose script finished ends with its status, skipping Python's teardown (which can "
+    f"abort and fail the job); {rank_exit.SWITCH}={rank_exit.OFF} turns this off"
+)
 NOT_RESTARTED = (
     f"the job failed and was not restarted (--max-restarts is "
     f"{DEFAULT_MAX_RESTARTS} unless given: a restart runs the script again from its start). A "

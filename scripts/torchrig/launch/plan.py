@@ -34,9 +34,6 @@ NPROC_WORDS = ("auto", "gpu", "cpu")
 # that rejoins after the job shrank waits for a MASTER_ADDR the surviving rank 0 never writes again.
 # With a store per round (this variable), both work. The image sets it for plain torchrun too.
 SHARED_STORE_BUG_FIX = ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
-# torchrun's own override of the interpreter that runs each worker: the worker guard
-# (torchrig.launch.worker), so a rank whose script finished is not failed by Python's teardown.
-WORKER_INTERPRETER = "PYTHON_EXEC"
 # Both libraries pick an interface by their own rules unless told; in a container or on a machine
 # with several networks that is often one the other nodes cannot reach.
 SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
@@ -128,14 +125,12 @@ def build_plan(
     gpu_count: int,
     cpu_count: int,
     route: Route | None = None,
-    worker_guard: str | None = None,
 ) -> LaunchPlan:
     """The torchrun command line and the environment it needs (pure: no side effects).
 
     A default is left off the command line when a scheduler set it in the environment (torchrun
     reads `PET_*` itself); explicit choices always go on it. `route` is this machine's way to the
     rendezvous endpoint of a multi-node launch (preflight.check_rendezvous), if known.
-    `worker_guard` is the `torchrig-worker` command, when it is installed beside this Python.
     """
     nproc_env = nproc_from_environment(environ)
     nproc = choose_nproc(request.nproc_per_node or nproc_env, gpu_count, cpu_count)
@@ -153,8 +148,6 @@ def build_plan(
     argv += rendezvous_defaults(flags, environ, route)
     argv += [*flags.argv(), request.script, *request.script_args]
     env = worker_environment(request, environ, nproc, cpu_count)
-    if worker_guard and WORKER_INTERPRETER not in environ:
-        env[WORKER_INTERPRETER] = worker_guard
     if multi_node:
         env.update(socket_interfaces(environ, route))
     return LaunchPlan(argv=argv, env_updates=env)

@@ -18,8 +18,6 @@ from torchrig.facts.processes import PROC, Process, Reading, read_processes
 AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 INTERPRETER_OPTIONS_WITH_VALUE = ("-X", "-W")
-# What the worker guard's child runs (torchrig.launch.worker.START_SCRIPT names it).
-GUARDED_MODULE = "torchrig.launch.guarded"
 
 
 @dataclass(frozen=True)
@@ -75,26 +73,15 @@ def find_jobs(
     processes: Iterable[Process],
     recorded: Callable[[int], list[Path]] = location.recorded_directories,
 ) -> list[TorchrunJob]:
-    """The torchrun agents among `processes`, each with its workers (its children; for a worker
-    under torchrig's worker guard, the guard's child that runs the script) and the checkpoint
-    directory they recorded (`recorded(pid)`: torchrig.checkpoint.location's reader)."""
+    """The torchrun agents among `processes`, each with its workers (its children) and the
+    checkpoint directory they recorded (`recorded(pid)`: torchrig.checkpoint.location's reader)."""
     processes = list(processes)
     jobs = []
     for agent in processes:
         if is_agent(agent.argv):
-            workers = [behind_guard(p, processes) for p in processes if p.ppid == agent.pid]
+            workers = [p for p in processes if p.ppid == agent.pid]
             jobs.append(TorchrunJob(agent, workers, checkpoint_dir(workers, recorded)))
     return jobs
-
-
-def behind_guard(worker: Process, processes: list[Process]) -> Process:
-    """The process that runs the script: torchrun's worker itself, or, when the worker is
-    torchrig's worker guard (torchrig/launch/worker.py), the guard's child running
-    GUARDED_MODULE."""
-    for process in processes:
-        if process.ppid == worker.pid and any(GUARDED_MODULE in arg for arg in process.argv):
-            return process
-    return worker
 
 
 # --- the checkpoint directory ---------------------------------------------------------------------

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import torch
 from torchrig.facts.processes import Reading, read_descendants, running
-from torchrig.launch.plan import SHARED_STORE_BUG_FIX, WORKER_INTERPRETER
-from torchrig.launch.worker import GUARD_ENV, guard_command
+from torchrig.launch.plan import SHARED_STORE_BUG_FIX
 
 from testbed import traced_train
+from testbed.image_hook import with_image_hook
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
@@ -41,12 +41,11 @@ EVENT_TIMEOUT_S = 240
 
 
 def run_env() -> dict[str, str]:
-    """This environment, plus what the workstation's image gives every plain torchrun: the
-    worker guard and a rendezvous store per restart round (torchrig.launch.worker, plan.py)."""
-    env = dict(os.environ)
+    """This environment, plus what the workstation's image gives every plain torchrun: its
+    `.pth` hook (torchrig.launch.rank_exit) and a rendezvous store per restart round (plan.py)."""
+    env = with_image_hook(dict(os.environ))
     env["OMP_NUM_THREADS"] = "1"  # two ranks on two shared cores must not oversubscribe them
     env["PYTHONUNBUFFERED"] = "1"
-    env[WORKER_INTERPRETER] = guard_command() or sys.executable
     env.setdefault(*SHARED_STORE_BUG_FIX)
     return env
 
@@ -143,14 +142,17 @@ def tail(log_file: Path, chars: int = 6000) -> str:
 
 def find_worker(root_pid: int, rank: int, attempt: int = 0) -> int | None:
     """The pid of the training worker with this RANK in torchrun attempt `attempt`: the process
-    running the script (under the worker guard, the guard's child)."""
-    found = []
-    wanted = Reading(environ=("RANK", "TORCHELASTIC_RESTART_COUNT", GUARD_ENV))
-    for process in read_descendants(root_pid, reading=wanted):
-        env = process.environ
-        if env.get("RANK") == str(rank) and env.get("TORCHELASTIC_RESTART_COUNT") == str(attempt):
-            found.append((GUARD_ENV not in env, process.pid))
-    return min(found)[1] if found else None
+    torchrun started, which runs the script (not a data loader it started, with the same RANK)."""
+    wanted = Reading(environ=("RANK", "TORCHELASTIC_RESTART_COUNT"))
+    found = [
+        process
+        for process in read_descendants(root_pid, reading=wanted)
+        if process.environ.get("RANK") == str(rank)
+        and process.environ.get("TORCHELASTIC_RESTART_COUNT") == str(attempt)
+    ]
+    pids = {process.pid for process in found}
+    workers = [process.pid for process in found if process.ppid not in pids]
+    return min(workers) if workers else None
 
 
 def load_weights(path: Path) -> dict[str, torch.Tensor]:

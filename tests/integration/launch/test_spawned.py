@@ -1,6 +1,6 @@
 """The DDP tutorial's shape (tests/users_code/spawn_ddp.py: `mp.spawn`, two gloo workers on CPU)
-started with plain `python`, with the image's `.pth` hook in every interpreter (here through a
-`sitecustomize` that runs the hook's line as `site` would).
+started with plain `python`, with the image's `.pth` hook in every interpreter (here in a folder
+that a `sitecustomize` makes a site folder).
 
 A spawned worker that dies in Python's teardown after its work (gloo's threads make that happen
 by chance; the script makes it happen every time) must not fail the run, and what it left in an
@@ -48,7 +48,7 @@ def test_a_spawned_worker_dying_in_teardown_after_its_work_fails_nothing(tmp_pat
 def test_without_the_hook_the_same_run_fails_of_the_abort(tmp_path: Path) -> None:
     """The opt-out turns the hook off: the provoked abort then fails mp.spawn, as it would in any
     other image. Proof that the test above provokes what it claims to survive."""
-    result = spawn_run(tmp_path, "--teardown-rank", "1", TORCHRIG_WORKER_GUARD="off")
+    result = spawn_run(tmp_path, "--teardown-rank", "1", TORCHRIG_RANK_EXIT="off")
     assert result.returncode != 0
     assert "process 1 terminated with signal SIGABRT" in result.stderr
     assert (tmp_path / "out" / "left-open-1.txt").read_text() == ""  # its buffer died with it

@@ -55,16 +55,6 @@ def test_defaults_on_one_gpu_machine() -> None:
     }
 
 
-def test_the_worker_guard_is_torchruns_worker_interpreter_unless_the_user_chose_one() -> None:
-    request = request_from_args(parse("train.py"))
-    guard = "/venv/bin/torchrig-worker"
-    plan = build_plan(request, {}, gpu_count=0, cpu_count=2, worker_guard=guard)
-    assert plan.env_updates["PYTHON_EXEC"] == guard
-    mine = build_plan(request, {"PYTHON_EXEC": "/x/python"}, 0, 2, worker_guard=guard)
-    assert "PYTHON_EXEC" not in mine.env_updates
-    assert "PYTHON_EXEC" not in build_plan(request, {}, 0, 2, worker_guard=None).env_updates
-
-
 def test_cpu_only_machine_gets_a_few_processes() -> None:
     assert choose_nproc(None, gpu_count=0, cpu_count=2) == 2
     assert choose_nproc(None, gpu_count=0, cpu_count=64) == 4

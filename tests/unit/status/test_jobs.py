@@ -103,24 +103,22 @@ def test_a_job_is_the_agent_and_its_children_only(tmp_path: Path) -> None:
     assert [worker.pid for worker in job.workers] == [101, 102]  # not the loader (103)
 
 
-def test_a_guarded_worker_is_shown_by_the_process_that_runs_the_script(tmp_path: Path) -> None:
-    """Under torchrig's worker guard torchrun's worker is the guard; its child runs the script
-    (and is the pid NVML reports on a GPU)."""
+def test_a_worker_run_by_the_images_hook_is_torchruns_own_child(tmp_path: Path) -> None:
+    """The image's hook execs torchrun's worker in place (same pid): the rank is the agent's
+    child, and a loader it started is not a worker."""
     rank = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
-    guard = [PYTHON, "-c", "import torchrig.launch.worker as w", "-u", "train.py"]
-    script = [PYTHON, "-u", "-c", "import torchrig.launch.guarded as g; g.main()", "9", "train.py"]
+    script = [PYTHON, "-u", "-P", "-c", "from torchrig.launch.rank_exit import main", "train.py"]
     proc = fake_proc(
         tmp_path / "proc",
         100.0,
         [
             {"pid": 100, "ppid": 1, "argv": AGENT_ARGV, "started_s": 40},
-            {"pid": 101, "ppid": 100, "argv": guard, "started_s": 42, "env": rank},
-            {"pid": 102, "ppid": 101, "argv": script, "started_s": 42, "env": rank},
-            {"pid": 103, "ppid": 102, "argv": [PYTHON, "-c", "loader"], "started_s": 50},
+            {"pid": 101, "ppid": 100, "argv": script, "started_s": 42, "env": rank},
+            {"pid": 103, "ppid": 101, "argv": [PYTHON, "-c", "loader"], "started_s": 50},
         ],
     )
     (job,) = find_jobs(jobs.read_commands(proc))
-    assert [(worker.pid, jobs.ranks(worker)["RANK"]) for worker in job.workers] == [(102, 0)]
+    assert [(worker.pid, jobs.ranks(worker)["RANK"]) for worker in job.workers] == [(101, 0)]
 
 
 def test_no_torchrun_no_jobs(tmp_path: Path) -> None:
