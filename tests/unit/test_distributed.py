@@ -10,8 +10,8 @@ import torch.distributed as dist
 from torchrig.distributed import (
     DEFAULT_TIMEOUT_S,
     TIMEOUT_ENV,
+    _attempt_store,
     all_reduce_mean,
-    attempt_prefix,
     broadcast_buffers,
     collective_timeout,
     default_backend,
@@ -33,10 +33,18 @@ def test_bad_collective_timeout_is_a_clear_error(raw: str) -> None:
         collective_timeout({TIMEOUT_ENV: raw})
 
 
-def test_each_torchrun_attempt_gets_its_own_store_prefix() -> None:
-    assert attempt_prefix(0) != attempt_prefix(1)
-    assert not attempt_prefix(1).startswith(attempt_prefix(0))  # no key of one inside the other
-    assert not attempt_prefix(10).startswith(attempt_prefix(1))
+def test_each_torchrun_attempt_sees_none_of_the_keys_an_earlier_one_left() -> None:
+    """The agent's store outlives a failed attempt: a restarted rank must not read a dead
+    peer's address from it."""
+    agents = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    environ = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(agents.port)}
+    timeout = timedelta(seconds=10)
+    stores = {count: _attempt_store(environ, count, timeout) for count in (0, 1, 10)}
+    stores[0].set("rank1/address", "dead-peer:1234")
+    stores[1].set("rank1/address", "new-peer:4321")
+    assert stores[1].get("rank1/address") == b"new-peer:4321"
+    assert stores[0].get("rank1/address") == b"dead-peer:1234"
+    assert not stores[10].check(["rank1/address"])  # 10 does not start with 1's key space
 
 
 def test_torchrun_is_recognised_by_its_environment() -> None:

@@ -45,12 +45,18 @@ def test_mount_points_are_read_from_mountinfo(tmp_path: Path) -> None:
     assert entrypoint.mount_points(tmp_path / "absent") == set()
 
 
-def test_missing_mount_points_are_not_checked(
+def test_folders_that_are_not_mounts_are_not_checked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(entrypoint, "WRITABLE_MOUNTS", {str(tmp_path / "absent"): "X"})
-    monkeypatch.setattr(entrypoint, "READABLE_MOUNTS", {str(tmp_path / "absent2"): "Y"})
-    entrypoint.check_mounts({"/"})
+    """The image's own folder, not mounted (`docker run --user` without mounts), is left alone;
+    the same folder mounted is checked."""
+    folder = str(tmp_path)
+    monkeypatch.setattr(entrypoint, "WRITABLE_MOUNTS", {folder: "WORKSPACE_DIR"})
+    monkeypatch.setattr(entrypoint, "READABLE_MOUNTS", {})
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # dev could not use it
+    entrypoint.check_mounts({"/"})  # not a mount: no error
+    with pytest.raises(SetupError, match=f"{folder} is not writable for dev"):
+        entrypoint.check_mounts({"/", folder})
 
 
 def test_no_key_skips_sshd_with_one_line(

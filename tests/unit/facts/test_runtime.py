@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -84,10 +85,16 @@ def test_numa_nodes_are_read_in_numeric_order(tmp_path: Path) -> None:
     assert check.summary == "3 node(s): 0-7; 16-23; 80-87"
 
 
-def test_this_machines_runtime_facts_read_without_error() -> None:
+def test_this_machines_runtime_facts_match_what_its_tools_say() -> None:
     found = runtime.read_runtime_facts()
-    assert found.cpu_count >= 1
-    assert 1 <= found.usable_cpus <= found.cpu_count
+    said = subprocess.run(
+        ["sh", "-c", "nproc; ulimit -l; ulimit -s; df -k /dev/shm | tail -1"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split("\n")  # fmt: skip
+    assert found.usable_cpus == int(said[0])
+    for facts_bytes, ulimit_kib in ((found.memlock_bytes, said[1]), (found.stack_bytes, said[2])):
+        assert facts_bytes == (None if ulimit_kib == "unlimited" else int(ulimit_kib) * 1024)
+    assert found.shm_bytes == int(said[3].split()[1]) * 1024
 
 
 def test_a_summary_that_is_not_pass_names_its_subject() -> None:

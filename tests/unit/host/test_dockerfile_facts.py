@@ -16,6 +16,7 @@ def test_dockerfile_declares_flavours_once_and_a_default_with_a_lock() -> None:
 
 
 def test_every_flavour_uses_a_slim_base_image() -> None:
-    for line in DOCKERFILE.splitlines():
-        if line.startswith("FROM nvidia/cuda:"):
-            assert "-base-ubuntu24.04 AS cuda-cu" in line, line
+    bases = [line for line in DOCKERFILE.splitlines() if line.startswith("FROM nvidia/cuda:")]
+    assert len(bases) == len(dockerfile_facts.flavours(DOCKERFILE))  # one base per flavour
+    for line in bases:
+        assert "-base-ubuntu24.04 AS cuda-cu" in line, line
