@@ -22,11 +22,14 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import docker
+import paramiko
 import pytest
 
+from . import ssh
 from .ssh import KeyPair, new_key_pair
 from .stack import REPO_ROOT, Stack, new_stack
 
@@ -253,3 +256,22 @@ def browser_page(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[obj
                 page.screenshot(path=str(shot), full_page=True)
                 print(f"screenshot: {shot}")
             browser.close()
+
+
+@contextmanager
+def running(stack: Stack) -> Iterator[Stack]:
+    """The stack up and answering for the block; down with its volumes after it, even when the
+    start failed. For a module's own `stack` fixture, made with `make_stack_in`."""
+    try:
+        stack.up()
+        stack.wait_ready()
+        yield stack
+    finally:
+        stack.down(volumes=True)
+
+
+@pytest.fixture(scope="module")
+def session(stack: Stack, ssh_keys: KeyPair) -> Iterator[paramiko.SSHClient]:
+    """One SSH session as dev into the module's `stack` (its fixture of that name)."""
+    with ssh.connect(stack.ssh_port, ssh_keys.private) as client:
+        yield client

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from . import ssh
+from .conftest import running
 from .kernel import run_in_a_kernel
 from .ssh import KeyPair
 from .stack import Stack
@@ -54,13 +55,8 @@ def rebuilt(image: str) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def stack(make_stack_in, tmp_path_factory: pytest.TempPathFactory, rebuilt: str) -> Iterator[Stack]:
     """Torn down before `rebuilt`, whose image it may run by then."""
-    stack = make_stack_in(tmp_path_factory.mktemp("kept"))
-    try:
-        stack.up()
-        stack.wait_ready()
-        yield stack
-    finally:
-        stack.down(volumes=True)
+    with running(make_stack_in(tmp_path_factory.mktemp("kept"))) as started:
+        yield started
 
 
 def session_run(stack: Stack, keys: KeyPair, command: str) -> ssh.Result:

@@ -18,7 +18,7 @@ import paramiko
 import pytest
 
 from . import ssh
-from .ssh import KeyPair
+from .conftest import running
 from .stack import REPO_ROOT, Stack
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600, func_only=True)]
@@ -37,20 +37,9 @@ def stack(make_stack_in, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     override = root / "compose.leaky.yml"
     variables = "".join(f'      {name}: "{value}"\n' for name, value in LEAKY.items())
     override.write_text(f"services:\n  workstation:\n    environment:\n{variables}")
-    stack = make_stack_in(root, extra_files=(override,))
-    try:
-        stack.up()
-        stack.wait_ready()
-        shutil.copytree(USERS_CODE, stack.workspace / "users_code")
-        yield stack
-    finally:
-        stack.down(volumes=True)
-
-
-@pytest.fixture(scope="module")
-def session(stack: Stack, ssh_keys: KeyPair) -> Iterator[paramiko.SSHClient]:
-    with ssh.connect(stack.ssh_port, ssh_keys.private) as client:
-        yield client
+    with running(make_stack_in(root, extra_files=(override,))) as started:
+        shutil.copytree(USERS_CODE, started.workspace / "users_code")
+        yield started
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import paramiko
 import pytest
 
 from . import ssh
+from .conftest import running
 from .kernel import run_in_a_kernel
-from .ssh import KeyPair
 from .stack import Stack
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600, func_only=True)]
@@ -28,19 +28,8 @@ TORCH_AS_IT_WAS = "import torch; print(torch.__version__.split('+')[0], torch.__
 
 @pytest.fixture(scope="module")
 def stack(make_stack_in, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    stack = make_stack_in(tmp_path_factory.mktemp("protected"))
-    try:
-        stack.up()
-        stack.wait_ready()
-        yield stack
-    finally:
-        stack.down(volumes=True)
-
-
-@pytest.fixture(scope="module")
-def session(stack: Stack, ssh_keys: KeyPair) -> Iterator[paramiko.SSHClient]:
-    with ssh.connect(stack.ssh_port, ssh_keys.private) as client:
-        yield client
+    with running(make_stack_in(tmp_path_factory.mktemp("protected"))) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")
