@@ -1,4 +1,4 @@
-"""Figures of the kept packages and the pinned stack (docs/benchmarks.md, issue 17), measured in
+"""Figures of the kept packages and the pinned stack (docs/benchmarks.md), measured in
 a running workstation.
 
     python benchmarks/kept_packages.py CONTAINER [--repeats 5] [--json]

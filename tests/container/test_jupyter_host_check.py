@@ -1,5 +1,5 @@
-"""Jupyter's Host-header (DNS-rebinding) check stays on behind Docker's port publishing (issue 9,
-4.5): a page whose name was rebound to the workstation gets 403, even without a token, while the
+"""Jupyter's Host-header (DNS-rebinding) check stays on behind Docker's port publishing: a
+page whose name was rebound to the workstation gets 403, even without a token, while the
 published address and the names the user listed work."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_the_published_address_and_listed_names_work(open_stack: Stack) -> None:
         assert status(open_stack, "/api/contents", host) == 200, host
 
 
-# --- Jupyter without its Host check (issue 19, 4) ---------------------------------------------
+# --- Jupyter without its Host check ---------------------------------------------------------------
 # The extension broken for Jupyter alone: a copy of torchrig that shadows the venv's, on a
 # PYTHONPATH only Jupyter's environment has (root's steps run in isolated mode, and ignore it).
 

@@ -1,4 +1,4 @@
-"""dev cannot raise its privileges in the container unless GRANT_SUDO=1 (issue 19, 6).
+"""dev cannot raise its privileges in the container unless GRANT_SUDO=1.
 
 Every session dev gets (SSH, `docker exec`) runs with no-new-privileges and the container's
 reduced capability set, and a setuid-root program run there gains nothing: not a copy of `id`

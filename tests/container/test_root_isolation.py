@@ -79,7 +79,7 @@ PLANTED_PROGRAMS = {
     "env": "/usr/bin/env",
     "torchrig": "/opt/venv/bin/torchrig",
 }
-# What an admin types as root (README, "Root in the container"), each by PATH.
+# What an admin types as root (docs/workstation.md, "Root in the container"), each by PATH.
 ROOTS_COMMANDS = (
     ["bash", "-lc", "true"],
     ["bash", "-c", "true"],

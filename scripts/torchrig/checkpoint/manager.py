@@ -103,7 +103,7 @@ class CheckpointInfo:
     ok: bool
     error: str | None = None
 
-    # `err` is the name the brief used; keep both spellings working.
+    # `err`: a shorter read-only spelling of `error`, kept so scripts that use it go on working.
     @property
     def err(self) -> str | None:
         return self.error

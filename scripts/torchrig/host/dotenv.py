@@ -6,7 +6,7 @@ yours to edit); variables set in the shell or on the make command line still win
 because compose prefers the environment to .env. With COMPOSE_ENV_FILES set, compose reads
 those files instead of .env, so none is written.
 
-.env may hold secrets (the README suggests JUPYTER_TOKEN there), so it is written readable by its
+.env may hold secrets (JUPYTER_TOKEN may be set there), so it is written readable by its
 owner alone (0600), and an existing one that others can read is tightened to that, with a notice.
 """
 

@@ -122,8 +122,9 @@ def test_a_jupyter_hostname_with_scheme_port_or_wildcard_is_refused(value: str) 
 
 
 def test_the_keys_file_defaults_to_the_documented_mount_point() -> None:
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    assert f"mount an authorized_keys file at `{AUTHORIZED_KEYS_FILE_DEFAULT}`" in readme
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "workstation.md").read_text()
+    row = next(line for line in docs.splitlines() if line.startswith("| `SSH_PUBLIC_KEY`"))
+    assert f"`{AUTHORIZED_KEYS_FILE_DEFAULT}`" in row
     assert read_settings({}).ssh_authorized_keys_file == AUTHORIZED_KEYS_FILE_DEFAULT
     empty = read_settings({"SSH_AUTHORIZED_KEYS_FILE": " "})
     assert empty.ssh_authorized_keys_file == AUTHORIZED_KEYS_FILE_DEFAULT
