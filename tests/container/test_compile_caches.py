@@ -18,11 +18,13 @@ from typing import Any
 import pytest
 
 from .conftest import TEST_PUID
+from .markers import MARKER_PREFIX, marker_python, markers
 from .stack import Stack
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900, func_only=True)]
 
-MARKER_PREFIX = "torchrig-ran-as-compile-"
+# What dev plants in its cached modules leaves this marker when it runs.
+COMPILED_MARKER = f"{MARKER_PREFIX}compile-"
 DEV_CACHE = "/home/dev/.cache/torchinductor"
 # One small function compiled on the CPU; what the compile used and whether the cache answered.
 COMPILE = r"""
@@ -43,7 +45,7 @@ print(json.dumps({"cache_dir": cache_dir(), "hits": hits, "value": value}))
 # write). Prints how many modules it edited and where it could plant.
 PLANT = rf"""
 import os, shutil, sys
-marker = "import os; open(f'/tmp/{MARKER_PREFIX}{{os.getuid()}}', 'a').close()\n"
+marker = {marker_python("compile")!r}
 edited = 0
 for top, dirs, files in os.walk({DEV_CACHE!r}):
     for name in files:
@@ -82,12 +84,6 @@ def dev_compiles(stack: Stack) -> dict[str, Any]:
     return compiled(output)
 
 
-def markers(stack: Stack) -> set[str]:
-    code, output = stack.exec("ls -1 /tmp")
-    assert code == 0, output
-    return {name for name in output.split() if name.startswith(MARKER_PREFIX)}
-
-
 def test_dev_keeps_its_compile_cache_and_root_never_loads_what_dev_planted(
     stack_factory: Callable[..., Stack],
 ) -> None:
@@ -108,10 +104,10 @@ def test_dev_keeps_its_compile_cache_and_root_never_loads_what_dev_planted(
     again = dev_compiles(stack)
     assert again["hits"] > 0 and again["value"] == first["value"], again
     # The control: the planted modules are live; dev's own warm compile ran them.
-    assert markers(stack) == {f"{MARKER_PREFIX}{TEST_PUID}"}
+    assert markers(stack) == {f"{COMPILED_MARKER}{TEST_PUID}"}
     # Root compiles the same function, by the image's PATH and environment.
     done = stack.compose("exec", "-T", "workstation", "python", "-c", COMPILE)
-    assert f"{MARKER_PREFIX}0" not in markers(stack)
+    assert f"{COMPILED_MARKER}0" not in markers(stack)
     roots = compiled(done.stdout)
     assert roots["cache_dir"] == "/root/.cache/torchinductor", roots
     assert roots["value"] == first["value"]

@@ -16,34 +16,10 @@ from collections.abc import Callable
 import pytest
 
 from .conftest import TEST_PUID
+from .markers import MARKER_PREFIX, marker_python, marker_shell, markers, ran_as_root
 from .stack import Stack, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600, func_only=True)]
-
-MARKER_PREFIX = "torchrig-ran-as-"
-
-
-def marker_python(what: str) -> str:
-    """Python that leaves /tmp/torchrig-ran-as-<what>-<uid> behind when it runs."""
-    return f"import os; open(f'/tmp/{MARKER_PREFIX}{what}-{{os.getuid()}}', 'a').close()\n"
-
-
-def marker_shell(what: str, then: str) -> str:
-    """A stand-in program: leaves its marker, then runs the real one (all by absolute paths)."""
-    return (
-        f'#!/bin/sh\n/usr/bin/touch "/tmp/{MARKER_PREFIX}{what}-$(/usr/bin/id -u)"\n'
-        f'exec {then} "$@"\n'
-    )
-
-
-def markers(stack: Stack) -> set[str]:
-    code, output = stack.exec("ls -1 /tmp")
-    assert code == 0, output
-    return {name for name in output.split() if name.startswith(MARKER_PREFIX)}
-
-
-def ran_as_root(found: set[str]) -> set[str]:
-    return {name for name in found if name.endswith("-0")}
 
 
 def test_python_files_in_the_workspace_never_run_as_root(

@@ -25,9 +25,14 @@ MAX_TOKEN_FILE_BYTES = 512
 def state_dir(preferred: Path = STATE_DIR) -> Path:
     if os.access(preferred, os.W_OK | os.X_OK):
         return preferred
-    fallback = Path(tempfile.gettempdir()) / f"torchrig-{os.getuid()}"
+    fallback = own_fallback()
     fallback.mkdir(mode=0o700, exist_ok=True)
     return fallback
+
+
+def own_fallback() -> Path:
+    """This user's state folder in the temp dir, for a start whose /run/torchrig is not its."""
+    return Path(tempfile.gettempdir()) / f"torchrig-{os.getuid()}"
 
 
 def readable_state_dir(preferred: Path = STATE_DIR) -> Path:
@@ -39,7 +44,7 @@ def readable_state_dir(preferred: Path = STATE_DIR) -> Path:
         return preferred
     if (preferred / SERVICES_FILE).exists() or (preferred / TOKEN_FILE).exists():
         return preferred
-    own = Path(tempfile.gettempdir()) / f"torchrig-{os.getuid()}"
+    own = own_fallback()
     return own if (own / SERVICES_FILE).exists() else preferred
 
 
