@@ -33,7 +33,7 @@ import signal
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -42,7 +42,7 @@ from typing import Any
 from torchrig import children
 from torchrig.facts import nvml
 
-from testbed import traced_train
+from testbed import image_hook, traced_train
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "torchrig.gpu_report/2"
@@ -668,6 +668,15 @@ def prepare(args: argparse.Namespace, stamp: str) -> tuple[list[str], Path, Path
     return [p for p in PARTS if p in wanted], out, disk, cache
 
 
+def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """What every part's children run with: this checkout's package, and the image's rank-exit
+    hook, so that a torchrun worker ends as it does in the image (without it a rank can abort
+    in Python's teardown after its training, by chance, and fail the part)."""
+    path = os.pathsep.join(filter(None, [str(REPO / "scripts"), environ.get("PYTHONPATH")]))
+    env = {**environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
+    return image_hook.with_image_hook(env)
+
+
 def interrupt(signum: int, _frame: object) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
@@ -685,10 +694,8 @@ def main(argv: list[str] | None = None) -> int:
         say(str(exc))
         return EXIT_BAD_INPUT
     env["compile_cache"] = {"folder": str(cache), "kept": args.keep_cache}
-    scripts = str(REPO / "scripts")
-    path = os.pathsep.join(filter(None, [scripts, os.environ.get("PYTHONPATH")]))
-    child_env = {**os.environ, "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
-    run = Run(out, CPU if args.cpu else GPU, child_env, cache, len(env["gpus"]), disk)
+    run = Run(out, CPU if args.cpu else GPU, child_environment(os.environ), cache,
+              len(env["gpus"]), disk)  # fmt: skip
     signal.signal(signal.SIGTERM, interrupt)
     parts: dict[str, dict[str, Any]] = {}
     try:

@@ -3,6 +3,7 @@ outside the image: the file in a folder that a `sitecustomize` makes a site fold
 reads at each start as it reads the image's site-packages. For the tests and benchmarks of users'
 own code run on this machine."""
 
+import os
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -13,9 +14,13 @@ HOOK = REPO_ROOT / "entrypoint" / "torchrig-rank-exit.pth"
 
 
 def with_image_hook(environ: dict[str, str], folder: Path | None = None) -> dict[str, str]:
-    """`environ` with PYTHONPATH on `folder` (one per process when not given), where the hook
-    and the sitecustomize.py that reads it are written."""
-    return {**environ, "PYTHONPATH": str(write_hook(folder) if folder else hook_folder())}
+    """`environ` with `folder` (one per process when not given) first on its PYTHONPATH: the hook
+    and the sitecustomize.py that reads it are written there."""
+    hook = str(write_hook(folder) if folder else hook_folder())
+    return {
+        **environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [hook, environ.get("PYTHONPATH")])),
+    }
 
 
 @cache

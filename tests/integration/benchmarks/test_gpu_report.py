@@ -105,3 +105,25 @@ def test_it_leaves_no_checkpoints_and_no_compile_cache_behind(
     assert not (out / "resume-checkpoints").exists()
     folder = Path(report["environment"]["compile_cache"]["folder"])
     assert folder.parent == out.parent / "inductor-volume" and not folder.exists()
+
+
+@pytest.mark.parametrize("rank_exit", ["on", "off"])
+def test_the_parts_workers_end_as_the_images_do(tmp_path: Path, rank_exit: str) -> None:
+    """The report's children run torchrun workers with the image's rank-exit hook: a rank that
+    dies in Python's teardown after its script (made to, here; by chance in a real part) fails
+    nothing. With the hook off, the same run fails: the test can see the bug."""
+    from benchmarks import gpu_report
+
+    env = gpu_report.child_environment(os.environ) | {"TORCHRIG_RANK_EXIT": rank_exit}
+    script = REPO_ROOT / "tests" / "users_code" / "plain_dist.py"
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+         str(script), str(tmp_path), "--teardown-rank", "1"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    output = result.stdout + result.stderr
+    if rank_exit == "on":
+        assert result.returncode == 0, output[-5000:]
+        assert (tmp_path / "result-1.txt").read_text() == "rank 1 of 2: 4 in round 0\n"
+    else:
+        assert result.returncode == 1 and "Signal 6 (SIGABRT)" in output, output[-5000:]
