@@ -73,7 +73,7 @@ def parse_timeout(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     from torchrig.multihost.hostfile import hosts_from
     from torchrig.verify import report as rendering
-    from torchrig.verify.runner import Options, UsageError, verify
+    from torchrig.verify.runner import Options, verify
 
     try:
         options = Options(
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
             return across_hosts.run(args, hosts, options.timeout)
         result = verify(options)
-    except (ValueError, UsageError) as exc:
+    except ValueError as exc:
         Voice.of_command("verify").error(str(exc))
         return EXIT_BAD_INPUT
     if args.json:

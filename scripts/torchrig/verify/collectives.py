@@ -17,6 +17,7 @@ from torchrig import children, sizes
 from torchrig.facts.verdict import Check, failed, passed, warned
 from torchrig.interpreter import module_command
 from torchrig.sizes import KIB, MIB
+from torchrig.verify.probes import last_line
 
 SECTION = "collectives"
 NAME = "all-reduce"
@@ -112,7 +113,7 @@ def allreduce_verdict(
         return failed(
             SECTION,
             NAME,
-            f"{what}: rank {rank} exited {outcome.returncode}: {last_error_line(outcome.stderr)}",
+            f"{what}: rank {rank} exited {outcome.returncode}: {last_line(outcome.stderr)}",
             "run with NCCL_DEBUG=INFO for the cause; " + HANG_FIX.split(": ", 1)[1],
             stderr_tail=outcome.stderr[-2000:],
         )
@@ -134,11 +135,6 @@ def allreduce_verdict(
             "run `python -m torchrig.verify.allreduce_worker --help`; report a bug",
         )
     return sweep_verdict(plan, result["sweep"], nvlink_everywhere)
-
-
-def last_error_line(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
-    return lines[-1][:200] if lines else "no output"
 
 
 def size_text(size: int) -> str:
