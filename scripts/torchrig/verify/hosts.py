@@ -27,7 +27,7 @@ from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, preflight
 from torchrig.multihost.hostfile import Host
 from torchrig.verify import collectives, report
-from torchrig.verify.model import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, check_to_dict
+from torchrig.verify.report import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, check_to_dict
 
 SCHEMA = "torchrig.verify.hosts/1"
 NAME = "cross-node all-reduce"

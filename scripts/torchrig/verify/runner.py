@@ -20,12 +20,11 @@ from torchrig.interpreter import module_command
 from torchrig.verify import (
     collectives,
     health,
-    identity,
     probes,
     selection,
     software,
 )
-from torchrig.verify.model import Report
+from torchrig.verify.report import Report
 from torchrig.verify.software import TorchFacts
 
 
@@ -123,7 +122,7 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
     for gpu in selected:
         index = gpu.nvml.index if gpu.nvml else None
         host = hosts[index] if index is not None and 0 <= index < len(hosts) else None
-        report.add(identity.check_identity(gpu, facts.arch_list, host))
+        report.add(selection.check_identity(gpu, facts.arch_list, host))
     if snapshot.available:
         report.add(*health.check_health(selected, readers.own_pids()))
         report.add(health.check_p2p(snapshot, selected), health.check_topology(snapshot, selected))
