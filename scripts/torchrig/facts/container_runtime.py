@@ -1,8 +1,6 @@
 """Which container runtime runs this process, and how that runtime hands GPUs over.
-
-A fix for "no GPU visible" must name the runtime the user runs: Docker's `nvidia-ctk runtime
-configure` does nothing for Podman (CDI) or Apptainer (`--nv`). enroot (pyxis) leaves no mark
-known here: its containers get the hint that names every runtime's way.
+A "no GPU visible" fix must name the runtime the user runs: Docker's `nvidia-ctk runtime
+configure` does nothing for Podman (CDI) or Apptainer (`--nv`); enroot leaves no known mark.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The one place NVML is opened: a thin adapter over pynvml (nvidia-ml-py), plain values out.
 
-Everything the GPU checks need is read here once into an `NvmlSnapshot`, so the verdicts are pure
-functions of data that tests can fake or load from a recorded JSON file. A query the GPU does not
-support (NVML_ERROR_NOT_SUPPORTED and friends) becomes None, never an exception; a missing pynvml
-or driver becomes an error value.
-
-Two depths: `read_snapshot` reads everything `torchrig verify` judges (health, processes, P2P,
-topology); `read_inventory` only the driver and each GPU's name, UUID, bus id and memory, which
-is what the start-up banner shows and `torchrig launch` counts, and is quick.
+`read_snapshot` reads everything `torchrig verify` judges; `read_inventory` only the driver and
+each GPU's identity and memory (the banner, `torchrig launch`), quickly. A query the GPU does not
+support becomes None, a missing pynvml or driver an error value, never an exception.
 """
 
 from __future__ import annotations
@@ -80,11 +75,9 @@ class NvmlGpu:
 
 @dataclass
 class NvmlSnapshot:
-    """What NVML said. `error` is set (and the rest empty) when NVML could not be used.
-
-    `driver_missing` tells the two kinds of error apart: True when there is nothing to ask (no
-    pynvml, or no NVML library: in a container, no GPU was passed in); False when a driver is
-    there but does not answer (a driver/library mismatch after an update, a lost GPU).
+    """What NVML said. `error` is set (and the rest empty) when NVML could not be used;
+    `driver_missing` when there is nothing to ask (no pynvml, no NVML library: no GPU passed in),
+    not when a driver is there but does not answer (a mismatch after an update, a lost GPU).
     """
 
     error: str | None = None

@@ -1,8 +1,7 @@
 """What the container (or host) gives a DDP job: /dev/shm, ulimits, CPUs, NUMA; and the verdicts.
 
-Read once (`read_runtime_facts`) and judged once (`check_runtime`): `torchrig verify` shows every
-row, the start-up banner the WARN and FAIL ones as its warnings, so both use one threshold set.
-A summary that is not PASS names its subject, since the banner shows it without the row's name.
+`torchrig verify` shows every row, the start-up banner the WARN and FAIL ones, so both use one
+threshold set; a summary that is not PASS names its subject (the banner shows no row name).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """One rank of the all-reduce probe: `python -m torchrig.verify.allreduce_worker ...`.
 
-Started by `collectives.py`, one process per GPU (NCCL) or per CPU rank (gloo), it joins the
-group through the parent's TCPStore (--rank, --world, --port). Started by torchrun instead
-(`torchrig verify --hostfile`: one torchrun per host), it joins torchrun's group. Either way it
-checks that the reduced values are exact, times each size, and rank 0 prints one JSON line with
-the sweep.
+It joins the parent's TCPStore (--rank, --world, --port: `collectives.py`) or, without them,
+torchrun's group (`verify --hostfile`), checks that the sums are exact, times each size, and
+rank 0 prints one JSON line with the sweep.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """`torchrig verify`: is this machine right for a training run? One command, one verdict each.
-
-With --hostfile (or --hosts), every host's checks side by side and an all-reduce across them
-(hosts.py). Exit codes: 0 nothing failed, 1 something failed, 2 no GPU visible at all (GPU mode
-only), 3 bad input. Imports only the standard library at module level.
+Exit codes: 0 nothing failed, 1 something failed, 2 no GPU visible (GPU mode only), 3 bad input.
 """
 
 from __future__ import annotations

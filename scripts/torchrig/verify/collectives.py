@@ -1,8 +1,5 @@
 """The all-reduce probe: one process per GPU (NCCL) or a few CPU ranks (gloo), a size sweep.
-
-The parent hosts the rendezvous (a TCPStore on a free loopback port chosen by the kernel, so two
-runs never collide), starts the ranks, and turns a hang into a FAIL by killing them at the
-deadline.
+The parent hosts the rendezvous on a free loopback port and kills a hung run at the deadline.
 """
 
 from __future__ import annotations

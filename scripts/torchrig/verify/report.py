@@ -113,10 +113,13 @@ def render_text(report: Report, colour: bool = False) -> str:
     return "\n".join(lines)
 
 
+def paint(verdict: Verdict, text: str) -> str:
+    """`text` in the verdict's colour."""
+    return f"{COLOURS[verdict]}{text}{RESET}"
+
+
 def check_lines(check: Check, colour: bool) -> list[str]:
-    verdict = check.verdict.value
-    if colour:
-        verdict = f"{COLOURS[check.verdict]}{verdict}{RESET}"
+    verdict = paint(check.verdict, check.verdict.value) if colour else check.verdict.value
     lines = [f"  {verdict}  {check.name:<{NAME_WIDTH}} {check.summary}"]
     if check.fix:
         lines.append(f"        {'':<{NAME_WIDTH}} fix: {check.fix}")

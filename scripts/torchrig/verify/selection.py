@@ -1,8 +1,6 @@
-"""Which GPUs are under test: torch's devices paired with NVML's, whether the counts agree, and
-each GPU's identity: name, memory, and its compute capability against the archs in torch's build.
-
-torch numbers the GPUs after CUDA_VISIBLE_DEVICES (read by torchrig.facts.visible); NVML lists
-them all. A GPU is paired by UUID when torch reports one, else by CUDA's visible order.
+"""Which GPUs are under test, whether the counts agree, and each one's identity: name, memory,
+and its compute capability against the archs in torch's build. torch numbers the GPUs after
+CUDA_VISIBLE_DEVICES; a GPU is paired with NVML's by UUID, else by CUDA's visible order.
 """
 
 from __future__ import annotations
