@@ -7,16 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchrig.facts import visible
 from torchrig.facts.nvml import NvmlGpu
 from torchrig.facts.nvml import NvmlSnapshot as Snapshot
 from torchrig.facts.verdict import Check, Verdict, passed
-from torchrig.facts.visible import (
-    CUDA_VISIBLE,
-    NVIDIA_VISIBLE,
-    host_name,
-    visible_devices,
-    visible_positions,
-)
+from torchrig.facts.visible import CUDA_VISIBLE, NVIDIA_VISIBLE, visible_devices, visible_positions
 from torchrig.sizes import size_text
 from torchrig.verify.software import TorchDevice, TorchFacts
 
@@ -174,7 +169,7 @@ def check_identity(gpu: SelectedGpu, arch_list: list[str], host_index: str | Non
     memory = memory_of(gpu)
     sm = f"sm_{capability[0]}{capability[1]}" if capability else "sm_?"
     uuid = gpu.nvml.uuid if gpu.nvml else ""
-    outside = f" ({host_name(host_index, uuid)})" if uuid or host_index else ""
+    outside = f" ({visible.host_name(host_index, uuid)})" if uuid or host_index else ""
     summary = f"{gpu.name}, {size_text(memory, digits=0, unit='GiB')}, {sm}{outside}"
     data = {
         "host_index": int(host_index) if host_index is not None else None,
