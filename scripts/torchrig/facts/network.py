@@ -7,7 +7,6 @@ packets is otherwise a rendezvous timeout a minute later), and this machine's pu
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import ipaddress
 import socket
@@ -150,13 +149,11 @@ def reach(endpoint: Endpoint, timeout_s: float = 5.0) -> tuple[str, str]:
     try:
         with socket.create_connection((address, endpoint.port), timeout=timeout_s):
             return Reach.OPEN, address
-    except ConnectionRefusedError:
+    except ConnectionRefusedError:  # every ECONNREFUSED
         return Reach.REFUSED, f"{address}: connection refused"
     except TimeoutError:
         return Reach.UNREACHABLE, f"{address}: no answer within {timeout_s:g} s"
     except OSError as exc:
-        if exc.errno in (errno.ECONNREFUSED,):
-            return Reach.REFUSED, f"{address}: connection refused"
         return Reach.UNREACHABLE, f"{address}: {exc.strerror or exc}"
 
 
