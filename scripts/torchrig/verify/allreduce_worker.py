@@ -34,11 +34,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def iterations_for(size: int) -> int:
-    # Enough repetitions to average out launch noise on small messages, few on large ones.
-    return 20 if size <= MIB else 8
-
-
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     import torch
@@ -95,7 +90,8 @@ def measure(torch: Any, dist: Any, device: Any, size: int, rank: int, world: int
     # Zeros stay zeros however often they are summed, so timing never overflows.
     buffer = torch.zeros(count, device=device, dtype=torch.float32)
     dist.all_reduce(buffer)
-    iterations = iterations_for(size)
+    # Enough repetitions to average out launch noise on small messages, few on large ones.
+    iterations = 20 if size <= MIB else 8
     synchronize(torch, device)
     begin = time.perf_counter()
     for _ in range(iterations):

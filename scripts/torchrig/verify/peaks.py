@@ -45,14 +45,9 @@ PEAKS: tuple[tuple[tuple[str, ...], tuple[str, ...], Peak], ...] = (
 )
 
 
-def normalise(name: str) -> list[str]:
-    """'NVIDIA A100-SXM4-80GB' -> ['nvidia', 'a100', 'sxm4', '80gb'] (words, lower case)."""
-    cleaned = "".join(char if char.isalnum() else " " for char in name.lower())
-    return cleaned.split()
-
-
 def peak_for(name: str) -> Peak | None:
-    words = normalise(name)
+    # 'NVIDIA A100-SXM4-80GB' -> ['nvidia', 'a100', 'sxm4', '80gb']
+    words = "".join(char if char.isalnum() else " " for char in name.lower()).split()
 
     def has(word: str) -> bool:
         # "sxm" matches "sxm4"/"sxm5"; model numbers must match whole words ("l4" is not "l40").
