@@ -4,7 +4,7 @@ that are not right. Then, between the selected GPUs, peer-to-peer status and top
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import NamedTuple
 
 from torchrig.facts.nvml import P2P_STATUS_NAMES, P2P_STATUS_OK, TOPOLOGY_NAMES, NvmlGpu
@@ -49,10 +49,6 @@ class Finding(NamedTuple):
 def troubles(*candidates: tuple[object, Verdict, str, str]) -> list[Finding]:
     """The findings whose condition (the first item) holds."""
     return [Finding(*finding) for condition, *finding in candidates if condition]
-
-
-def unique(items: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(items))
 
 
 def mode_findings(gpu: NvmlGpu) -> list[Finding]:
@@ -234,12 +230,12 @@ def check_health(selected: list[SelectedGpu], own_pids: set[int]) -> list[Check]
             return Check(SECTION, name, Verdict.PASS, pass_summary, None, data)
         failing = any(finding.verdict is Verdict.FAIL for _, finding in bad)
         summary = "; ".join(f"{label}: {finding.note}" for label, finding in bad)
-        fix = "; ".join(unique(finding.fix for _, finding in bad if finding.fix))
+        fix = "; ".join(dict.fromkeys(finding.fix for _, finding in bad if finding.fix))
         return Check(SECTION, name, Verdict.FAIL if failing else Verdict.WARN, summary, fix, data)
 
     temperatures = [gpu.temperature_c for _, gpu in gpus if gpu.temperature_c is not None]
     hottest = f", hottest {max(temperatures)} C" if temperatures else ""
-    links = unique(
+    links = dict.fromkeys(
         f"Gen{gpu.pcie_gen[1]} x{gpu.pcie_width[1]}"
         for _, gpu in gpus
         if gpu.pcie_gen is not None and gpu.pcie_width is not None

@@ -100,7 +100,7 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
     report.meta["driver"] = snapshot.driver_version
     report.add(*software.check_software(facts, snapshot, gpu_mode=True))
     runtime_facts = readers.runtime()
-    if no_gpu_visible(snapshot, facts):
+    if not (snapshot.available and snapshot.gpus) and facts.device_count == 0:
         report.no_gpu = True
         report.hint = no_gpu_hint(container_runtime.detect())
         reason = snapshot.error or "NVML lists no GPU"
@@ -145,11 +145,6 @@ def left_out(probes_why: str, collectives_why: str | None = None) -> list[Check]
         skipped("probes", "probes", probes_why),
         skipped("collectives", collectives.NAME, collectives_why or probes_why),
     ]
-
-
-def no_gpu_visible(snapshot: NvmlSnapshot, facts: TorchFacts) -> bool:
-    nvml_count = len(snapshot.gpus) if snapshot.available else 0
-    return nvml_count == 0 and facts.device_count == 0
 
 
 def visible_count(snapshot: NvmlSnapshot, facts: TorchFacts, env: dict[str, str | None]) -> int:
