@@ -13,6 +13,7 @@ from typing import Any
 
 from torchrig import __version__, children
 from torchrig.facts import container_runtime, runtime, visible
+from torchrig.facts.container_runtime import Runtime
 from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
 from torchrig.facts.visible import CUDA_VISIBLE, visibility_env
@@ -28,7 +29,7 @@ from torchrig.verify.report import Report
 from torchrig.verify.software import TorchFacts
 
 
-def no_gpu_hint(container: container_runtime.Runtime) -> str:
+def no_gpu_hint(container: Runtime) -> str:
     """What to do when no GPU is visible, in the words of the runtime this runs under."""
     return (
         "No GPU is visible. On bare metal: install the NVIDIA driver (`nvidia-smi` must list the "
@@ -86,7 +87,8 @@ def machine_meta() -> dict[str, Any]:
         "host": socket.gethostname(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "in_container": os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"),
+        # Docker's or Podman's mark, not Apptainer's variables.
+        "in_container": container_runtime.detect(environ={}) is not Runtime.UNKNOWN,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
