@@ -135,11 +135,15 @@ def temperature_findings(gpu: NvmlGpu) -> list[Finding]:
     return [Finding(Verdict.PASS, note)]
 
 
+def reason_names(bits: int) -> list[str]:
+    return [name for bit, name in CLOCK_REASONS.items() if bits & bit]
+
+
 def clock_findings(gpu: NvmlGpu) -> list[Finding]:
     bits = gpu.clock_event_reasons
     if bits is None:
         return [Finding(Verdict.PASS, "clock event reasons not reported")]
-    names = ", ".join(name for bit, name in CLOCK_REASONS.items() if bits & bit) or "none"
+    names = ", ".join(reason_names(bits)) or "none"
     found = troubles(
         (
             bits & HARDWARE_REASONS,
