@@ -190,7 +190,7 @@ def clock_reasons(node: ET.Element) -> int | None:
 
 # --- the comparison -------------------------------------------------------------------------
 
-Findings = Callable[[str, NvmlGpu], list[health.Finding]]
+Findings = Callable[[NvmlGpu], list[health.Finding]]
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ def compare(snapshot: NvmlSnapshot, reading: SmiReading) -> tuple[list[Compariso
 
 def compare_aspect(label: str, aspect: Aspect, nvml: NvmlGpu, smi: NvmlGpu) -> Comparison:
     def verdicts(gpu: NvmlGpu) -> list[str]:
-        return [finding.verdict.value for finding in aspect.findings(label, gpu)]
+        return [finding.verdict.value for finding in aspect.findings(gpu)]
 
     return Comparison(
         gpu=label,

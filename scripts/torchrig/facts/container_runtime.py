@@ -1,11 +1,6 @@
 """Which container runtime runs this process, and how that runtime hands GPUs over.
-
-A fix for "no GPU visible" that names the wrong runtime sends the user to configure something
-they do not run: Docker's `nvidia-ctk runtime configure` does nothing for Podman, whose way is
-CDI, nor for Apptainer, which binds the host's driver with `--nv`. Each runtime leaves its own
-mark inside the container: Podman writes `/run/.containerenv`, Docker `/.dockerenv`, Apptainer
-(and Singularity before it) set `APPTAINER_CONTAINER` / `SINGULARITY_CONTAINER`. enroot (pyxis)
-leaves none known here: its containers get the hint that names every runtime's way.
+A "no GPU visible" fix must name the runtime the user runs: Docker's `nvidia-ctk runtime
+configure` does nothing for Podman (CDI) or Apptainer (`--nv`); enroot leaves no known mark.
 """
 
 from __future__ import annotations
@@ -21,10 +16,6 @@ class Runtime(Enum):
     APPTAINER = "Apptainer"
     UNKNOWN = "unknown"
 
-
-# The files each runtime writes into its containers.
-PODMAN_MARK = "/run/.containerenv"
-DOCKER_MARK = "/.dockerenv"
 
 GPU_FIXES = {
     Runtime.DOCKER: (
@@ -55,9 +46,9 @@ def detect(
     """The runtime this process runs under, by the marks each leaves in its containers."""
     if environ.get("APPTAINER_CONTAINER") or environ.get("SINGULARITY_CONTAINER"):
         return Runtime.APPTAINER
-    if exists(PODMAN_MARK):
+    if exists("/run/.containerenv"):
         return Runtime.PODMAN
-    if exists(DOCKER_MARK):
+    if exists("/.dockerenv"):
         return Runtime.DOCKER
     return Runtime.UNKNOWN
 

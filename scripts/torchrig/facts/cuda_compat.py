@@ -1,9 +1,6 @@
-"""Minimum NVIDIA driver for each CUDA version that PyTorch wheels are built with, and the one
-verdict on it ("is the driver new enough for torch's CUDA?") that the start-up banner and
-`torchrig verify` both give.
-
-CUDA 12.x and 13.x builds run on any driver of the major version's minimum thanks to
-minor-version compatibility (NVIDIA's CUDA compatibility guide).
+"""Minimum NVIDIA driver per CUDA major of PyTorch's wheels, and the one verdict "is the driver
+new enough for torch's CUDA?" that the start-up banner and `torchrig verify` give. CUDA 12.x and
+13.x builds run on any driver of the major's minimum (minor-version compatibility).
 """
 
 from __future__ import annotations
@@ -30,23 +27,15 @@ IMAGE_FLAVOUR_ENV = "TORCHRIG_CUDA_FLAVOUR"
 def parse_version(text: str) -> tuple[int, ...]:
     """'580.65.06' -> (580, 65, 6). Raises ValueError on anything that is not dotted numbers."""
     parts = text.strip().split(".")
-    if not parts or not all(part.isdigit() for part in parts):
+    if not all(part.isdigit() for part in parts):
         raise ValueError(f"not a dotted version number: {text!r}")
     return tuple(int(part) for part in parts)
 
 
-def min_driver_for_cuda(cuda_version: str) -> tuple[int, int] | None:
-    """The minimum driver for a CUDA version such as '13.0', or None when unknown."""
-    major = parse_version(cuda_version)[0]
-    return MIN_DRIVER_BY_CUDA_MAJOR.get(major)
-
-
 def driver_supports_cuda(driver_version: str, cuda_version: str) -> bool | None:
     """True/False when the driver is new enough for the CUDA version; None when unknown."""
-    minimum = min_driver_for_cuda(cuda_version)
-    if minimum is None:
-        return None
-    return parse_version(driver_version)[:2] >= minimum
+    minimum = MIN_DRIVER_BY_CUDA_MAJOR.get(parse_version(cuda_version)[0])
+    return None if minimum is None else parse_version(driver_version)[:2] >= minimum
 
 
 def image_flavour(environ: Mapping[str, str] | None = None) -> str | None:
@@ -73,7 +62,6 @@ def check_driver(
         "driver_cuda": driver_cuda,
     }
     try:
-        minimum = min_driver_for_cuda(cuda_build)
         supported = driver_supports_cuda(driver, cuda_build)
     except ValueError as exc:
         return warned(
@@ -83,7 +71,7 @@ def check_driver(
             "check `nvidia-smi` and `python -c 'import torch; print(torch.version.cuda)'`",
             **data,
         )
-    if minimum is None:
+    if supported is None:
         return warned(
             SECTION,
             "driver",
@@ -91,7 +79,7 @@ def check_driver(
             "add this CUDA version to torchrig/facts/cuda_compat.py",
             **data,
         )
-    minimum_text = version_text(minimum)
+    minimum_text = version_text(MIN_DRIVER_BY_CUDA_MAJOR[parse_version(cuda_build)[0]])
     data["minimum"] = minimum_text
     if supported:
         return passed(
@@ -113,9 +101,7 @@ def older_cuda_fix(driver: str) -> str:
     """The other way out: rebuild the image for the newest CUDA this driver runs, when the
     image has a flavour for it."""
     runnable = [
-        major
-        for major, minimum in MIN_DRIVER_BY_CUDA_MAJOR.items()
-        if parse_version(driver)[:2] >= minimum and major in FLAVOUR_BY_CUDA_MAJOR
+        major for major in FLAVOUR_BY_CUDA_MAJOR if driver_supports_cuda(driver, f"{major}")
     ]
     if not runnable:
         return f": no CUDA this image is built for runs on driver {driver}, it must be upgraded"

@@ -1,19 +1,12 @@
-"""The network facts a multi-node launch depends on, read with the standard library.
-
-- which local address and interface carry traffic to the rendezvous endpoint: torchrun advertises
-  `--local-addr` (else the machine's FQDN, which often resolves to 127.0.1.1 or not at all on the
-  other nodes), and gloo/NCCL pick an interface by their own rules (in a container often the wrong
-  one). The address that routes to the endpoint is, by construction, one the endpoint can reach.
-- whether the endpoint answers a TCP connection, and how it fails: a refused connection is a host
-  that is up with nothing listening yet; a timeout is a firewall that drops packets, which
-  torchrun would only report as a rendezvous timeout a minute later.
-- which of this machine's addresses are public: torch's stores listen on every interface
-  (`--local-addr` only changes the address advertised), so a job's ports are open on those too.
+"""The network facts a multi-node launch depends on, read with the standard library: the local
+address and interface that route to the rendezvous endpoint (torchrun advertises its FQDN
+otherwise, often 127.0.1.1), whether the endpoint answers and how it fails (a firewall that drops
+packets is otherwise a rendezvous timeout a minute later), and this machine's public addresses
+(torch's stores listen on every interface, whatever `--local-addr` says).
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import ipaddress
 import socket
@@ -156,19 +149,16 @@ def reach(endpoint: Endpoint, timeout_s: float = 5.0) -> tuple[str, str]:
     try:
         with socket.create_connection((address, endpoint.port), timeout=timeout_s):
             return Reach.OPEN, address
-    except ConnectionRefusedError:
+    except ConnectionRefusedError:  # every ECONNREFUSED
         return Reach.REFUSED, f"{address}: connection refused"
     except TimeoutError:
         return Reach.UNREACHABLE, f"{address}: no answer within {timeout_s:g} s"
     except OSError as exc:
-        if exc.errno in (errno.ECONNREFUSED,):
-            return Reach.REFUSED, f"{address}: connection refused"
         return Reach.UNREACHABLE, f"{address}: {exc.strerror or exc}"
 
 
 def listen(port: int) -> socket.socket:
     """A listening socket on every interface at `port`, as torchrun's store would bind it.
-
     OSError (EADDRINUSE) when something already holds the port.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -1,13 +1,8 @@
 """The one place NVML is opened: a thin adapter over pynvml (nvidia-ml-py), plain values out.
 
-Everything the GPU checks need is read here once into an `NvmlSnapshot`, so the verdicts are pure
-functions of data that tests can fake or load from a recorded JSON file. A query the GPU does not
-support (NVML_ERROR_NOT_SUPPORTED and friends) becomes None, never an exception; a missing pynvml
-or driver becomes an error value.
-
-Two depths: `read_snapshot` reads everything `torchrig verify` judges (health, processes, P2P,
-topology); `read_inventory` only the driver and each GPU's name, UUID, bus id and memory, which
-is what the start-up banner shows and `torchrig launch` counts, and is quick.
+`read_snapshot` reads everything `torchrig verify` judges; `read_inventory` only the driver and
+each GPU's identity and memory (the banner, `torchrig launch`), quickly. A query the GPU does not
+support becomes None, a missing pynvml or driver an error value, never an exception.
 """
 
 from __future__ import annotations
@@ -20,6 +15,7 @@ from typing import Any
 P2P_CAPS_INDEX_READ = 0
 P2P_CAPS_INDEX_NVLINK = 2
 P2P_STATUS_OK = 0
+P2P_UNKNOWN = 6
 P2P_STATUS_NAMES = {
     0: "ok",
     1: "chipset not supported",
@@ -80,11 +76,9 @@ class NvmlGpu:
 
 @dataclass
 class NvmlSnapshot:
-    """What NVML said. `error` is set (and the rest empty) when NVML could not be used.
-
-    `driver_missing` tells the two kinds of error apart: True when there is nothing to ask (no
-    pynvml, or no NVML library: in a container, no GPU was passed in); False when a driver is
-    there but does not answer (a driver/library mismatch after an update, a lost GPU).
+    """What NVML said. `error` is set (and the rest empty) when NVML could not be used;
+    `driver_missing` when there is nothing to ask (no pynvml, no NVML library: no GPU passed in),
+    not when a driver is there but does not answer (a mismatch after an update, a lost GPU).
     """
 
     error: str | None = None
@@ -161,9 +155,11 @@ def read_initialised(nvml: Any, inventory_only: bool) -> NvmlSnapshot:
         return snapshot
     for gpu, handle in zip(snapshot.gpus, handles, strict=True):
         read_health(nvml, handle, gpu)
-    snapshot.p2p_read = pair_matrix(handles, nvml.nvmlDeviceGetP2PStatus, P2P_CAPS_INDEX_READ)
-    snapshot.p2p_nvlink = pair_matrix(handles, nvml.nvmlDeviceGetP2PStatus, P2P_CAPS_INDEX_NVLINK)
-    snapshot.topology = topology_matrix(nvml, handles)
+
+    p2p = nvml.nvmlDeviceGetP2PStatus
+    snapshot.p2p_read = pair_matrix(handles, p2p, P2P_CAPS_INDEX_READ, missing=P2P_UNKNOWN)
+    snapshot.p2p_nvlink = pair_matrix(handles, p2p, P2P_CAPS_INDEX_NVLINK, missing=P2P_UNKNOWN)
+    snapshot.topology = pair_matrix(handles, nvml.nvmlDeviceGetTopologyCommonAncestor)
     return snapshot
 
 
@@ -253,23 +249,19 @@ def read_processes(nvml: Any, handle: Any) -> list[NvmlProcess]:
     return list(seen.values())
 
 
-def pair_matrix(handles: list[Any], status_of: Any, caps_index: int) -> list[list[int]]:
+def pair_matrix(
+    handles: list[Any], query: Any, *args: Any, missing: int | None = None
+) -> list[Any]:
+    """query(first, second, *args) for every pair of GPUs, `missing` where it has no answer; 0
+    (ok, SELF) for a GPU with itself."""
     matrix = []
     for i, first in enumerate(handles):
         row = []
         for j, second in enumerate(handles):
-            status = P2P_STATUS_OK if i == j else optional(status_of, first, second, caps_index)
-            row.append(6 if status is None else int(status))
+            found = 0 if i == j else optional(query, first, second, *args)
+            row.append(missing if found is None else found)
         matrix.append(row)
     return matrix
-
-
-def topology_matrix(nvml: Any, handles: list[Any]) -> list[list[int | None]]:
-    getter = nvml.nvmlDeviceGetTopologyCommonAncestor
-    return [
-        [0 if i == j else optional(getter, first, second) for j, second in enumerate(handles)]
-        for i, first in enumerate(handles)
-    ]
 
 
 def numa_node_of(pci_bus_id: str) -> int | None:

@@ -1,13 +1,8 @@
 """The process table, as /proc shows it: the one reader of it and the one `Process` type.
 
-The container's stop asks who is below its PID 1, what each has open and whether it heeds
-SIGTERM; `torchrig status` asks for command lines, ages, working directories and ranks; the
-multi-host wrapper asks what is below it. Each asks for what it needs: the environment's names
-to keep and whether to read the open files.
-
-Standard library only. Everything is read best-effort: a process that ends while it is read, or
-is a zombie (nothing left to run or to stop), is left out; another user's environment, working
-directory and file descriptors are not readable (empty, None, and `files.known` False).
+Each caller asks for what it needs (`Reading`). Read best-effort: a process that ends while it
+is read, or is a zombie, is left out; another user's environment, working directory and file
+descriptors are not readable (empty, None, and `files.known` False).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What the container (or host) gives a DDP job: /dev/shm, ulimits, CPUs, NUMA; and the verdicts.
 
-Read once (`read_runtime_facts`) and judged once (`check_runtime`): `torchrig verify` shows every
-row, the start-up banner the WARN and FAIL ones as its warnings, so both use one threshold set.
-A summary that is not PASS names its subject, since the banner shows it without the row's name.
+`torchrig verify` shows every row, the start-up banner the WARN and FAIL ones, so both use one
+threshold set; a summary that is not PASS names its subject (the banner shows no row name).
 """
 
 from __future__ import annotations
@@ -145,12 +144,10 @@ def check_memlock(memlock_bytes: int | None) -> Check:
 
 
 def check_stack(stack_bytes: int | None) -> Check:
-    if stack_bytes is None or stack_bytes >= RECOMMENDED_STACK:
-        return passed(SECTION, "stack", size_text(stack_bytes), bytes=stack_bytes)
-    if stack_bytes >= 8 * MIB:
-        return passed(
-            SECTION, "stack", f"{size_text(stack_bytes)} (64 MiB recommended)", bytes=stack_bytes
-        )
+    if stack_bytes is None or stack_bytes >= 8 * MIB:
+        low = stack_bytes is not None and stack_bytes < RECOMMENDED_STACK
+        summary = size_text(stack_bytes) + (" (64 MiB recommended)" if low else "")
+        return passed(SECTION, "stack", summary, bytes=stack_bytes)
     return warned(
         SECTION,
         "stack",

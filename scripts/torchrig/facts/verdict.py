@@ -1,8 +1,5 @@
 """The verdict type: one check's answer, with its figures and a one-line fix when it is not PASS.
-
-`torchrig verify` reports these; the start-up banner prints the WARN and FAIL ones as its
-warnings. Their summaries name their subject ("/dev/shm is only 64 MiB ..."), so that a
-summary reads as a sentence on its own where the banner shows it without the check's name.
+Summaries name their subject: the start-up banner prints them without the check's name.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """`CUDA_VISIBLE_DEVICES`, read once and by CUDA's rules, for `torchrig launch` and `verify`.
 
-CUDA reads the comma-separated list up to its first invalid entry: an index out of range, a GPU
-named twice, a `GPU-` UUID prefix that matches no GPU or more than one, or anything that is not an
-index, a `GPU-` prefix or a `MIG-` name. An empty value, "-1" or "none" therefore hide every GPU.
-Unset, every GPU is visible in NVML's order.
+CUDA reads the list up to its first invalid entry: an index out of range, a GPU named twice, a
+`GPU-` prefix that matches no GPU or several, or anything else but an index, a `GPU-` prefix or a
+`MIG-` name. So "", "-1" or "none" hide every GPU; unset, every GPU is visible in NVML's order.
 """
 
 from __future__ import annotations
@@ -24,10 +23,8 @@ def visibility_env(environ: Mapping[str, str] | None = None) -> dict[str, str | 
 
 def visible_devices(value: str | None, uuids: Sequence[str] | None) -> list[str] | None:
     """The devices CUDA exposes, in CUDA's order, as keys: a GPU's UUID or a MIG device's name.
-
-    `uuids` are NVML's GPUs in NVML order, or None when NVML cannot say; then each entry is only
-    checked for its form and stands for itself (an index stays "3"). None is returned only when
-    nothing is known: the variable is unset and there is no NVML list.
+    `uuids` (NVML's, in order) None: each entry is only checked for its form and stands for itself;
+    None is returned only when the variable is unset and there is no NVML list.
     """
     if value is None:
         return None if uuids is None else list(uuids)
@@ -65,13 +62,9 @@ def visible_positions(value: str | None, uuids: Sequence[str]) -> list[int]:
 
 
 def host_indices(nvidia_visible: str | None, gpu_count: int) -> list[str | None]:
-    """Each GPU's index on the host, by its index in here (NVML's order), from what the NVIDIA
-    runtime was asked to pass in (`NVIDIA_VISIBLE_DEVICES`, which `GPUS` becomes).
-
-    "all" keeps the host's numbering. Host indices ("2,0") arrive renumbered from 0 in PCI bus
-    order, the order NVML numbers the host's GPUs in too, so the lowest is 0 in here. UUIDs name
-    the GPU but not its host index (None), and so does anything else (unset, outside a
-    container).
+    """Each GPU's index on the host, by its index in here, from `NVIDIA_VISIBLE_DEVICES`.
+    "all" keeps the host's numbering; host indices ("2,0") arrive renumbered from 0 in PCI bus
+    order, NVML's order too. UUIDs (and anything else) do not say the host index: None.
     """
     value = (nvidia_visible or "").strip().lower()
     if value == "all":

@@ -1,10 +1,8 @@
 """One rank of the all-reduce probe: `python -m torchrig.verify.allreduce_worker ...`.
 
-Started by `collectives.py`, one process per GPU (NCCL) or per CPU rank (gloo), it joins the
-group through the parent's TCPStore (--rank, --world, --port). Started by torchrun instead
-(`torchrig verify --hostfile`: one torchrun per host), it joins torchrun's group. Either way it
-checks that the reduced values are exact, times each size, and rank 0 prints one JSON line with
-the sweep.
+It joins the parent's TCPStore (--rank, --world, --port: `collectives.py`) or, without them,
+torchrun's group (`verify --hostfile`), checks that the sums are exact, times each size, and
+rank 0 prints one JSON line with the sweep.
 """
 
 from __future__ import annotations
@@ -34,11 +32,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if given and len(given) < 3:
         parser.error("--rank, --world and --port go together (or none of them, under torchrun)")
     return args
-
-
-def iterations_for(size: int) -> int:
-    # Enough repetitions to average out launch noise on small messages, few on large ones.
-    return 20 if size <= MIB else 8
 
 
 def main(argv: list[str]) -> int:
@@ -97,7 +90,8 @@ def measure(torch: Any, dist: Any, device: Any, size: int, rank: int, world: int
     # Zeros stay zeros however often they are summed, so timing never overflows.
     buffer = torch.zeros(count, device=device, dtype=torch.float32)
     dist.all_reduce(buffer)
-    iterations = iterations_for(size)
+    # Enough repetitions to average out launch noise on small messages, few on large ones.
+    iterations = 20 if size <= MIB else 8
     synchronize(torch, device)
     begin = time.perf_counter()
     for _ in range(iterations):

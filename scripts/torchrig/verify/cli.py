@@ -1,8 +1,5 @@
 """`torchrig verify`: is this machine right for a training run? One command, one verdict each.
-
-With --hostfile (or --hosts), every host's checks side by side and an all-reduce across them
-(hosts.py). Exit codes: 0 nothing failed, 1 something failed, 2 no GPU visible at all (GPU mode
-only), 3 bad input. Imports only the standard library at module level.
+Exit codes: 0 nothing failed, 1 something failed, 2 no GPU visible (GPU mode only), 3 bad input.
 """
 
 from __future__ import annotations
@@ -12,12 +9,12 @@ import math
 import sys
 
 from torchrig.multihost.hostfile import add_host_arguments
-from torchrig.verify.model import EXIT_BAD_INPUT
+from torchrig.verify import report
 from torchrig.voice import Voice
 
 DEFAULT_TIMEOUT_S = 60.0
 # Usage errors exit 3 too: argparse's usual 2 would read as "no GPU".
-USAGE_ERROR_EXIT = EXIT_BAD_INPUT
+USAGE_ERROR_EXIT = report.EXIT_BAD_INPUT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,8 +69,7 @@ def parse_timeout(text: str) -> float:
 
 def run(args: argparse.Namespace) -> int:
     from torchrig.multihost.hostfile import hosts_from
-    from torchrig.verify import report as rendering
-    from torchrig.verify.runner import Options, UsageError, verify
+    from torchrig.verify.runner import Options, verify
 
     try:
         options = Options(
@@ -88,13 +84,13 @@ def run(args: argparse.Namespace) -> int:
 
             return across_hosts.run(args, hosts, options.timeout)
         result = verify(options)
-    except (ValueError, UsageError) as exc:
+    except ValueError as exc:
         Voice.of_command("verify").error(str(exc))
-        return EXIT_BAD_INPUT
+        return report.EXIT_BAD_INPUT
     if args.json:
-        print(rendering.render_json(result))
+        print(report.render_json(result))
     else:
-        print(rendering.render_text(result, colour=rendering.use_colour(sys.stdout)))
+        print(report.render_text(result, colour=report.use_colour(sys.stdout)))
     if result.hint and args.json:
         # The hint is in the JSON too; repeat it where a person running the command sees it.
         Voice.of_command("verify").note(result.hint)

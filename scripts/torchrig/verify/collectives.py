@@ -1,8 +1,5 @@
 """The all-reduce probe: one process per GPU (NCCL) or a few CPU ranks (gloo), a size sweep.
-
-The parent hosts the rendezvous (a TCPStore on a free loopback port chosen by the kernel, so two
-runs never collide), starts the ranks, and turns a hang into a FAIL by killing them at the
-deadline.
+The parent hosts the rendezvous on a free loopback port and kills a hung run at the deadline.
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ from torchrig import children, sizes
 from torchrig.facts.verdict import Check, failed, passed, warned
 from torchrig.interpreter import module_command
 from torchrig.sizes import KIB, MIB
+from torchrig.verify.probes import last_line
 
 SECTION = "collectives"
 NAME = "all-reduce"
@@ -112,7 +110,7 @@ def allreduce_verdict(
         return failed(
             SECTION,
             NAME,
-            f"{what}: rank {rank} exited {outcome.returncode}: {last_error_line(outcome.stderr)}",
+            f"{what}: rank {rank} exited {outcome.returncode}: {last_line(outcome.stderr)}",
             "run with NCCL_DEBUG=INFO for the cause; " + HANG_FIX.split(": ", 1)[1],
             stderr_tail=outcome.stderr[-2000:],
         )
@@ -134,11 +132,6 @@ def allreduce_verdict(
             "run `python -m torchrig.verify.allreduce_worker --help`; report a bug",
         )
     return sweep_verdict(plan, result["sweep"], nvlink_everywhere)
-
-
-def last_error_line(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip()]
-    return lines[-1][:200] if lines else "no output"
 
 
 def size_text(size: int) -> str:

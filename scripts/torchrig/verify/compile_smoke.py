@@ -1,8 +1,8 @@
 """The torch.compile smoke test, in a process of its own: `python -m torchrig.verify.compile_smoke`.
 
-Inductor writes C++/Triton code and compiles it with the system's C compiler; slim images without
-one fail only at the first compiled call (pytorch#116696). Running it apart lets the parent bound
-it with a deadline and keep probing GPUs meanwhile. Prints one JSON line.
+Inductor compiles with the system's C compiler; slim images without one fail only at the first
+compiled call (pytorch#116696). Apart, the parent bounds it with a deadline and keeps probing
+meanwhile. Prints one JSON line.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """`torchrig verify --hostfile FILE`: every host's checks side by side, and the link between them.
 
-Each host runs `torchrig verify --json` with the same options (over SSH, all at once, through
-torchrig.multihost's fan-out), and the reports are laid out one column per host, so the host that
-differs stands out. Then, unless --quick, an all-reduce across the hosts, run as
-`torchrig launch --hostfile` runs a job (the same preflight and run sequence): `allreduce_worker`
-on every host (one rank per host on CPUs, gloo; one per GPU, NCCL). Its bus bandwidth beside
-each host's own shows the slow link.
+Each host runs `torchrig verify --json` over `multihost`'s fan-out, one column per host. Then,
+unless --quick, an all-reduce across the hosts, run as `torchrig launch --hostfile` runs a job;
+its bus bandwidth beside each host's own shows the slow link.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, preflight
 from torchrig.multihost.hostfile import Host
 from torchrig.verify import collectives, report
-from torchrig.verify.model import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, check_to_dict
+from torchrig.verify.report import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, check_to_dict
 
 SCHEMA = "torchrig.verify.hosts/1"
 NAME = "cross-node all-reduce"
@@ -147,11 +144,13 @@ def cross_node_verdict(result: Mapping[str, Any], host_count: int) -> Check:
     return passed("collectives", NAME, summary, **data)
 
 
+def checks_of(host_report: HostReport) -> list[dict[str, Any]]:
+    return [] if isinstance(host_report, str) else host_report["checks"]
+
+
 def best_busbw(host_report: HostReport) -> float | None:
     """The best all-reduce bus bandwidth within a host, from its own report."""
-    if isinstance(host_report, str):
-        return None
-    for check in host_report["checks"]:
+    for check in checks_of(host_report):
         sweep = check.get("data", {}).get("sweep")
         if check["name"] == collectives.NAME and sweep:
             return max(entry["busbw_gbps"] for entry in sweep)
@@ -167,44 +166,29 @@ def exit_code(reports: Mapping[str, HostReport], cross: Check | None) -> int:
     return EXIT_FAIL if any(code != EXIT_OK for code in codes) else EXIT_OK
 
 
-# --- rendering ----------------------------------------------------------------------------------
-
-
-def rows(reports: Mapping[str, HostReport]) -> list[tuple[str, str]]:
-    """Every (section, check name) any host reported, in the order they first appear."""
-    found: dict[tuple[str, str], None] = {}
-    for host_report in reports.values():
-        if not isinstance(host_report, str):
-            for check in host_report["checks"]:
-                found[(check["section"], check["name"])] = None
-    return list(found)
-
-
-def cell(host_report: HostReport, section: str, name: str, width: int, colour: bool) -> str:
-    """The host's verdict on one check, padded to `width` (colour codes take no width)."""
-    found = [] if isinstance(host_report, str) else host_report["checks"]
-    for check in found:
-        if (check["section"], check["name"]) == (section, name):
-            verdict = Verdict(check["verdict"])
-            text = verdict.value.ljust(width)
-            return f"{report.COLOURS[verdict]}{text}{report.RESET}" if colour else text
-    return "-".ljust(width)
-
-
 def render_text(
     reports: Mapping[str, HostReport], cross: Check | None, colour: bool = False
 ) -> str:
+    """One column per host, one row per check any host reported, in the order they first appear."""
     hosts = list(reports)
     width = max(6, *(len(host) + 2 for host in hosts))
+    verdicts = {
+        host: {(check["section"], check["name"]): check["verdict"] for check in checks_of(found)}
+        for host, found in reports.items()
+    }
     header = " " * (LABEL_WIDTH + 2) + "".join(f"{host:<{width}}" for host in hosts)
     lines = [f"torchrig verify: {len(hosts)} hosts", header]
     section = None
-    for row_section, name in rows(reports):
-        if row_section != section:
-            section = row_section
+    for row in dict.fromkeys(key for found in verdicts.values() for key in found):
+        if row[0] != section:
+            section = row[0]
             lines.append(section)
-        cells = "".join(cell(reports[host], row_section, name, width, colour) for host in hosts)
-        lines.append(f"  {name:<{LABEL_WIDTH}}{cells}".rstrip())
+        cells = ""
+        for host in hosts:
+            verdict = verdicts[host].get(row)
+            text = (verdict or "-").ljust(width)
+            cells += report.paint(Verdict(verdict), text) if verdict and colour else text
+        lines.append(f"  {row[1]:<{LABEL_WIDTH}}{cells}".rstrip())
     lines += details(reports)
     lines += cross_lines(reports, cross, colour)
     lines.append(f"exit {exit_code(reports, cross)}")
@@ -217,8 +201,7 @@ def details(reports: Mapping[str, HostReport]) -> list[str]:
     for host, host_report in reports.items():
         if isinstance(host_report, str):
             lines.append(f"  {host_report}")
-            continue
-        for check in host_report["checks"]:
+        for check in checks_of(host_report):
             if check["verdict"] in (Verdict.WARN, Verdict.FAIL):
                 lines.append(f"  {host}: {check['name']}: {check['summary']}")
                 lines.append(f"  {' ' * len(host)}  fix: {check['fix']}")

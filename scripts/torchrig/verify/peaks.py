@@ -1,14 +1,8 @@
 """Spec-sheet peaks of common data-center and workstation GPUs, to set measured numbers against.
 
-Dense (no 2:4 sparsity) tensor-core TFLOP/s with fp32 accumulation, as the vendor's data sheet
-states them, and memory bandwidth in GB/s (10^9 bytes). NVIDIA's Hopper and Blackwell data sheets
-print the figures "with sparsity": the dense ones here are half of those (H100 NVL: BF16 1,671
-with sparsity, so 835.5 dense). A GPU not in the table gets absolute numbers only.
-
-Matching is on the device name NVML and torch report (they agree). The Hopper boards name
-themselves: H100 SXM5 "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100 NVL",
-H200 SXM "NVIDIA H200", "NVIDIA H200 NVL". A GH200 superchip ("NVIDIA GH200 ...") is none of
-them: its H100/H200 runs at other memory bandwidths, so it is left out rather than mismatched.
+Dense tensor-core TFLOP/s (fp32 accumulation) and memory GB/s (10^9 bytes). Hopper and Blackwell
+data sheets print TFLOP/s "with sparsity": the dense ones here are half of those. Matched on the
+name NVML and torch report; a GH200 runs at other bandwidths, so it is left out.
 """
 
 from __future__ import annotations
@@ -51,14 +45,9 @@ PEAKS: tuple[tuple[tuple[str, ...], tuple[str, ...], Peak], ...] = (
 )
 
 
-def normalise(name: str) -> list[str]:
-    """'NVIDIA A100-SXM4-80GB' -> ['nvidia', 'a100', 'sxm4', '80gb'] (words, lower case)."""
-    cleaned = "".join(char if char.isalnum() else " " for char in name.lower())
-    return cleaned.split()
-
-
 def peak_for(name: str) -> Peak | None:
-    words = normalise(name)
+    # 'NVIDIA A100-SXM4-80GB' -> ['nvidia', 'a100', 'sxm4', '80gb']
+    words = "".join(char if char.isalnum() else " " for char in name.lower()).split()
 
     def has(word: str) -> bool:
         # "sxm" matches "sxm4"/"sxm5"; model numbers must match whole words ("l4" is not "l40").

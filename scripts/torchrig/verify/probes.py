@@ -1,8 +1,6 @@
-"""Probes: measured matmul TFLOP/s and memory bandwidth against spec peaks; numerics; AMP.
-
-The measuring functions take the torch module as an argument so that this module imports only
-the standard library; the verdict functions are pure and tested with made-up figures.
-"""
+"""Probes: measured matmul TFLOP/s and memory bandwidth against spec peaks; numerics; AMP;
+the verdict on the torch.compile test. The torch module is an argument: this module imports only
+the standard library."""
 
 from __future__ import annotations
 
@@ -25,20 +23,13 @@ NUMERICS_TOLERANCE = 1e-4  # relative, fp32 against fp64 on the CPU
 AMP_TOLERANCE = 3e-2  # relative, bf16/fp16 autocast against fp32
 
 
-# --- timing -------------------------------------------------------------------------------
+def seconds_per_call(torch: Any, device: str, work: Callable[[], object]) -> float:
+    """Warm up, size the run to PROBE_SECONDS, then time it: CUDA events on a GPU."""
 
-
-class Timer:
-    """Wall time of queued work on one device: CUDA events on a GPU, perf_counter on the CPU."""
-
-    def __init__(self, torch: Any, device: str) -> None:
-        self.torch = torch
-        self.cuda = device.startswith("cuda")
-
-    def measure(self, work: Callable[[], object], iterations: int) -> float:
-        if self.cuda:
-            start = self.torch.cuda.Event(enable_timing=True)
-            end = self.torch.cuda.Event(enable_timing=True)
+    def measure(iterations: int) -> float:
+        if device.startswith("cuda"):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
             start.record()
             for _ in range(iterations):
                 work()
@@ -50,13 +41,9 @@ class Timer:
             work()
         return time.perf_counter() - begin
 
-
-def seconds_per_call(timer: Timer, work: Callable[[], object]) -> float:
-    """Warm up, size the run to PROBE_SECONDS, then time it."""
-    timer.measure(work, 2)
-    single = max(timer.measure(work, 1), 1e-6)
-    iterations = max(3, min(200, int(PROBE_SECONDS / single)))
-    return timer.measure(work, iterations) / iterations
+    measure(2)
+    iterations = max(3, min(200, int(PROBE_SECONDS / max(measure(1), 1e-6))))
+    return measure(iterations) / iterations
 
 
 @contextlib.contextmanager
@@ -71,9 +58,6 @@ def tf32(torch: Any, enabled: bool) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-# --- measurements -------------------------------------------------------------------------
-
-
 def matmul_tflops(torch: Any, device: str, dtype_name: str, size: int) -> float:
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32}
     dtype = dtypes.get(dtype_name, torch.float32)
@@ -81,7 +65,7 @@ def matmul_tflops(torch: Any, device: str, dtype_name: str, size: int) -> float:
     b = torch.randn(size, size, device=device, dtype=dtype)
     out = torch.empty(size, size, device=device, dtype=dtype)
     with tf32(torch, dtype_name == "tf32"):
-        seconds = seconds_per_call(Timer(torch, device), lambda: torch.matmul(a, b, out=out))
+        seconds = seconds_per_call(torch, device, lambda: torch.matmul(a, b, out=out))
     return 2 * size**3 / seconds / 1e12
 
 
@@ -92,7 +76,7 @@ def memory_gbps(torch: Any, device: str, nbytes: int) -> float:
     b = torch.randn(n, dtype=torch.float32, device=device)
     c = torch.randn(n, dtype=torch.float32, device=device)
     a = torch.empty_like(b)
-    seconds = seconds_per_call(Timer(torch, device), lambda: torch.add(b, c, alpha=3.0, out=a))
+    seconds = seconds_per_call(torch, device, lambda: torch.add(b, c, alpha=3.0, out=a))
     return 3 * n * 4 / seconds / 1e9
 
 
@@ -104,15 +88,12 @@ def array_size(torch: Any, device: str) -> int:
     return int(min(GIB, free // 6))
 
 
-# --- verdicts on figures ----------------------------------------------------------------
-
-
 def matmul_check(label: str, name: str, tflops: dict[str, float], peak: Peak | None) -> Check:
     """One row per GPU: every dtype's TFLOP/s, and its fraction of the spec peak when known."""
     fractions: dict[str, float] = {}
     parts = []
     for dtype_name, measured in tflops.items():
-        spec = peak_value(peak, dtype_name)
+        spec = getattr(peak, f"{dtype_name}_tflops", None)
         if spec:
             fractions[dtype_name] = measured / spec
             parts.append(f"{dtype_name} {measured:.0f} ({measured / spec:.0%} of {spec:g})")
@@ -133,14 +114,6 @@ def matmul_check(label: str, name: str, tflops: dict[str, float], peak: Peak | N
     if peak is None:
         summary += " (GPU not in the peak table)"
     return passed(SECTION, f"{label} matmul", summary, **data)
-
-
-def peak_value(peak: Peak | None, dtype_name: str) -> float | None:
-    if peak is None:
-        return None
-    return {"bf16": peak.bf16_tflops, "fp16": peak.fp16_tflops, "tf32": peak.tf32_tflops}.get(
-        dtype_name
-    )
 
 
 def bandwidth_check(label: str, gbps: float, peak: Peak | None) -> Check:
@@ -182,9 +155,6 @@ def numerics_check(errors: dict[str, float], device: str) -> Check:
             errors=errors,
         )
     return passed(SECTION, "numerics", f"{device} vs CPU fp64: {summary}", errors=errors)
-
-
-# --- the probes themselves (need torch) -----------------------------------------------------
 
 
 def run_numerics(torch: Any, device: str) -> Check:
@@ -318,7 +288,7 @@ def compile_check(outcome: Any, timeout: float, device: str) -> Check:
         return failed(
             SECTION,
             "torch.compile",
-            f"the compile test crashed (exit {outcome.returncode}): {tail_line(outcome.stderr)}",
+            f"the compile test crashed (exit {outcome.returncode}): {last_line(outcome.stderr)}",
             "run `python -m torchrig.verify.compile_smoke` to see the error",
         )
     seconds = result.get("seconds", 0.0)
@@ -348,6 +318,6 @@ def compile_check(outcome: Any, timeout: float, device: str) -> Check:
     return failed(SECTION, "torch.compile", f"{device}: {error}", fix, **result)
 
 
-def tail_line(text: str) -> str:
+def last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:200] if lines else "no output"

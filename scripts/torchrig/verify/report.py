@@ -1,15 +1,73 @@
-"""Rendering: a compact table for people (colour on a terminal only) and one JSON document."""
+"""The report: the verdicts of one run, its exit codes, and its two forms: a compact table for
+people (colour on a terminal only) and one JSON document."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import textwrap
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 from torchrig.facts.verdict import Check, Verdict
 from torchrig.sizes import size_text
-from torchrig.verify.model import Report
+
+SCHEMA = "torchrig.verify/1"
+
+# Exit codes of `torchrig verify` (docs/verify.md lists them).
+EXIT_OK = 0
+EXIT_FAIL = 1
+EXIT_NO_GPU = 2
+EXIT_BAD_INPUT = 3
+
+
+@dataclass
+class Report:
+    mode: str  # "gpu" or "cpu"
+    options: dict[str, Any]
+    checks: list[Check] = field(default_factory=list)
+    no_gpu: bool = False  # nothing visible at all: exit 2 in GPU mode
+    hint: str | None = None
+    elapsed_s: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, *checks: Check) -> None:
+        self.checks.extend(checks)
+
+    def counts(self) -> dict[str, int]:
+        counts = {verdict.value.lower(): 0 for verdict in Verdict}
+        for check in self.checks:
+            counts[check.verdict.value.lower()] += 1
+        return counts
+
+    def exit_code(self) -> int:
+        if self.no_gpu and self.mode == "gpu":
+            return EXIT_NO_GPU
+        if any(check.verdict is Verdict.FAIL for check in self.checks):
+            return EXIT_FAIL
+        return EXIT_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "mode": self.mode,
+            "options": self.options,
+            "meta": self.meta,
+            "exit_code": self.exit_code(),
+            "no_gpu": self.no_gpu,
+            "hint": self.hint,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "summary": self.counts(),
+            "checks": [check_to_dict(check) for check in self.checks],
+        }
+
+
+def check_to_dict(check: Check) -> dict[str, Any]:
+    result = dataclasses.asdict(check)
+    result["verdict"] = check.verdict.value
+    return result
+
 
 COLOURS = {
     Verdict.PASS: "\033[32m",
@@ -55,10 +113,13 @@ def render_text(report: Report, colour: bool = False) -> str:
     return "\n".join(lines)
 
 
+def paint(verdict: Verdict, text: str) -> str:
+    """`text` in the verdict's colour."""
+    return f"{COLOURS[verdict]}{text}{RESET}"
+
+
 def check_lines(check: Check, colour: bool) -> list[str]:
-    verdict = check.verdict.value
-    if colour:
-        verdict = f"{COLOURS[check.verdict]}{verdict}{RESET}"
+    verdict = paint(check.verdict, check.verdict.value) if colour else check.verdict.value
     lines = [f"  {verdict}  {check.name:<{NAME_WIDTH}} {check.summary}"]
     if check.fix:
         lines.append(f"        {'':<{NAME_WIDTH}} fix: {check.fix}")

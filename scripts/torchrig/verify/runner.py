@@ -13,24 +13,23 @@ from typing import Any
 
 from torchrig import __version__, children
 from torchrig.facts import container_runtime, runtime, visible
+from torchrig.facts.container_runtime import Runtime
 from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
 from torchrig.facts.visible import CUDA_VISIBLE, visibility_env
 from torchrig.interpreter import module_command
 from torchrig.verify import (
     collectives,
-    fabric,
     health,
-    identity,
     probes,
     selection,
     software,
 )
-from torchrig.verify.model import Report
+from torchrig.verify.report import Report
 from torchrig.verify.software import TorchFacts
 
 
-def no_gpu_hint(container: container_runtime.Runtime) -> str:
+def no_gpu_hint(container: Runtime) -> str:
     """What to do when no GPU is visible, in the words of the runtime this runs under."""
     return (
         "No GPU is visible. On bare metal: install the NVIDIA driver (`nvidia-smi` must list the "
@@ -40,10 +39,6 @@ def no_gpu_hint(container: container_runtime.Runtime) -> str:
         "has, and do not start the CPU-only override. To check everything else without a GPU: "
         "`torchrig verify --cpu`."
     )
-
-
-class UsageError(ValueError):
-    """Bad input from the command line, reported without a traceback (exit 3)."""
 
 
 @dataclass
@@ -92,7 +87,8 @@ def machine_meta() -> dict[str, Any]:
         "host": socket.gethostname(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "in_container": os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"),
+        # Docker's or Podman's mark, not Apptainer's variables.
+        "in_container": container_runtime.detect(environ={}) is not Runtime.UNKNOWN,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
 
@@ -106,7 +102,7 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
     report.meta["driver"] = snapshot.driver_version
     report.add(*software.check_software(facts, snapshot, gpu_mode=True))
     runtime_facts = readers.runtime()
-    if no_gpu_visible(snapshot, facts):
+    if not (snapshot.available and snapshot.gpus) and facts.device_count == 0:
         report.no_gpu = True
         report.hint = no_gpu_hint(container_runtime.detect())
         reason = snapshot.error or "NVML lists no GPU"
@@ -121,48 +117,36 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
         report.add(*runtime.check_runtime(runtime_facts, gpu_count=0))
         return
     env = readers.env()
-    visible = visible_count(snapshot, facts, env)
-    wanted = validate_gpu_indices(options.gpus, visible)
+    wanted = validate_gpu_indices(options.gpus, visible_count(snapshot, facts, env))
     selected = selection.select_gpus(snapshot, facts, wanted, env.get(CUDA_VISIBLE))
     report.add(selection.check_counts(snapshot, facts, env))
-    hosts = host_indices(snapshot, env)
-    report.add(*(identity.check_identity(gpu, facts.arch_list, hosts(gpu)) for gpu in selected))
+    hosts = visible.host_indices(env.get(visible.NVIDIA_VISIBLE), len(snapshot.gpus))
+    for gpu in selected:
+        index = gpu.nvml.index if gpu.nvml else None
+        host = hosts[index] if index is not None and 0 <= index < len(hosts) else None
+        report.add(selection.check_identity(gpu, facts.arch_list, host))
     if snapshot.available:
         report.add(*health.check_health(selected, readers.own_pids()))
-        report.add(fabric.check_p2p(snapshot, selected), fabric.check_topology(snapshot, selected))
+        report.add(health.check_p2p(snapshot, selected), health.check_topology(snapshot, selected))
     else:
         report.add(skipped("gpus", "health", f"NVML unavailable: {snapshot.error}"))
     report.add(*runtime.check_runtime(runtime_facts, gpu_count=len(selected)))
-    if options.quick:
-        report.add(skipped("probes", "probes", "left out by --quick"))
-        report.add(skipped("collectives", collectives.NAME, "left out by --quick"))
-        return
-    if not facts.cuda_available:
-        report.add(skipped("probes", "probes", "CUDA is not usable (see software/cuda)"))
-        report.add(skipped("collectives", collectives.NAME, "CUDA is not usable"))
+    if options.quick or not facts.cuda_available:
+        why = "left out by --quick" if options.quick else "CUDA is not usable"
+        report.add(*left_out(why if options.quick else f"{why} (see software/cuda)", why))
         return
     report.add(*run_gpu_probes(selected, options.timeout))
-    nvlink = fabric.all_pairs_nvlink(snapshot, selected)
+    nvlink = health.all_pairs_nvlink(snapshot, selected)
     plan = collectives.gpu_plan([gpu.torch_index for gpu in selected], options.timeout)
     report.add(guarded_allreduce(plan, nvlink))
 
 
-def no_gpu_visible(snapshot: NvmlSnapshot, facts: TorchFacts) -> bool:
-    nvml_count = len(snapshot.gpus) if snapshot.available else 0
-    return nvml_count == 0 and facts.device_count == 0
-
-
-def host_indices(
-    snapshot: NvmlSnapshot, env: dict[str, str | None]
-) -> Callable[[selection.SelectedGpu], str | None]:
-    """A selected GPU -> its index on the host, from what the NVIDIA runtime passed in."""
-    hosts = visible.host_indices(env.get(visible.NVIDIA_VISIBLE), len(snapshot.gpus))
-
-    def of(gpu: selection.SelectedGpu) -> str | None:
-        index = gpu.nvml.index if gpu.nvml else None
-        return hosts[index] if index is not None and 0 <= index < len(hosts) else None
-
-    return of
+def left_out(probes_why: str, collectives_why: str | None = None) -> list[Check]:
+    """The probes and the all-reduce, not run."""
+    return [
+        skipped("probes", "probes", probes_why),
+        skipped("collectives", collectives.NAME, collectives_why or probes_why),
+    ]
 
 
 def visible_count(snapshot: NvmlSnapshot, facts: TorchFacts, env: dict[str, str | None]) -> int:
@@ -180,7 +164,7 @@ def validate_gpu_indices(wanted: list[int] | None, visible: int) -> list[int] | 
     out_of_range = [index for index in wanted if index >= visible]
     if out_of_range:
         valid = f"0-{visible - 1}" if visible > 1 else "0"
-        raise UsageError(
+        raise ValueError(
             f"--gpus {','.join(map(str, out_of_range))}: only {visible} GPU(s) visible "
             f"(valid: {valid})"
         )
@@ -231,19 +215,14 @@ def guarded_allreduce(plan: collectives.Plan, nvlink: bool) -> Check:
 
 def run_cpu_mode(options: Options, readers: Readers, report: Report) -> None:
     if options.gpus is not None:
-        raise UsageError("--gpus cannot be combined with --cpu")
+        raise ValueError("--gpus cannot be combined with --cpu")
     facts = readers.torch(False)
     report.add(*software.check_software(facts, None, gpu_mode=False))
     report.add(skipped("gpus", "gpus", "not checked in --cpu mode"))
     runtime_facts = readers.runtime()
     report.add(*runtime.check_runtime(runtime_facts, gpu_count=0))
-    if options.quick:
-        report.add(skipped("probes", "probes", "left out by --quick"))
-        report.add(skipped("collectives", collectives.NAME, "left out by --quick"))
-        return
-    if facts.error is not None:
-        report.add(skipped("probes", "probes", "torch is not usable"))
-        report.add(skipped("collectives", collectives.NAME, "torch is not usable"))
+    if options.quick or facts.error is not None:
+        report.add(*left_out("left out by --quick" if options.quick else "torch is not usable"))
         return
     report.add(*run_cpu_probes(options.timeout))
     plan = collectives.cpu_plan(options.timeout, runtime_facts.usable_cpus)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,8 +44,13 @@ def read_torch_facts(gpu_mode: bool = True) -> TorchFacts:
     except Exception as exc:  # ImportError, or a broken install raising OSError
         return TorchFacts(error=f"import torch failed: {exc}")
     facts = TorchFacts(version=torch.__version__, cuda_build=torch.version.cuda)
-    facts.cudnn_version = optional_call(torch.backends.cudnn.version)
-    facts.nccl_version = nccl_version_text(torch)
+    with contextlib.suppress(Exception):
+        facts.cudnn_version = torch.backends.cudnn.version()
+    with contextlib.suppress(Exception):  # CPU builds have no NCCL
+        version = torch.cuda.nccl.version()
+        facts.nccl_version = (
+            ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+        )
     if not gpu_mode or facts.cuda_build is None:
         return facts
     try:
@@ -67,23 +73,6 @@ def torch_device(torch: Any, index: int) -> TorchDevice:
         compute_capability=(int(props.major), int(props.minor)),
         uuid=None if uuid is None else str(uuid),
     )
-
-
-def nccl_version_text(torch: Any) -> str | None:
-    try:
-        version = torch.cuda.nccl.version()
-    except Exception:  # CPU builds have no NCCL
-        return None
-    if isinstance(version, tuple):
-        return ".".join(str(part) for part in version)
-    return str(version)
-
-
-def optional_call(function: Any) -> Any:
-    try:
-        return function()
-    except Exception:
-        return None
 
 
 def check_software(facts: TorchFacts, snapshot: NvmlSnapshot | None, gpu_mode: bool) -> list[Check]:
@@ -146,13 +135,11 @@ def check_cuda_available(facts: TorchFacts, snapshot: NvmlSnapshot | None) -> Ch
             SECTION, "cuda", f"torch.cuda.is_available(): True, {facts.device_count} device(s)"
         )
     reason = facts.cuda_error or "torch.cuda.is_available() is False"
-    return failed(SECTION, "cuda", reason, cuda_unavailable_fix(snapshot))
-
-
-def cuda_unavailable_fix(snapshot: NvmlSnapshot | None) -> str:
     if snapshot is None or not snapshot.available:
-        return "no working NVIDIA driver is visible: pass the GPUs in (see the hint) or install it"
-    return "the driver answers NVML but CUDA does not start: check the driver version below"
+        fix = "no working NVIDIA driver is visible: pass the GPUs in (see the hint) or install it"
+    else:
+        fix = "the driver answers NVML but CUDA does not start: check the driver version below"
+    return failed(SECTION, "cuda", reason, fix)
 
 
 def check_driver(facts: TorchFacts, snapshot: NvmlSnapshot) -> Check:

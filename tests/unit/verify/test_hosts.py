@@ -12,7 +12,7 @@ from torchrig.multihost.fanout import SSH_FAILED, Captured
 from torchrig.multihost.hostfile import Host
 from torchrig.multihost.run import JobOutcome
 from torchrig.verify import hosts
-from torchrig.verify.model import Report, check_to_dict
+from torchrig.verify.report import Report, check_to_dict
 
 
 def host_report(*checks, exit_code: int | None = None) -> dict:

@@ -7,7 +7,7 @@ import json
 
 from torchrig.facts.verdict import Check, Verdict
 from torchrig.verify import report
-from torchrig.verify.model import SCHEMA, Report
+from torchrig.verify.report import SCHEMA, Report
 from torchrig.verify.runner import Options, verify
 
 from . import fakes

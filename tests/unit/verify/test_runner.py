@@ -9,7 +9,7 @@ from torchrig.facts.container_runtime import Runtime
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.verdict import Check, Verdict, passed
 from torchrig.verify import collectives, runner
-from torchrig.verify.runner import Options, UsageError, verify
+from torchrig.verify.runner import Options, verify
 
 from . import fakes
 
@@ -36,7 +36,7 @@ def test_selected_gpus_are_the_only_ones_checked() -> None:
     result = verify(Options(quick=True, gpus=[1, 2]), fakes.readers())
     names = [check.name for check in result.checks if check.section == "gpus"]
     assert "GPU1" in names and "GPU2" in names and "GPU0" not in names
-    with pytest.raises(UsageError):
+    with pytest.raises(ValueError, match="only 8 GPU"):
         verify(Options(quick=True, gpus=[8]), fakes.readers())
 
 
