@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 
 if TYPE_CHECKING:
-    from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager
+    from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager, load_model_weights
     from torchrig.checkpoint.model_state import strip_prefixes, unwrap_model
     from torchrig.checkpoint.rng import capture_rng_state, gather_rng_states, restore_rng_state
     from torchrig.checkpoint.state import TrainingState
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
         exit_resumable,
         ignore_stop_signals,
     )
-    from torchrig.checkpoint.weights import load_model_weights
 
 _LAZY: dict[str, str] = {
     "CheckpointInfo": "manager",
@@ -46,7 +45,7 @@ _LAZY: dict[str, str] = {
     "capture_rng_state": "rng",
     "gather_rng_states": "rng",
     "restore_rng_state": "rng",
-    "load_model_weights": "weights",
+    "load_model_weights": "manager",
     "strip_prefixes": "model_state",
     "unwrap_model": "model_state",
 }

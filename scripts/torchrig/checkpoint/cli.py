@@ -214,7 +214,7 @@ def _export(args: argparse.Namespace) -> int:
     import torch
 
     from torchrig.checkpoint.directory import atomic_write
-    from torchrig.checkpoint.weights import load_model_weights
+    from torchrig.checkpoint.manager import load_model_weights
 
     source: Path = args.directory
     out: Path = args.out

@@ -78,22 +78,77 @@ class EntryKind:
                 found[step] = entry
         return found
 
+    def latest_name(self, directory: Path) -> str | None:
+        """The entry name `latest` holds, or None when the pointer is missing or malformed."""
+        # Without following a symlink, waiting on a FIFO or reading a huge file: root reads
+        # checkpoint folders dev writes (`torchrig ckpt ls`, `torchrig status`).
+        try:
+            pointer = read_small_file(directory, LATEST_NAME, MAX_POINTER_BYTES, "a pointer")
+        except (OSError, FileNotRead):
+            return None
+        if pointer is None:
+            return None
+        name = pointer.text.strip()
+        # Only a bare entry name is accepted: the pointer must not lead outside the directory.
+        return name if self.parse(name) is not None else None
+
+    def candidates(self, directory: Path) -> list[Path]:
+        """Entries to try, best first: the one `latest` names, then older ones, newest first.
+        With no usable pointer, every entry, newest first. An entry newer than the pointer comes
+        from a crash between its rename and the pointer's: it is not preferred."""
+        steps = self.entries(directory)
+        newest_first = sorted(steps, reverse=True)
+        latest = self.latest_name(directory)
+        pointer = directory / LATEST_NAME
+        if latest is None:
+            if pointer.exists():
+                warnings.warn(
+                    f"{pointer} is unreadable; using the newest checkpoint",
+                    CheckpointWarning,
+                    stacklevel=2,
+                )
+            return [steps[s] for s in newest_first]
+        latest_step = self.parse(latest)
+        assert latest_step is not None
+        if latest_step not in steps:
+            warnings.warn(
+                f"{pointer} names {latest}, which is missing; "
+                "falling back to the newest older checkpoint",
+                CheckpointWarning,
+                stacklevel=2,
+            )
+        return [steps[s] for s in newest_first if s <= latest_step]
+
+    def prune(self, directory: Path, current_step: int, keep: int) -> list[str]:
+        """Keep the newest `keep` entries up to `current_step`; return the names of newer ones.
+        Those come from a run resumed from an earlier checkpoint: they are left alone (nothing
+        is deleted that might be wanted) and replaced when training reaches those steps again."""
+        steps = self.entries(directory)
+        older = sorted((s for s in steps if s <= current_step), reverse=True)
+        for step in older[keep:]:
+            discard(steps[step])
+        return [steps[s].name for s in sorted(s for s in steps if s > current_step)]
+
+    def warn_if_other_kind(self, directory: Path) -> None:
+        """Nothing to resume, but the other layout's entries are here: likely a run started with
+        another sharding setting. Starting from scratch silently would throw its progress away."""
+        other = FOLDER if self is FILE else FILE
+        found = sorted(p.name for p in other.entries(directory).values())
+        if found:
+            warnings.warn(
+                f"{directory} holds {other.description} checkpoints ({found[-1]}, ...) that "
+                f"the {self.description} layout does not read: was the run started "
+                "with a different sharding setting?",
+                CheckpointWarning,
+                stacklevel=3,
+            )
+
 
 FILE = EntryKind(".pt", is_folder=False, description="single-file (step_*.pt)")
 FOLDER = EntryKind("", is_folder=True, description="sharded (FSDP) folder")
-KINDS = (FILE, FOLDER)
 
 
 # --- atomic writes ------------------------------------------------------------------------------
-
-
-def fsync_dir(directory: Path) -> None:
-    """Persist a rename: the directory entry itself must reach the disk, not just the file."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class RecordingWrites:
@@ -158,11 +213,12 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     except BaseException:
         discard(tmp)
         raise
-    fsync_dir(path.parent)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    # Persist the rename: the directory entry itself must reach the disk, not just the file.
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def discard(path: Path) -> None:
@@ -212,92 +268,8 @@ def remove_stale_temps(directory: Path) -> None:
             discard(entry)
 
 
-# --- one directory's entries ----------------------------------------------------------------------
-
-
-class StepDirectory:
-    """The entries of one kind in one directory: listing, the pointer, candidates, pruning."""
-
-    def __init__(self, directory: Path, kind: EntryKind) -> None:
-        self.path = directory
-        self.kind = kind
-
-    def entries(self) -> dict[int, Path]:
-        return self.kind.entries(self.path)
-
-    def latest_name(self) -> str | None:
-        """The entry name `latest` holds, or None when the pointer is missing or malformed."""
-        # Without following a symlink, waiting on a FIFO or reading a huge file: root reads
-        # checkpoint folders dev writes (`torchrig ckpt ls`, `torchrig status`).
-        try:
-            pointer = read_small_file(self.path, LATEST_NAME, MAX_POINTER_BYTES, "a pointer")
-        except (OSError, FileNotRead):
-            return None
-        if pointer is None:
-            return None
-        name = pointer.text.strip()
-        # Only a bare entry name is accepted: the pointer must not lead outside the directory.
-        return name if self.kind.parse(name) is not None else None
-
-    def point_latest_at(self, final: Path) -> None:
-        """Rewrite `latest` atomically. Its directory fsync also makes the entry's own rename
-        durable: were the pointer's to survive a crash and the entry's not, loading falls back
-        (with a warning) to the newest older entry."""
-        atomic_write_text(self.path / LATEST_NAME, final.name + "\n")
-
-    def candidates(self) -> list[Path]:
-        """Entries to try, best first: the one `latest` names, then older ones, newest first.
-
-        With no usable pointer, every entry, newest first. An entry newer than the pointer comes
-        from a crash between its rename and the pointer's: it is not preferred.
-        """
-        steps = self.entries()
-        newest_first = sorted(steps, reverse=True)
-        latest = self.latest_name()
-        if latest is None:
-            if (self.path / LATEST_NAME).exists():
-                warnings.warn(
-                    f"{self.path / LATEST_NAME} is unreadable; using the newest checkpoint",
-                    CheckpointWarning,
-                    stacklevel=2,
-                )
-            return [steps[s] for s in newest_first]
-        latest_step = self.kind.parse(latest)
-        assert latest_step is not None
-        if latest_step not in steps:
-            warnings.warn(
-                f"{self.path / LATEST_NAME} names {latest}, which is missing; "
-                "falling back to the newest older checkpoint",
-                CheckpointWarning,
-                stacklevel=2,
-            )
-        return [steps[s] for s in newest_first if s <= latest_step]
-
-    def prune(self, current_step: int, keep: int) -> list[str]:
-        """Keep the newest `keep` entries up to `current_step`; return the names of newer ones.
-
-        Newer entries come from a run that was resumed from an earlier checkpoint. They are left
-        alone (nothing is deleted that might be wanted) and are replaced when training reaches
-        those steps again.
-        """
-        steps = self.entries()
-        older = sorted((s for s in steps if s <= current_step), reverse=True)
-        for step in older[keep:]:
-            discard(steps[step])
-        return [steps[s].name for s in sorted(s for s in steps if s > current_step)]
-
-    def warn_if_other_kind(self) -> None:
-        """Nothing to resume, but the other layout's entries are here: likely a run started with
-        another sharding setting. Starting from scratch silently would throw its progress away."""
-        for other in KINDS:
-            if other == self.kind:
-                continue
-            found = sorted(p.name for p in other.entries(self.path).values())
-            if found:
-                warnings.warn(
-                    f"{self.path} holds {other.description} checkpoints ({found[-1]}, ...) that "
-                    f"the {self.kind.description} layout does not read: was the run started "
-                    "with a different sharding setting?",
-                    CheckpointWarning,
-                    stacklevel=3,
-                )
+def point_latest_at(final: Path) -> None:
+    """Rewrite `latest` atomically. Its directory fsync also makes the entry's own rename
+    durable: were the pointer's to survive a crash and the entry's not, loading falls back
+    (with a warning) to the newest older entry."""
+    atomic_write(final.parent / LATEST_NAME, lambda f: f.write(f"{final.name}\n".encode()))

@@ -23,25 +23,24 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from torchrig.checkpoint import _dist, location
+from torchrig.checkpoint import _dist, location, torchfile
 from torchrig.checkpoint.directory import (
     FILE,
     FOLDER,
     EntryKind,
-    StepDirectory,
     discard,
     disk_full,
     entry_size,
     move_in,
+    point_latest_at,
     remove_stale_temps,
 )
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 from torchrig.checkpoint.model_state import sharded_parameter
-from torchrig.checkpoint.sharded import ShardedLayout
-from torchrig.checkpoint.single_file import SingleFileLayout
-from torchrig.checkpoint.torchfile import first_line
+from torchrig.checkpoint.sharded import METADATA_NAME, ShardedLayout
+from torchrig.checkpoint.single_file import SingleFileLayout, weights_of
 from torchrig.sizes import size_text
 
 if TYPE_CHECKING:
@@ -53,45 +52,9 @@ LayoutName = Literal["auto", "file", "sharded"]
 _T = TypeVar("_T")
 
 
-class Layout(Protocol):
-    """How one step is stored; everything around it is the manager's (see the module doc)."""
-
-    name: str
-    kind: EntryKind
-
-    def payload(self, state: TrainingState, step: int) -> dict[str, Any]:
-        """Every rank: what rank 0 writes besides the shards, checked before anything is."""
-        ...
-
-    def write_shards(self, tmp: Path, state: TrainingState) -> None:
-        """Every rank, collectively: its part of the entry (or nothing)."""
-        ...
-
-    def write_rest(self, tmp: Path, payload: dict[str, Any]) -> None:
-        """Rank 0: the rest of the entry, fsynced, under its temp name."""
-        ...
-
-    def check(self, path: Path, *, verify: bool) -> None:
-        """Raise CheckpointError when the entry is damaged (without loading it into a model)."""
-        ...
-
-    def read(self, path: Path, map_location: Any, *, verify: bool) -> dict[str, Any]:
-        """The stored payload; CheckpointError when the entry is damaged or not ours."""
-        ...
-
-    def restore_model(self, path: Path, payload: dict[str, Any], state: TrainingState) -> None:
-        """Every rank, collectively for a sharded entry: model and optimizer, in place."""
-        ...
-
-    def model_weights(self, path: Path, map_location: Any) -> dict[str, torch.Tensor]:
-        """The full, prefix-free model weights, in this one process."""
-        ...
-
-
-_LAYOUTS: dict[str, Callable[..., Layout]] = {
-    "file": SingleFileLayout,
-    "sharded": ShardedLayout,
-}
+# How one step is stored (the methods both share); everything around it is the manager's.
+Layout = SingleFileLayout | ShardedLayout
+_LAYOUTS: dict[str, type[Layout]] = {"file": SingleFileLayout, "sharded": ShardedLayout}
 
 
 @dataclass(frozen=True)
@@ -102,11 +65,6 @@ class CheckpointInfo:
     is_latest: bool
     ok: bool
     error: str | None = None
-
-    # `err`: a shorter read-only spelling of `error`, kept so scripts that use it go on working.
-    @property
-    def err(self) -> str | None:
-        return self.error
 
 
 class CheckpointManager:
@@ -158,8 +116,6 @@ class CheckpointManager:
 
     def _layout_here(self, model: torch.nn.Module | None) -> Layout:
         """This process's choice, without asking the other ranks."""
-        if self._layout is not None:
-            return self._layout
         name = self.layout
         if name == "auto":
             name = "file"
@@ -168,9 +124,6 @@ class CheckpointManager:
             elif FOLDER.entries(self.directory) and not FILE.entries(self.directory):
                 name = "sharded"  # e.g. an FSDP run resumed without sharding: DCP reshards
         return _LAYOUTS[name](checksums=self.checksums)
-
-    def _steps(self, layout: Layout) -> StepDirectory:
-        return StepDirectory(self.directory, layout.kind)
 
     # -- saving --
 
@@ -212,7 +165,6 @@ class CheckpointManager:
 
     def _finish(self, layout: Layout, tmp: Path, final: Path, payload: dict[str, Any]) -> None:
         """Rank 0: complete the entry, publish it, point `latest` at it, prune."""
-        steps = self._steps(layout)
         step = payload["step"]
         try:
             layout.write_rest(tmp, payload)
@@ -223,10 +175,10 @@ class CheckpointManager:
             if full is not None:
                 raise CheckpointError(self._disk_full_message(step, full)) from exc
             raise
-        steps.point_latest_at(final)  # its directory fsync makes the rename above durable too
+        point_latest_at(final)  # its directory fsync makes the rename above durable too
         if replaced is not None:
             discard(replaced)
-        newer = steps.prune(step, self.keep)
+        newer = layout.kind.prune(self.directory, step, self.keep)
         if newer and not self._warned_newer:
             self._warned_newer = True
             warnings.warn(
@@ -259,9 +211,8 @@ class CheckpointManager:
         layout = self.resolve_layout(state.model)
         if map_location is None:
             map_location = next((p.device for p in state.model.parameters()), None)
-        steps = self._steps(layout)
         misfits: builtins.list[str] = []
-        for path in self._agreed_candidates(steps):
+        for path in self._agreed_candidates(layout.kind):
             payload, error = _attempt(layout.read, path, map_location, verify=verify)
             if (error := _agreed_error(error)) is not None:
                 warnings.warn(f"skipping bad checkpoint {error}", CheckpointWarning, stacklevel=2)
@@ -277,7 +228,7 @@ class CheckpointManager:
                 f"no checkpoint in {self.directory} could be loaded into this model and "
                 f"optimizer; newest: {misfits[0]}"
             )
-        steps.warn_if_other_kind()
+        layout.kind.warn_if_other_kind(self.directory)
         return None
 
     @staticmethod
@@ -290,14 +241,14 @@ class CheckpointManager:
         except CheckpointError as exc:
             raise CheckpointError(f"{path}: {exc}") from exc
         except Exception as exc:  # load_state_dict raises ValueError, KeyError, RuntimeError...
-            raise CheckpointError(f"{path}: {type(exc).__name__}: {first_line(exc)}") from exc
+            raise CheckpointError(
+                f"{path}: {type(exc).__name__}: {torchfile.first_line(exc)}"
+            ) from exc
 
-    def _agreed_candidates(self, steps: StepDirectory) -> builtins.list[Path]:
+    def _agreed_candidates(self, kind: EntryKind) -> builtins.list[Path]:
         """The entries to try, best first; the same on every rank, or a CheckpointError."""
-        paths = steps.candidates()
-        listings = cast(
-            builtins.list[builtins.list[str]], _dist.all_gather([p.name for p in paths])
-        )
+        paths = kind.candidates(self.directory)
+        listings = _dist.all_gather([p.name for p in paths])
         if any(names != listings[0] for names in listings):
             found = ", ".join(
                 f"rank {r}: {names[0] if names else 'nothing'}" for r, names in enumerate(listings)
@@ -312,8 +263,8 @@ class CheckpointManager:
         """The full, prefix-free model weights of the newest good checkpoint, in this one process
         (no process group needed): for export and inference. A sharded checkpoint is gathered
         into full tensors, which needs CPU memory for the whole model."""
-        layout = self._layout_here(None)
-        for path in self._steps(layout).candidates():
+        layout = self._layout or self._layout_here(None)
+        for path in layout.kind.candidates(self.directory):
             try:
                 return layout.model_weights(path, map_location)
             except CheckpointError as exc:
@@ -327,9 +278,8 @@ class CheckpointManager:
         infos: builtins.list[CheckpointInfo] = []
         for make in _LAYOUTS.values():
             layout = make(checksums=self.checksums)
-            steps = self._steps(layout)
-            latest = steps.latest_name()
-            for step, path in steps.entries().items():
+            latest = layout.kind.latest_name(self.directory)
+            for step, path in layout.kind.entries(self.directory).items():
                 error: str | None = None
                 try:
                     layout.check(path, verify=verify)
@@ -358,3 +308,19 @@ def _agreed_error(mine: str | None) -> str | None:
         return mine
     failed = [(rank, error) for rank, error in enumerate(errors) if error is not None]
     return None if not failed else f"{failed[0][1]} (on rank {failed[0][0]})"
+
+
+def load_model_weights(
+    path_or_dir: str | os.PathLike[str], map_location: Any = "cpu"
+) -> dict[str, torch.Tensor]:
+    """Prefix-free model weights from: a checkpoint file, a plain state_dict file (e.g. one
+    written by `torchrig ckpt export`), a directory (its latest good checkpoint, either layout),
+    or one sharded step folder (gathered into full tensors in this process)."""
+    path = Path(path_or_dir)
+    if path.is_dir() and (path / METADATA_NAME).exists():
+        return ShardedLayout().model_weights(path, map_location)
+    if path.is_dir():
+        return CheckpointManager(path).latest_weights(map_location)
+    if path.is_file():
+        return weights_of(torchfile.load(path, map_location), path)
+    raise CheckpointError(f"{path}: no such file or directory")

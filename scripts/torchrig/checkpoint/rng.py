@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from torchrig.checkpoint import _dist
 from torchrig.checkpoint.errors import CheckpointWarning
@@ -43,12 +42,7 @@ def capture_rng_state() -> dict[str, Any]:
 
 def gather_rng_states() -> list[dict[str, Any]]:
     """Every rank's state, indexed by rank, on every rank (collective when a group exists)."""
-    mine = capture_rng_state()
-    if not _dist.is_distributed():
-        return [mine]
-    gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, mine)
-    return gathered
+    return _dist.all_gather(capture_rng_state())
 
 
 def restore_rng_state(states: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -> bool:

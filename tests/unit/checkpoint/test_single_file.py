@@ -91,7 +91,7 @@ def test_cheap_list_spots_truncation_without_loading(tmp_path: Path) -> None:
     corrupt(tmp_path / "step_00000002.pt", "truncated")
     infos = manager.list()
     assert [(i.step, i.ok) for i in infos] == [(1, True), (2, False)]
-    assert infos[1].is_latest and "truncated" in (infos[1].err or "")
+    assert infos[1].is_latest and "truncated" in (infos[1].error or "")
 
 
 @pytest.mark.parametrize(
