@@ -24,8 +24,8 @@ from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 
 if TYPE_CHECKING:
     from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager, load_model_weights
-    from torchrig.checkpoint.model_state import strip_prefixes, unwrap_model
     from torchrig.checkpoint.rng import capture_rng_state, gather_rng_states, restore_rng_state
+    from torchrig.checkpoint.single_file import strip_prefixes, unwrap_model
     from torchrig.checkpoint.state import TrainingState
     from torchrig.checkpoint.stop import (
         RESUMABLE_EXIT,
@@ -46,8 +46,8 @@ _LAZY: dict[str, str] = {
     "gather_rng_states": "rng",
     "restore_rng_state": "rng",
     "load_model_weights": "manager",
-    "strip_prefixes": "model_state",
-    "unwrap_model": "model_state",
+    "strip_prefixes": "single_file",
+    "unwrap_model": "single_file",
 }
 
 __all__ = [

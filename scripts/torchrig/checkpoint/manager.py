@@ -38,9 +38,9 @@ from torchrig.checkpoint.directory import (
     remove_stale_temps,
 )
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
-from torchrig.checkpoint.model_state import sharded_parameter
 from torchrig.checkpoint.sharded import METADATA_NAME, ShardedLayout
-from torchrig.checkpoint.single_file import SingleFileLayout, weights_of
+from torchrig.checkpoint.single_file import SingleFileLayout, sharded_parameter, weights_of
+from torchrig.checkpoint.state import check_loadable
 from torchrig.sizes import size_text
 
 if TYPE_CHECKING:
@@ -140,6 +140,8 @@ class CheckpointManager:
         final = self.directory / layout.kind.name(step)
         tmp = layout.kind.temp_path(final)
         payload = layout.payload(state, step)
+        # Found now, on every rank, not at the resume weeks later.
+        check_loadable(payload)
         _dist.run_on_rank0(self._prepare, f"prepare {self.directory}")
         layout.write_shards(tmp, state)
         _dist.run_on_rank0(lambda: self._finish(layout, tmp, final, payload), f"save {final}")

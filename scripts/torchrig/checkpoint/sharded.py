@@ -27,7 +27,6 @@ import torch
 from torchrig.checkpoint import _dist, torchfile
 from torchrig.checkpoint.directory import FOLDER, atomic_write, entry_size
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
-from torchrig.checkpoint.loadable import check_loadable
 from torchrig.checkpoint.state import TrainingState, require_format
 
 FORMAT = "torchrig-sharded/1"
@@ -47,10 +46,8 @@ class ShardedLayout:
     # -- saving --
 
     def payload(self, state: TrainingState, step: int) -> dict[str, Any]:
-        """What goes into extra.pt, checked (on every rank, so that all of them raise alike)."""
-        extra = {"format": FORMAT, **state.progress(step)}
-        check_loadable(extra)
-        return extra
+        """What goes into extra.pt (on every rank, so that all of them raise alike)."""
+        return {"format": FORMAT, **state.progress(step)}
 
     def write_shards(self, tmp: Path, state: TrainingState) -> None:
         """Collective: every rank writes its shards of model and optimizer into `tmp`."""
