@@ -1,14 +1,7 @@
 """`CheckpointManager`: save and resume a `TrainingState`, in whichever layout fits the model.
 
-One contract for every model: `save(step, state)` and `load_latest(state)`, called on every rank.
-Underneath, a layout stores one step:
-
-    "file"      one torch.save file per step, written by rank 0 (single_file.py)
-    "sharded"   one torch.distributed.checkpoint folder per step, every rank writing its own shards
-                (sharded.py): FSDP2 and other DTensor models
-    "auto"      (the default) "sharded" for a model with DTensor parameters, and for a directory
-                that holds step folders only; "file" otherwise
-
+One contract for every model, `save(step, state)` and `load_latest(state)` on every rank; a layout
+stores one step ("file": single_file.py, "sharded": sharded.py, "auto": see docs/checkpoints.md).
 Whatever the layout, the manager does the rest the same way (directory.py): temp name, atomic
 rename, the `latest` pointer, pruning, stale-temp cleanup, falling back past bad checkpoints,
 and the ranks' agreement on all of it. Its first load or save records the directory where
@@ -25,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from torchrig.checkpoint import _dist, location, torchfile
+from torchrig.checkpoint import _dist, location
 from torchrig.checkpoint.directory import (
     FILE,
     FOLDER,
@@ -39,8 +32,9 @@ from torchrig.checkpoint.directory import (
 )
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 from torchrig.checkpoint.sharded import METADATA_NAME, ShardedLayout
-from torchrig.checkpoint.single_file import SingleFileLayout, sharded_parameter, weights_of
+from torchrig.checkpoint.single_file import SingleFileLayout, sharded_parameter
 from torchrig.checkpoint.state import check_loadable
+from torchrig.checkpoint.torchfile import first_line
 from torchrig.sizes import size_text
 
 if TYPE_CHECKING:
@@ -97,11 +91,8 @@ class CheckpointManager:
     # -- the layout --
 
     def resolve_layout(self, model: torch.nn.Module | None = None) -> Layout:
-        """The layout this manager uses, fixed by its first save or load (see the module doc).
-
-        Collective when a process group exists: the ranks must agree, or they would wait in
-        different collectives.
-        """
+        """The layout this manager uses, fixed by its first save or load. Collective: the ranks
+        must agree, or they would wait in different collectives."""
         if self._layout is None:
             layout = self._layout_here(model)
             choices = _dist.all_gather(layout.name)
@@ -130,11 +121,8 @@ class CheckpointManager:
     def save(self, step: int, state: TrainingState) -> Path | None:
         """Save `state` as step `step`: written under a temp name, renamed, `latest` pointed at
         it, older checkpoints pruned. Returns the checkpoint's path on rank 0, None elsewhere.
-
         Collective: call it on every rank, at a step boundary. Everything stored is checked
-        first (on every rank); if rank 0 then fails (disk full), every rank raises, instead of
-        the others waiting at a barrier until a timeout.
-        """
+        first (on every rank); if rank 0 then fails (disk full), every rank raises."""
         location.record(self.directory)  # for `torchrig status`
         layout = self.resolve_layout(state.model)
         final = self.directory / layout.kind.name(step)
@@ -195,32 +183,24 @@ class CheckpointManager:
     def load_latest(
         self, state: TrainingState, *, map_location: Any = None, verify: bool = True
     ) -> dict[str, Any] | None:
-        """Restore `state` in place from the newest good checkpoint: model, optimizer, scheduler,
-        scaler, sampler and this rank's RNG states. Returns {"epoch", "step", "sampler",
-        "config"} as saved, or None when there is nothing to resume.
-
-        Collective: call it on every rank. The ranks check that they see the same checkpoints,
-        and move past a bad one together. A damaged checkpoint (missing, truncated, failing its
-        CRC check with `verify`, not a torchrig checkpoint) is skipped with a warning naming it;
-        with none left, None. One that is intact but does not fit `state` (another model) is
-        skipped too, but if none fits, CheckpointError: starting from scratch would quietly
-        throw the run's progress away.
-
-        `map_location` (single-file layout): where tensors load; default the model's device, so
-        that every rank's land on its own GPU rather than the one they were saved from.
-        """
+        """Restore `state` in place from the newest good checkpoint; {"epoch", "step", "sampler",
+        "config"} as saved, or None when there is nothing to resume. Collective: the ranks check
+        that they see the same checkpoints, and move past a bad one together. One that is intact
+        but fits no `state` is skipped too, but if none fits, CheckpointError: starting from
+        scratch would quietly throw the run's progress away. `map_location` (single-file
+        layout) defaults to the model's device: every rank's own GPU, not the saver's."""
         location.record(self.directory)  # for `torchrig status`
         layout = self.resolve_layout(state.model)
         if map_location is None:
             map_location = next((p.device for p in state.model.parameters()), None)
         misfits: builtins.list[str] = []
         for path in self._agreed_candidates(layout.kind):
-            payload, error = _attempt(layout.read, path, map_location, verify=verify)
-            if (error := _agreed_error(error)) is not None:
+            payload, error = _agreed_attempt(layout.read, path, map_location, verify=verify)
+            if error is not None:
                 warnings.warn(f"skipping bad checkpoint {error}", CheckpointWarning, stacklevel=2)
                 continue
-            resumed, error = _attempt(self._restore, layout, path, payload, state)
-            if (error := _agreed_error(error)) is not None:
+            resumed, error = _agreed_attempt(_restore, layout, path, payload, state)
+            if error is not None:
                 warnings.warn(f"skipping checkpoint {error}", CheckpointWarning, stacklevel=2)
                 misfits.append(error)
                 continue
@@ -232,20 +212,6 @@ class CheckpointManager:
             )
         layout.kind.warn_if_other_kind(self.directory)
         return None
-
-    @staticmethod
-    def _restore(
-        layout: Layout, path: Path, payload: dict[str, Any], state: TrainingState
-    ) -> dict[str, Any]:
-        try:
-            layout.restore_model(path, payload, state)
-            return state.restore_progress(payload)
-        except CheckpointError as exc:
-            raise CheckpointError(f"{path}: {exc}") from exc
-        except Exception as exc:  # load_state_dict raises ValueError, KeyError, RuntimeError...
-            raise CheckpointError(
-                f"{path}: {type(exc).__name__}: {torchfile.first_line(exc)}"
-            ) from exc
 
     def _agreed_candidates(self, kind: EntryKind) -> builtins.list[Path]:
         """The entries to try, best first; the same on every rank, or a CheckpointError."""
@@ -294,22 +260,32 @@ class CheckpointManager:
         return sorted(infos, key=lambda info: (info.step, info.path.name))
 
 
-def _attempt(action: Callable[..., _T], *args: Any, **kwargs: Any) -> tuple[_T | None, str | None]:
-    """(result, None), or (None, the CheckpointError's message)."""
+def _agreed_attempt(
+    action: Callable[..., _T], *args: Any, **kwargs: Any
+) -> tuple[_T | None, str | None]:
+    """(result, None) when every rank succeeded; else (None, this rank's CheckpointError message
+    or the first failing rank's): every rank moves on together, even when only one failed."""
     try:
-        return action(*args, **kwargs), None
+        result, mine = action(*args, **kwargs), None
     except CheckpointError as exc:
-        return None, str(exc)
-
-
-def _agreed_error(mine: str | None) -> str | None:
-    """None when every rank succeeded; else this rank's error, or the first failing rank's.
-    Every rank then moves on together, even when only one of them failed."""
+        result, mine = None, str(exc)
     errors = _dist.all_gather(mine)
-    if mine is not None:
-        return mine
     failed = [(rank, error) for rank, error in enumerate(errors) if error is not None]
-    return None if not failed else f"{failed[0][1]} (on rank {failed[0][0]})"
+    if mine is None and failed:
+        mine = f"{failed[0][1]} (on rank {failed[0][0]})"
+    return (result if mine is None else None), mine
+
+
+def _restore(
+    layout: Layout, path: Path, payload: dict[str, Any], state: TrainingState
+) -> dict[str, Any]:
+    try:
+        layout.restore_model(path, payload, state)
+        return state.restore_progress(payload)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{path}: {exc}") from exc
+    except Exception as exc:  # load_state_dict raises ValueError, KeyError, RuntimeError...
+        raise CheckpointError(f"{path}: {type(exc).__name__}: {first_line(exc)}") from exc
 
 
 def load_model_weights(
@@ -324,5 +300,5 @@ def load_model_weights(
     if path.is_dir():
         return CheckpointManager(path).latest_weights(map_location)
     if path.is_file():
-        return weights_of(torchfile.load(path, map_location), path)
+        return SingleFileLayout().model_weights(path, map_location)
     raise CheckpointError(f"{path}: no such file or directory")

@@ -1,15 +1,9 @@
 """What a training checkpoint holds: `TrainingState`, and the parts both layouts store alike.
 
-A `TrainingState` knows the run's live objects (model, optimizer, LR scheduler, GradScaler,
-sampler, and by name any others: an EMA, a second scheduler) and its plain values (epoch,
-config): `CheckpointManager.save(step, state)` takes everything from it and `load_latest(state)`
-puts everything back in place, whatever the layout. It is the "Stateful application state"
-pattern torch.distributed.checkpoint recommends; torchtitan's checkpointer takes its states as a
-dict the same way.
-
-The model and optimizer are the layouts' business (one full copy in a file, or every rank's shards
-in a folder). Everything else, `progress(step)`, is small, the same on every rank (the RNG states
-are gathered), and stored and restored the same way by both layouts.
+A `TrainingState` knows the run's live objects and plain values; `CheckpointManager` takes
+everything from it and puts everything back, whatever the layout (torch.distributed.checkpoint's
+"Stateful application state" pattern). The model and optimizer are the layouts' business;
+everything else, `progress(step)`, is small, the same on every rank, and stored alike by both.
 """
 
 from __future__ import annotations
@@ -25,9 +19,6 @@ import torch
 
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 from torchrig.checkpoint.rng import gather_rng_states, restore_rng_state
-
-# What `load_latest` hands back to the training loop.
-RESUMED_KEYS = ("epoch", "step", "sampler", "config")
 
 
 class Stateful(Protocol):
@@ -83,11 +74,8 @@ class TrainingState:
         return int(getattr(self.sampler, "epoch", 0))
 
     def progress(self, step: int) -> dict[str, Any]:
-        """The parts besides model and optimizer, as stored.
-
-        Collective when a process group exists (it gathers every rank's RNG state): the manager
-        calls it on every rank, even where only rank 0 writes.
-        """
+        """The parts besides model and optimizer, as stored. Collective (it gathers every rank's
+        RNG state): the manager calls it on every rank, even where only rank 0 writes."""
         check_json_like(self.config)
         extras = {name: part.state_dict() for name, part in self.extras.items()}
         return {
@@ -102,31 +90,26 @@ class TrainingState:
         }
 
     def restore_progress(self, saved: Mapping[str, Any]) -> dict[str, Any]:
-        """Put back what `progress` stored: scheduler, scaler, sampler, the extras, then this
-        rank's RNG.
-
-        Returns {"epoch", "step", "sampler", "config"} for the training loop to continue from.
-        """
+        """Put back what `progress` stored, then this rank's RNG; {"epoch", "step", "sampler",
+        "config"} for the training loop to continue from."""
         load_part(self.scheduler, saved.get("scheduler"), "scheduler")
         load_part(self.scaler, saved.get("scaler"), "scaler")
         load_part(self.sampler, saved.get("sampler"), "sampler")
-        self.restore_extras(saved.get("extras") or {})
-        if self.epoch is not None:
-            self.epoch = int(saved["epoch"])
-        restore_rng_state(saved["rng"])
-        return {key: saved[key] for key in RESUMED_KEYS}
-
-    def restore_extras(self, saved: Mapping[str, Any]) -> None:
+        extras = saved.get("extras") or {}
         for name, part in self.extras.items():
-            load_part(part, saved.get(name), f"extras[{name!r}]")
-        unused = sorted(set(saved) - set(self.extras))
+            load_part(part, extras.get(name), f"extras[{name!r}]")
+        unused = sorted(set(extras) - set(self.extras))
         if unused:
             warnings.warn(
                 f"checkpoint holds state for extras {unused} that this TrainingState has no "
                 "object for: not loaded (pass them in extras= to restore them)",
                 CheckpointWarning,
-                stacklevel=4,
+                stacklevel=3,
             )
+        if self.epoch is not None:
+            self.epoch = int(saved["epoch"])
+        restore_rng_state(saved["rng"])
+        return {key: saved[key] for key in ("epoch", "step", "sampler", "config")}
 
 
 def _state_of(part: Stateful | None) -> Any:
@@ -187,21 +170,13 @@ def check_loadable(value: Any, where: str = "state") -> None:
         for index, item in enumerate(value):
             check_loadable(item, f"{where}[{index}]")
         return
-    _refuse(value, where)
-
-
-def _refuse(value: Any, where: str) -> None:
-    if type(value) in _allow_listed():
+    if type(value) in torch.serialization.get_safe_globals():  # allow-listed by the user
         return
     raise CheckpointError(
         f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which "
         "torch.load(weights_only=True) refuses: store plain values (numbers, strings, lists, "
         "dicts, tensors) or allow-list the type with torch.serialization.add_safe_globals"
     )
-
-
-def _allow_listed() -> set[type]:
-    return {g for g in torch.serialization.get_safe_globals() if isinstance(g, type)}
 
 
 def check_json_like(value: Any, where: str = "config") -> None:
