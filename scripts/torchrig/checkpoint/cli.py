@@ -136,23 +136,14 @@ def describe_file(path: Path) -> dict[str, Any]:
     """Step, epoch, config and tensor totals of one checkpoint file (or plain state_dict)."""
     from torchrig.checkpoint import torchfile
     from torchrig.checkpoint.single_file import FORMAT
+    from torchrig.checkpoint.state import summary_of
 
     state = torchfile.load(path, "cpu")
     count, nbytes = _tensor_totals(state)
     summary: dict[str, Any] = {"path": str(path), "size_bytes": path.stat().st_size}
     if isinstance(state, dict) and state.get("format") == FORMAT:
         model_count, model_bytes = _tensor_totals(state.get("model"))
-        summary.update(
-            format=state["format"],
-            step=state.get("step"),
-            epoch=state.get("epoch"),
-            sampler=state.get("sampler"),
-            config=state.get("config"),
-            parts=sorted(k for k, v in state.items() if v is not None),
-            rng_ranks=len(state.get("rng") or []),
-            model_tensors=model_count,
-            model_bytes=model_bytes,
-        )
+        summary.update(summary_of(state), model_tensors=model_count, model_bytes=model_bytes)
     else:
         summary["format"] = "plain torch.save file (no torchrig metadata)"
     summary.update(tensors=count, tensor_bytes=nbytes)

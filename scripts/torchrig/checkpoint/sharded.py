@@ -1,17 +1,10 @@
 """The sharded layout: one torch.distributed.checkpoint (DCP) folder per step, written by all ranks.
 
-For models too large for one GPU (FSDP2 `fully_shard`, or anything with DTensor parameters):
-every rank writes its own shards in parallel and no rank ever holds the full model. A folder is
-
-    .metadata         written last by DCP's coordinator
-    __0_0.distcp ...  each rank's shards of `model` and `optim` (get_state_dict: prefix-free keys)
-    extra.pt          format "torchrig-sharded/1" and `TrainingState.progress` (rank 0, torch.save)
-
-The folder is written as `.step_<N>.tmp/` and renamed by rank 0 only once every rank's shards are
-on disk (DCP fsyncs them) and extra.pt is in place. It also loads into an unsharded model: DCP
-reshards on load, so a run may change its sharding (or drop it) between save and resume.
-
-Every read goes through safe_dcp: a folder's metadata and non-tensor values cannot run code.
+For models too large for one GPU (FSDP2, DTensor parameters): every rank writes its own shards of
+`model` and `optim` (get_state_dict: prefix-free keys), DCP's coordinator writes `.metadata`
+last, and rank 0 adds `extra.pt` (format "torchrig-sharded/1" and `TrainingState.progress`). DCP
+reshards on load, so a run may change its sharding (or drop it) between save and resume. Every
+read goes through safe_dcp: a folder's metadata and non-tensor values cannot run code.
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ import torch
 from torchrig.checkpoint import _dist, torchfile
 from torchrig.checkpoint.directory import FOLDER, atomic_write, entry_size
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
-from torchrig.checkpoint.state import TrainingState, require_format
+from torchrig.checkpoint.state import TrainingState, require_format, summary_of
 
 FORMAT = "torchrig-sharded/1"
 EXTRA_NAME = "extra.pt"
@@ -72,8 +65,8 @@ class ShardedLayout:
         check_folder(path)
 
     def read(self, path: Path, map_location: Any, *, verify: bool) -> dict[str, Any]:
-        """extra.pt, once the folder is known complete. DCP puts tensors where the model's own
-        are, so `map_location` does not apply."""
+        """extra.pt, once the folder is known complete (DCP puts tensors where the model's own
+        are: `map_location` does not apply)."""
         return check_folder(path)
 
     def restore_model(self, path: Path, payload: dict[str, Any], state: TrainingState) -> None:
@@ -133,9 +126,6 @@ def _dcp_parts(
     return parts, optimizers
 
 
-# --- checking a folder without loading it -------------------------------------------------------
-
-
 def check_folder(folder: Path) -> dict[str, Any]:
     """`folder`'s extra.pt, once the folder is known to be a complete checkpoint of this layout:
     metadata readable, every shard file it names present and long enough, extra.pt tagged and
@@ -189,13 +179,8 @@ def describe_folder(folder: Path) -> dict[str, Any]:
     total = sum(c for c, _ in counts.values()), sum(b for _, b in counts.values())
     return {
         "path": str(folder),
+        **summary_of(extra, counts),
         "format": f"{extra['format']} (torch.distributed.checkpoint)",
-        "step": extra.get("step"),
-        "epoch": extra.get("epoch"),
-        "sampler": extra.get("sampler"),
-        "config": extra.get("config"),
-        "parts": sorted({*counts, *(k for k, v in extra.items() if v is not None)}),
-        "rng_ranks": len(extra.get("rng") or []),
         "size_bytes": entry_size(folder),
         "tensors": total[0],
         "tensor_bytes": total[1],

@@ -18,7 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import torch
 
@@ -134,23 +134,19 @@ class SingleFileLayout:
                 "layout='sharded') (or the default layout='auto')"
             )
         optimizer = state.optimizer
-        payload = {
+        return {
             "format": FORMAT,
             "model": strip_prefixes(unwrap_model(state.model).state_dict()),
             "optimizer": None if optimizer is None else optimizer.state_dict(),
             **state.progress(step),
         }
-        return payload
 
     def write_shards(self, tmp: Path, state: TrainingState) -> None:
         """Nothing: rank 0 holds the whole model and writes it in `write_rest`."""
 
     def write_rest(self, tmp: Path, payload: dict[str, Any]) -> None:
         """Rank 0: the whole file, fsynced, under its temp name."""
-        write_synced(tmp, lambda f: self._save(payload, f))
-
-    def _save(self, payload: dict[str, Any], f: IO[bytes]) -> None:
-        torchfile.save(payload, f, checksums=self.checksums)
+        write_synced(tmp, lambda f: torchfile.save(payload, f, checksums=self.checksums))
 
     # -- checking and loading --
 
@@ -169,17 +165,14 @@ class SingleFileLayout:
         load_part(state.optimizer, payload.get("optimizer"), "optimizer")
 
     def model_weights(self, path: Path, map_location: Any) -> dict[str, torch.Tensor]:
-        return weights_of(torchfile.load(path, map_location), path)
-
-
-def weights_of(value: Any, path: Path) -> dict[str, torch.Tensor]:
-    """Prefix-free weights of a torchrig checkpoint, or of a plain state_dict of tensors."""
-    if isinstance(value, Mapping) and value.get("format") == FORMAT:
-        return strip_prefixes(value["model"])
-    if (
-        isinstance(value, Mapping)
-        and value
-        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
-    ):
-        return strip_prefixes(value)
-    raise CheckpointError(f"{path}: neither a torchrig checkpoint nor a state_dict of tensors")
+        """Prefix-free weights of a torchrig checkpoint, or of a plain state_dict of tensors."""
+        value = torchfile.load(path, map_location)
+        if isinstance(value, Mapping) and value.get("format") == FORMAT:
+            return strip_prefixes(value["model"])
+        if (
+            isinstance(value, Mapping)
+            and value
+            and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
+        ):
+            return strip_prefixes(value)
+        raise CheckpointError(f"{path}: neither a torchrig checkpoint nor a state_dict of tensors")
