@@ -6,10 +6,9 @@
     .step_00003000.pt.tmp-<pid>-<hex>    only while a save runs (or after a crash)
     .step_00003000.tmp/                  the same for a folder (one name for every rank)
 
-An entry only ever gets its final name by `os.replace` once it is complete and fsynced, so a crash
-during a save leaves the previous entries untouched and at worst a temp file or folder behind.
-This module is the one place that names, lists, orders, prunes and cleans up entries; the layouts
-(`single_file`, `sharded`) only write and read one entry. Standard library only.
+An entry gets its final name by `os.replace` only once complete and fsynced: a crash during a save
+leaves at worst a temp entry behind. The one place that names, lists, orders, prunes and cleans up
+entries; the layouts only write and read one entry. Standard library only.
 """
 
 from __future__ import annotations
@@ -61,8 +60,8 @@ class EntryKind:
         return int(match.group(1))
 
     def temp_path(self, final: Path) -> Path:
-        """Where an entry is written before it gets its final name. A folder is written by every
-        rank at once, so its name must be the same on all of them: no pid or random part."""
+        """Where an entry is written before it gets its final name. Every rank writes a folder at
+        once: its name must be the same on all of them, no pid or random part."""
         if self.is_folder:
             return final.with_name(f".{final.name}.tmp")
         return final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
@@ -148,9 +147,6 @@ FILE = EntryKind(".pt", is_folder=False, description="single-file (step_*.pt)")
 FOLDER = EntryKind("", is_folder=True, description="sharded (FSDP) folder")
 
 
-# --- atomic writes ------------------------------------------------------------------------------
-
-
 class RecordingWrites:
     """A file's `write`, remembering the OSError it raised. torch.save reports a failed write as
     a RuntimeError about zip positions ("unexpected pos 8704 vs 8598"): the errno that says the
@@ -186,16 +182,13 @@ def write_synced(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         os.fsync(f.fileno())
 
 
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
 def disk_full(exc: BaseException) -> OSError | None:
     """The "no space left" (or quota) error behind `exc`, if there is one in its chain."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in DISK_FULL:
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
             return current
         current = current.__cause__ or current.__context__
     return None
@@ -203,9 +196,7 @@ def disk_full(exc: BaseException) -> OSError | None:
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write `path` via a temp file in the same directory: write, fsync, rename, fsync the dir.
-
-    Readers see either the old file or the complete new one, never a partial one.
-    """
+    Readers see either the old file or the complete new one, never a partial one."""
     tmp = FILE.temp_path(path)
     try:
         write_synced(tmp, write)
@@ -231,12 +222,9 @@ def discard(path: Path) -> None:
 
 
 def move_in(tmp: Path, final: Path) -> Path | None:
-    """Give the complete `tmp` its final name (the caller fsyncs the directory afterwards).
-
-    A file replaces an older one atomically. A folder cannot be replaced in one step, so an
-    existing one (the same step saved again) is moved aside first; it is returned, for the
-    caller to delete once the rename is durable.
-    """
+    """Give the complete `tmp` its final name (the caller fsyncs the directory afterwards). A
+    folder cannot replace another in one step: an existing one (the same step saved again) is
+    moved aside first and returned, for the caller to delete once the rename is durable."""
     aside: Path | None = None
     if final.is_dir():
         aside = final.with_name(f".{final.name}.old-{secrets.token_hex(4)}")
