@@ -65,49 +65,32 @@ def _show_warning(message: Warning | str, *_args: object, **_kwargs: object) -> 
     VOICE.warning(str(message))
 
 
-# --- ls -----------------------------------------------------------------------------------------
-
-
 def _ls(args: argparse.Namespace) -> int:
     from torchrig.checkpoint.manager import CheckpointManager
 
     directory: Path = args.directory
-    _require_dir(directory)
-    rows = [_row(info) for info in CheckpointManager(directory).list(verify=args.verify)]
-    if not rows:
-        raise CheckpointError(f"{directory}: no checkpoints (step_*.pt files or step_* folders)")
-    _print_table(("STEP", "FILE", "SIZE", "LATEST", "STATUS"), rows)
-    return 0 if all(row[4] == "ok" for row in rows) else 2
-
-
-def _row(info: Any) -> tuple[str, str, str, str, str]:
-    status = "ok" if info.ok else f"corrupt: {info.error}"
-    name = info.path.name + ("/" if info.path.is_dir() else "")
-    return (
-        str(info.step),
-        name,
-        size_text(info.size_bytes),
-        "*" if info.is_latest else "",
-        status,
-    )
-
-
-def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
-
-
-def _require_dir(directory: Path) -> None:
     if not directory.exists():
         raise CheckpointError(f"{directory}: no such directory")
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a directory")
-
-
-# --- inspect ------------------------------------------------------------------------------------
+    rows = [
+        (
+            str(info.step),
+            info.path.name + ("/" if info.path.is_dir() else ""),
+            size_text(info.size_bytes),
+            "*" if info.is_latest else "",
+            "ok" if info.ok else f"corrupt: {info.error}",
+        )
+        for info in CheckpointManager(directory).list(verify=args.verify)
+    ]
+    if not rows:
+        raise CheckpointError(f"{directory}: no checkpoints (step_*.pt files or step_* folders)")
+    table = [("STEP", "FILE", "SIZE", "LATEST", "STATUS"), *rows]
+    widths = [max(len(cell) for cell in column) for column in zip(*table, strict=True)]
+    for row in table:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        print("  ".join(cells).rstrip())
+    return 0 if all(row[4] == "ok" for row in rows) else 2
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -188,9 +171,6 @@ def _print_summary(summary: dict[str, Any]) -> None:
             f"{'model:':<11}{summary['model_tensors']} tensors "
             f"({size_text(summary['model_bytes'])})"
         )
-
-
-# --- export -------------------------------------------------------------------------------------
 
 
 def _compact(tensor: Any) -> Any:
