@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from torchrig.checkpoint import _dist, torchfile
 from torchrig.checkpoint.directory import FOLDER, atomic_write, entry_size
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 from torchrig.checkpoint.state import TrainingState, require_format, summary_of
+from torchrig.checkpoint.torchfile import first_line
 
 FORMAT = "torchrig-sharded/1"
 EXTRA_NAME = "extra.pt"
@@ -47,11 +48,9 @@ class ShardedLayout:
         import torch.distributed.checkpoint as dcp
 
         parts, _ = _dcp_parts(state.model, state.optimizer)
-        try:
-            with _single_process_is_intended():
-                dcp.save(parts, checkpoint_id=tmp, no_dist=not _dist.is_distributed())
-        except _dcp_errors() as exc:  # DCP reports a failure on any rank to all of them
-            raise CheckpointError(f"saving {tmp} failed: {describe_error(exc)}") from exc
+        # DCP reports a failure on any rank to all of them.
+        with _dcp_call(lambda error: f"saving {tmp} failed: {error}"):
+            dcp.save(parts, checkpoint_id=tmp, no_dist=not _dist.is_distributed())
 
     def write_rest(self, tmp: Path, payload: dict[str, Any]) -> None:
         """Rank 0: extra.pt. Its directory fsync also makes the shard files' entries durable."""
@@ -75,7 +74,9 @@ class ShardedLayout:
         from torch.distributed.checkpoint.state_dict import set_state_dict
 
         optimizer = state.optimizer
-        if optimizer is not None and not _holds_optimizer(path):
+        if optimizer is not None and not any(
+            key.split(".", 1)[0] == "optim" for key in _read_metadata(path).state_dict_metadata
+        ):
             warnings.warn(
                 "checkpoint holds no optimizer state; optimizer left as it is",
                 CheckpointWarning,
@@ -85,16 +86,13 @@ class ShardedLayout:
         from torchrig.checkpoint.safe_dcp import SafeLoadPlanner
 
         parts, optimizers = _dcp_parts(state.model, optimizer)
-        try:
-            with _single_process_is_intended():
-                dcp.load(
-                    parts,
-                    storage_reader=_reader(path),
-                    planner=SafeLoadPlanner(),
-                    no_dist=not _dist.is_distributed(),
-                )
-        except _dcp_errors() as exc:  # DCP wraps every rank's error in one CheckpointException
-            raise CheckpointError(describe_error(exc)) from exc
+        with _dcp_call(str):
+            dcp.load(
+                parts,
+                storage_reader=_reader(path),
+                planner=SafeLoadPlanner(),
+                no_dist=not _dist.is_distributed(),
+            )
         set_state_dict(
             state.model,
             optimizers,
@@ -103,9 +101,24 @@ class ShardedLayout:
         )
 
     def model_weights(self, path: Path, map_location: Any) -> dict[str, torch.Tensor]:
-        """The full (unsharded) weights, gathered on the CPU of this one process, then moved
-        where a single-file load would put them."""
-        weights = load_folder_weights(path)
+        """The full (unsharded) weights, gathered on the CPU of this one process (no process
+        group), then moved where a single-file load would put them."""
+        from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+        from torchrig.checkpoint.safe_dcp import SafeEmptyLoadPlanner
+
+        check_folder(path)
+        state: dict[str, Any] = {}
+        with _dcp_call(lambda error: f"{path}: cannot be read ({error})"):
+            # The planner allocates every tensor from the metadata: no model object is needed.
+            # This is what torch's own dcp_to_torch_save does; dcp.load fills a copy instead.
+            _load_state_dict(
+                state,
+                storage_reader=_reader(path),
+                planner=SafeEmptyLoadPlanner(keys={"model"}),
+                no_dist=True,
+            )
+        weights = dict(state["model"])
         if map_location is None or str(map_location) == "cpu":
             return weights
         return {key: value.to(map_location) for key, value in weights.items()}
@@ -156,11 +169,6 @@ def _read_metadata(folder: Path) -> Any:
         raise CheckpointError(f"{folder}: unreadable {METADATA_NAME} ({exc})") from exc
 
 
-def _holds_optimizer(folder: Path) -> bool:
-    keys = _read_metadata(folder).state_dict_metadata
-    return any(key.split(".", 1)[0] == "optim" for key in keys)
-
-
 def describe_folder(folder: Path) -> dict[str, Any]:
     """What `torchrig ckpt inspect` shows for a step folder (reads metadata and extra.pt only)."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
@@ -189,54 +197,29 @@ def describe_folder(folder: Path) -> dict[str, Any]:
     }
 
 
-def load_folder_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """One step folder's model weights, gathered into full CPU tensors (no process group)."""
-    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
-
-    from torchrig.checkpoint.safe_dcp import SafeEmptyLoadPlanner
-
-    check_folder(folder)
-    state: dict[str, Any] = {}
-    try:
-        # The planner allocates every tensor from the metadata: no model object is needed. This
-        # is what torch's own dcp_to_torch_save does; the public dcp.load fills a copy instead.
-        _load_state_dict(
-            state,
-            storage_reader=_reader(folder),
-            planner=SafeEmptyLoadPlanner(keys={"model"}),
-            no_dist=True,
-        )
-    except _dcp_errors() as exc:
-        raise CheckpointError(f"{folder}: cannot be read ({describe_error(exc)})") from exc
-    return dict(state["model"])
-
-
 def _reader(folder: Path) -> Any:
     from torchrig.checkpoint.safe_dcp import SafeReader
 
     return SafeReader(str(folder))
 
 
-def _dcp_errors() -> tuple[type[BaseException], ...]:
-    # DCP's CheckpointException derives from BaseException, not Exception.
+@contextlib.contextmanager
+def _dcp_call(message: Callable[[str], str]) -> Iterator[None]:
+    """A DCP call whose failure is a CheckpointError, `message` of its first failing rank's own
+    error. DCP warns on every call without a process group, even when told no_dist=True; one
+    process (one GPU, or a conversion) is a legitimate use here."""
+    # DCP's CheckpointException (every rank's errors in one) derives from BaseException.
     from torch.distributed.checkpoint.api import CheckpointException
 
-    return (Exception, CheckpointException)
-
-
-def describe_error(exc: BaseException) -> str:
-    """One line: for DCP's CheckpointException, the first failing rank's own error."""
-    failures = getattr(exc, "failures", None)
-    if isinstance(failures, dict) and failures:
-        rank, (inner, _trace) = next(iter(sorted(failures.items())))
-        return f"rank {rank}: {type(inner).__name__}: {torchfile.first_line(inner)}"
-    return f"{type(exc).__name__}: {torchfile.first_line(exc)}"
-
-
-@contextlib.contextmanager
-def _single_process_is_intended() -> Iterator[None]:
-    """DCP warns on every call without a process group, even when told no_dist=True; one
-    process (one GPU, or a conversion) is a legitimate use here."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        yield
+        try:
+            yield
+        except (Exception, CheckpointException) as exc:
+            failures = getattr(exc, "failures", None)
+            if isinstance(failures, dict) and failures:
+                rank, (inner, _trace) = next(iter(sorted(failures.items())))
+                error = f"rank {rank}: {type(inner).__name__}: {first_line(inner)}"
+            else:
+                error = f"{type(exc).__name__}: {first_line(exc)}"
+            raise CheckpointError(message(error)) from exc
