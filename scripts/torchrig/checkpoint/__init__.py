@@ -24,9 +24,13 @@ from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 
 if TYPE_CHECKING:
     from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager, load_model_weights
-    from torchrig.checkpoint.rng import capture_rng_state, gather_rng_states, restore_rng_state
     from torchrig.checkpoint.single_file import strip_prefixes, unwrap_model
-    from torchrig.checkpoint.state import TrainingState
+    from torchrig.checkpoint.state import (
+        TrainingState,
+        capture_rng_state,
+        gather_rng_states,
+        restore_rng_state,
+    )
     from torchrig.checkpoint.stop import (
         RESUMABLE_EXIT,
         StopSignals,
@@ -42,9 +46,9 @@ _LAZY: dict[str, str] = {
     "StopSignals": "stop",
     "exit_resumable": "stop",
     "ignore_stop_signals": "stop",
-    "capture_rng_state": "rng",
-    "gather_rng_states": "rng",
-    "restore_rng_state": "rng",
+    "capture_rng_state": "state",
+    "gather_rng_states": "state",
+    "restore_rng_state": "state",
     "load_model_weights": "manager",
     "strip_prefixes": "single_file",
     "unwrap_model": "single_file",
