@@ -1,15 +1,5 @@
-"""Atomic, resumable training checkpoints (`torchrig ckpt` is the command-line side).
-
-    state = TrainingState(model, optimizer, scheduler=..., scaler=..., sampler=..., config=...)
-    checkpoints = CheckpointManager(directory, keep=3)   # layout: "auto", "file" or "sharded"
-    resumed = checkpoints.load_latest(state)              # every rank; None: start from scratch
-    stop = StopSignals().install()                        # SIGTERM & co. mean "save now"
-    ...                                                   # one optimizer step
-    stopping = stop.agreed()                              # every rank, every step
-    if stopping or step % every == 0:
-        checkpoints.save(step, state)                     # every rank, at a step boundary
-    if stopping:
-        exit_resumable()                                  # 75: stopped, resumable
+"""Atomic, resumable training checkpoints: `TrainingState`, `CheckpointManager`, `StopSignals`
+(docs/checkpoints.md; `torchrig ckpt` is the command-line side).
 
 Importing this package is cheap: the names below load their modules (and torch) on first use,
 so the `torchrig` command stays instant on machines without torch.

@@ -15,6 +15,7 @@ carrying those only load into an identically wrapped model; checkpoints store th
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,7 +29,8 @@ from torchrig.checkpoint.errors import CheckpointError
 from torchrig.checkpoint.state import TrainingState, load_part, require_format
 
 FORMAT = "torchrig-checkpoint/1"
-_WRAPPER_PREFIXES = ("module.", "_orig_mod.")
+# Leading wrapper prefixes, in any order and nesting.
+_WRAPPER_PREFIXES = re.compile(r"^(?:module\.|_orig_mod\.)+")
 
 
 def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
@@ -46,23 +48,11 @@ def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
             return model
 
 
-def strip_key(key: str) -> str:
-    """`key` without leading wrapper prefixes, in any order and nesting."""
-    stripped = True
-    while stripped:
-        stripped = False
-        for prefix in _WRAPPER_PREFIXES:
-            if key.startswith(prefix):
-                key = key[len(prefix) :]
-                stripped = True
-    return key
-
-
 def strip_prefixes(state_dict: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of `state_dict` with leading `module.` / `_orig_mod.` removed from every key."""
     out: dict[str, Any] = {}
     for key, value in state_dict.items():
-        new_key = strip_key(key)
+        new_key = _WRAPPER_PREFIXES.sub("", key)
         if new_key in out:
             raise CheckpointError(f"keys {key!r} and another both become {new_key!r}")
         out[new_key] = value
@@ -74,11 +64,11 @@ def load_model_state(model: torch.nn.Module, weights: Mapping[str, Any]) -> None
     target = unwrap_model(model)
     # Match on prefix-free names, then use the target's own names: this also works for a model
     # whose real top-level submodule happens to be called `module`.
-    target_names = {strip_key(name): name for name in target.state_dict()}
+    target_names = {_WRAPPER_PREFIXES.sub("", name): name for name in target.state_dict()}
     renamed: dict[str, Any] = {}
     unexpected: list[str] = []
     for key, value in weights.items():
-        name = target_names.get(strip_key(key))
+        name = target_names.get(_WRAPPER_PREFIXES.sub("", key))
         if name is None:
             unexpected.append(key)
         else:
