@@ -173,14 +173,6 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
 
 
-def _compact(tensor: Any) -> Any:
-    """A view into a larger storage would drag the whole storage into the file: copy those."""
-    tensor = tensor.detach().cpu()
-    if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
-        tensor = tensor.clone()
-    return tensor
-
-
 def _export(args: argparse.Namespace) -> int:
     import torch
 
@@ -195,8 +187,11 @@ def _export(args: argparse.Namespace) -> int:
         raise CheckpointError(f"{out} is a directory; give a file name such as model.pt")
     if not out.parent.is_dir():
         raise CheckpointError(f"{out.parent}: no such directory")
-    weights = load_model_weights(source)
-    weights = {k: _compact(v) for k, v in weights.items()}
+    weights = {k: v.detach().cpu() for k, v in load_model_weights(source).items()}
+    for key, tensor in weights.items():
+        # A view into a larger storage would drag the whole storage into the file: copy those.
+        if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
+            weights[key] = tensor.clone()
     atomic_write(out, lambda f: torch.save(weights, f))
     count, nbytes = _tensor_totals(weights)
     print(f"wrote {out}: {count} tensors, {size_text(nbytes)}")

@@ -72,11 +72,9 @@ class CheckpointManager:
         layout: LayoutName = "auto",
         checksums: bool = False,
     ) -> None:
-        """`keep`: how many checkpoints to keep (the newest). `checksums=True` records the CRC32
-        of every record of the torch.save files written (as a plain torch.save does) so that
-        loads also detect flipped bytes inside tensor data. Off by default: the CRC pass costs a
-        fifth to a third of the save time on a fast disk, and truncated, empty or foreign files
-        are detected without it. DCP's shard files carry no checksums."""
+        """`keep`: how many checkpoints to keep (the newest). `checksums=True` records CRC32s in
+        the torch.save files written, so that loads also detect flipped bytes inside tensor data
+        (off by default: it costs a fifth to a third of the save time; docs/checkpoints.md)."""
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         if layout not in ("auto", *_LAYOUTS):

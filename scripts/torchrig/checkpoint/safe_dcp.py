@@ -2,12 +2,9 @@
 
 DCP unpickles a folder's `.metadata` with plain `pickle.load` and the non-tensor values in its
 shards with `torch.load(weights_only=False)`: a downloaded step folder could run any code the
-moment `torchrig ckpt ls` looks at it. Here the metadata is unpickled with an allow-list of the
-classes DCP's metadata is made of, BUILD (set attributes) only on their instances, never on a
-class (that would patch it for the whole process, checkpoint refused or not); every shard file
-must be a plain file name inside the folder (else it reads another run's weights); non-tensor
-values must pass `torch.load(weights_only=True)` first (docs/checkpoints.md, security.md).
-Imports torch.distributed.checkpoint: import this module only where a DCP folder is read.
+moment `torchrig ckpt ls` looks at it. Here metadata is unpickled with an allow-list, shard file
+names are checked, and non-tensor values must pass weights_only=True first (docs/checkpoints.md,
+docs/security.md). Import this module only where a DCP folder is read (it imports DCP).
 """
 
 from __future__ import annotations

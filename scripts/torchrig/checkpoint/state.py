@@ -35,15 +35,10 @@ class Stateful(Protocol):
 @dataclass(eq=False)
 class TrainingState:
     """Everything a run needs to resume, kept by reference: build it once, save it often.
-
-    Scheduler, scaler and sampler are anything with `state_dict()` / `load_state_dict()`
-    (torchrig.data.ResumableDistributedSampler is such a sampler; torch's DistributedSampler is
-    not). `extras` holds any more of them by name, `{"ema": ema_model}`: each is saved and
-    restored like the scheduler, as rank 0 has it, so it must be the same on every rank (a
-    sharded model's EMA belongs in the model instead). `epoch` left as None is the sampler's own
+    Scheduler, scaler, sampler and each of `extras` (by name) are anything with `state_dict()` /
+    `load_state_dict()`, saved as rank 0 has them. `epoch` left as None is the sampler's own
     `epoch` attribute, else 0. `config` must be JSON-like: it is stored for comparison on resume,
-    never restored over the run's settings.
-    """
+    never restored over the run's settings (docs/checkpoints.md)."""
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer | None = None

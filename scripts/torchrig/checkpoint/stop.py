@@ -144,10 +144,8 @@ def forget_resumable_exit(environ: Mapping[str, str] = os.environ) -> None:
 
 def exit_resumable(immediately: bool = False) -> NoReturn:
     """Exit with RESUMABLE_EXIT after the stop's checkpoint is saved (and the process group left).
-
     `immediately` skips Python's teardown (os._exit after flushing stdout and stderr): with torch
-    loaded that takes seconds, and a stop's grace period is counted; atexit handlers do not run.
-    """
+    loaded that takes seconds, and a stop's grace period is counted; atexit handlers do not run."""
     note_resumable_exit()
     if not immediately:
         raise SystemExit(RESUMABLE_EXIT)

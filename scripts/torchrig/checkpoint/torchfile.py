@@ -1,8 +1,5 @@
 """One `torch.save` file: written with or without CRCs, checked, and loaded with weights_only.
-
-Both layouts store torch.save files (the single-file layout's entries, the sharded layout's
-`extra.pt`), and `torchrig ckpt` inspects and exports them; this is their one reader and writer.
-"""
+The one reader and writer of both layouts' torch.save files (step files, `extra.pt`)."""
 
 from __future__ import annotations
 
