@@ -77,8 +77,8 @@ class EntryKind:
                 found[step] = entry
         return found
 
-    def latest_name(self, directory: Path) -> str | None:
-        """The entry name `latest` holds, or None when the pointer is missing or malformed."""
+    def latest_step(self, directory: Path) -> int | None:
+        """The step of the entry `latest` names; None when the pointer is missing or malformed."""
         # Without following a symlink, waiting on a FIFO or reading a huge file: root reads
         # checkpoint folders dev writes (`torchrig ckpt ls`, `torchrig status`).
         try:
@@ -87,9 +87,8 @@ class EntryKind:
             return None
         if pointer is None:
             return None
-        name = pointer.text.strip()
         # Only a bare entry name is accepted: the pointer must not lead outside the directory.
-        return name if self.parse(name) is not None else None
+        return self.parse(pointer.text.strip())
 
     def candidates(self, directory: Path) -> list[Path]:
         """Entries to try, best first: the one `latest` names, then older ones, newest first.
@@ -97,9 +96,9 @@ class EntryKind:
         from a crash between its rename and the pointer's: it is not preferred."""
         steps = self.entries(directory)
         newest_first = sorted(steps, reverse=True)
-        latest = self.latest_name(directory)
+        latest_step = self.latest_step(directory)
         pointer = directory / LATEST_NAME
-        if latest is None:
+        if latest_step is None:
             if pointer.exists():
                 warnings.warn(
                     f"{pointer} is unreadable; using the newest checkpoint",
@@ -107,11 +106,9 @@ class EntryKind:
                     stacklevel=2,
                 )
             return [steps[s] for s in newest_first]
-        latest_step = self.parse(latest)
-        assert latest_step is not None
         if latest_step not in steps:
             warnings.warn(
-                f"{pointer} names {latest}, which is missing; "
+                f"{pointer} names {self.name(latest_step)}, which is missing; "
                 "falling back to the newest older checkpoint",
                 CheckpointWarning,
                 stacklevel=2,

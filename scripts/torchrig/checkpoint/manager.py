@@ -244,7 +244,7 @@ class CheckpointManager:
         infos: builtins.list[CheckpointInfo] = []
         for make in _LAYOUTS.values():
             layout = make(checksums=self.checksums)
-            latest = layout.kind.latest_name(self.directory)
+            latest = layout.kind.latest_step(self.directory)
             for step, path in layout.kind.entries(self.directory).items():
                 error: str | None = None
                 try:
@@ -253,7 +253,7 @@ class CheckpointManager:
                     error = str(exc).removeprefix(f"{path}: ")
                 ok = error is None
                 infos.append(
-                    CheckpointInfo(path, step, entry_size(path), path.name == latest, ok, error)
+                    CheckpointInfo(path, step, entry_size(path), step == latest, ok, error)
                 )
         return sorted(infos, key=lambda info: (info.step, info.path.name))
 

@@ -243,11 +243,8 @@ def gather_rng_states() -> list[dict[str, Any]]:
 
 
 def restore_rng_state(states: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -> bool:
-    """Restore this rank's entry of a gathered list (a single dict counts as a list of one).
-
-    When the list's length differs from the world size, nothing is restored and a warning says
-    so: the caller should reseed. Returns whether the state was restored.
-    """
+    """Restore this rank's entry of a gathered list (a single dict counts as a list of one);
+    whether it did. A list not of the world size restores nothing: a warning says to reseed."""
     if isinstance(states, Mapping):
         states = [states]
     world = _dist.world_size()
@@ -259,11 +256,7 @@ def restore_rng_state(states: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -
             stacklevel=2,
         )
         return False
-    _restore_one(states[_dist.rank()])
-    return True
-
-
-def _restore_one(state: Mapping[str, Any]) -> None:
+    state = states[_dist.rank()]
     py = state["python"]
     random.setstate((py["version"], tuple(py["internal"]), py["gauss_next"]))
     npy = state["numpy"]
@@ -279,14 +272,15 @@ def _restore_one(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"].cpu())
     cuda_states = state.get("cuda")
     if cuda_states is None or not torch.cuda.is_available():
-        return
+        return True
     count = torch.cuda.device_count()
     if len(cuda_states) != count:
         warnings.warn(
             f"checkpoint holds CUDA RNG states for {len(cuda_states)} devices, this machine has "
             f"{count}; restoring the first {min(count, len(cuda_states))}",
             CheckpointWarning,
-            stacklevel=3,
+            stacklevel=2,
         )
     for index, cuda_state in enumerate(cuda_states[:count]):
         torch.cuda.set_rng_state(cuda_state.cpu(), index)
+    return True
