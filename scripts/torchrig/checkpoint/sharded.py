@@ -174,26 +174,21 @@ def describe_folder(folder: Path) -> dict[str, Any]:
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     extra = check_folder(folder)
-    metadata = _read_metadata(folder)
-    counts = {"model": [0, 0]}
-    for key, item in metadata.state_dict_metadata.items():
-        if not isinstance(item, TensorStorageMetadata):
-            continue
-        part = key.split(".", 1)[0]
-        nbytes = item.size.numel() * item.properties.dtype.itemsize
-        bucket = counts.setdefault(part, [0, 0])
-        bucket[0] += 1
-        bucket[1] += nbytes
-    total = sum(c for c, _ in counts.values()), sum(b for _, b in counts.values())
+    tensors = [  # (part, bytes) of each tensor
+        (key.split(".", 1)[0], item.size.numel() * item.properties.dtype.itemsize)
+        for key, item in _read_metadata(folder).state_dict_metadata.items()
+        if isinstance(item, TensorStorageMetadata)
+    ]
+    model = [nbytes for part, nbytes in tensors if part == "model"]
     return {
         "path": str(folder),
-        **summary_of(extra, counts),
+        **summary_of(extra, {"model", *(part for part, _ in tensors)}),
         "format": f"{extra['format']} (torch.distributed.checkpoint)",
         "size_bytes": entry_size(folder),
-        "tensors": total[0],
-        "tensor_bytes": total[1],
-        "model_tensors": counts["model"][0],
-        "model_bytes": counts["model"][1],
+        "tensors": len(tensors),
+        "tensor_bytes": sum(nbytes for _, nbytes in tensors),
+        "model_tensors": len(model),
+        "model_bytes": sum(model),
     }
 
 

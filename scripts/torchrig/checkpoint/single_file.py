@@ -1,13 +1,8 @@
 """The single-file layout: one `torch.save` file per step, written by rank 0.
 
-For models every rank holds in full (one GPU, DDP, DataParallel, `torch.compile`). The file is
-
-    format      "torchrig-checkpoint/1"
-    model       the unwrapped model's state_dict (no `module.` / `_orig_mod.` prefixes)
-    optimizer   optimizer.state_dict(), or None
-    scheduler, scaler, epoch, step, sampler, rng, config: see `TrainingState.progress`
-
-A sharded model (DTensor parameters) is refused: rank 0 alone would save only its own shards.
+For models every rank holds in full (one GPU, DDP, DataParallel, `torch.compile`): a dict of
+`format` "torchrig-checkpoint/1", `model` (prefix-free), `optimizer` and `TrainingState.progress`
+(docs/checkpoints.md). A sharded model is refused: rank 0 alone would save only its own shards.
 
 DDP and DataParallel add `module.` to every key, `torch.compile` adds `_orig_mod.`, and weights
 carrying those only load into an identically wrapped model; checkpoints store them prefix-free.
