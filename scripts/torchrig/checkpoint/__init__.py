@@ -1,15 +1,5 @@
-"""Atomic, resumable training checkpoints (`torchrig ckpt` is the command-line side).
-
-    state = TrainingState(model, optimizer, scheduler=..., scaler=..., sampler=..., config=...)
-    checkpoints = CheckpointManager(directory, keep=3)   # layout: "auto", "file" or "sharded"
-    resumed = checkpoints.load_latest(state)              # every rank; None: start from scratch
-    stop = StopSignals().install()                        # SIGTERM & co. mean "save now"
-    ...                                                   # one optimizer step
-    stopping = stop.agreed()                              # every rank, every step
-    if stopping or step % every == 0:
-        checkpoints.save(step, state)                     # every rank, at a step boundary
-    if stopping:
-        exit_resumable()                                  # 75: stopped, resumable
+"""Atomic, resumable training checkpoints: `TrainingState`, `CheckpointManager`, `StopSignals`
+(docs/checkpoints.md; `torchrig ckpt` is the command-line side).
 
 Importing this package is cheap: the names below load their modules (and torch) on first use,
 so the `torchrig` command stays instant on machines without torch.
@@ -23,17 +13,20 @@ from typing import TYPE_CHECKING, Any
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 
 if TYPE_CHECKING:
-    from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager
-    from torchrig.checkpoint.model_state import strip_prefixes, unwrap_model
-    from torchrig.checkpoint.rng import capture_rng_state, gather_rng_states, restore_rng_state
-    from torchrig.checkpoint.state import TrainingState
+    from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager, load_model_weights
+    from torchrig.checkpoint.single_file import strip_prefixes, unwrap_model
+    from torchrig.checkpoint.state import (
+        TrainingState,
+        capture_rng_state,
+        gather_rng_states,
+        restore_rng_state,
+    )
     from torchrig.checkpoint.stop import (
         RESUMABLE_EXIT,
         StopSignals,
         exit_resumable,
         ignore_stop_signals,
     )
-    from torchrig.checkpoint.weights import load_model_weights
 
 _LAZY: dict[str, str] = {
     "CheckpointInfo": "manager",
@@ -43,12 +36,12 @@ _LAZY: dict[str, str] = {
     "StopSignals": "stop",
     "exit_resumable": "stop",
     "ignore_stop_signals": "stop",
-    "capture_rng_state": "rng",
-    "gather_rng_states": "rng",
-    "restore_rng_state": "rng",
-    "load_model_weights": "weights",
-    "strip_prefixes": "model_state",
-    "unwrap_model": "model_state",
+    "capture_rng_state": "state",
+    "gather_rng_states": "state",
+    "restore_rng_state": "state",
+    "load_model_weights": "manager",
+    "strip_prefixes": "single_file",
+    "unwrap_model": "single_file",
 }
 
 __all__ = [

@@ -65,49 +65,32 @@ def _show_warning(message: Warning | str, *_args: object, **_kwargs: object) -> 
     VOICE.warning(str(message))
 
 
-# --- ls -----------------------------------------------------------------------------------------
-
-
 def _ls(args: argparse.Namespace) -> int:
     from torchrig.checkpoint.manager import CheckpointManager
 
     directory: Path = args.directory
-    _require_dir(directory)
-    rows = [_row(info) for info in CheckpointManager(directory).list(verify=args.verify)]
-    if not rows:
-        raise CheckpointError(f"{directory}: no checkpoints (step_*.pt files or step_* folders)")
-    _print_table(("STEP", "FILE", "SIZE", "LATEST", "STATUS"), rows)
-    return 0 if all(row[4] == "ok" for row in rows) else 2
-
-
-def _row(info: Any) -> tuple[str, str, str, str, str]:
-    status = "ok" if info.ok else f"corrupt: {info.error}"
-    name = info.path.name + ("/" if info.path.is_dir() else "")
-    return (
-        str(info.step),
-        name,
-        size_text(info.size_bytes),
-        "*" if info.is_latest else "",
-        status,
-    )
-
-
-def _print_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
-
-
-def _require_dir(directory: Path) -> None:
     if not directory.exists():
         raise CheckpointError(f"{directory}: no such directory")
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a directory")
-
-
-# --- inspect ------------------------------------------------------------------------------------
+    rows = [
+        (
+            str(info.step),
+            info.path.name + ("/" if info.path.is_dir() else ""),
+            size_text(info.size_bytes),
+            "*" if info.is_latest else "",
+            "ok" if info.ok else f"corrupt: {info.error}",
+        )
+        for info in CheckpointManager(directory).list(verify=args.verify)
+    ]
+    if not rows:
+        raise CheckpointError(f"{directory}: no checkpoints (step_*.pt files or step_* folders)")
+    table = [("STEP", "FILE", "SIZE", "LATEST", "STATUS"), *rows]
+    widths = [max(len(cell) for cell in column) for column in zip(*table, strict=True)]
+    for row in table:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        print("  ".join(cells).rstrip())
+    return 0 if all(row[4] == "ok" for row in rows) else 2
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -136,23 +119,14 @@ def describe_file(path: Path) -> dict[str, Any]:
     """Step, epoch, config and tensor totals of one checkpoint file (or plain state_dict)."""
     from torchrig.checkpoint import torchfile
     from torchrig.checkpoint.single_file import FORMAT
+    from torchrig.checkpoint.state import summary_of
 
     state = torchfile.load(path, "cpu")
     count, nbytes = _tensor_totals(state)
     summary: dict[str, Any] = {"path": str(path), "size_bytes": path.stat().st_size}
     if isinstance(state, dict) and state.get("format") == FORMAT:
         model_count, model_bytes = _tensor_totals(state.get("model"))
-        summary.update(
-            format=state["format"],
-            step=state.get("step"),
-            epoch=state.get("epoch"),
-            sampler=state.get("sampler"),
-            config=state.get("config"),
-            parts=sorted(k for k, v in state.items() if v is not None),
-            rng_ranks=len(state.get("rng") or []),
-            model_tensors=model_count,
-            model_bytes=model_bytes,
-        )
+        summary.update(summary_of(state), model_tensors=model_count, model_bytes=model_bytes)
     else:
         summary["format"] = "plain torch.save file (no torchrig metadata)"
     summary.update(tensors=count, tensor_bytes=nbytes)
@@ -199,22 +173,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
         )
 
 
-# --- export -------------------------------------------------------------------------------------
-
-
-def _compact(tensor: Any) -> Any:
-    """A view into a larger storage would drag the whole storage into the file: copy those."""
-    tensor = tensor.detach().cpu()
-    if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
-        tensor = tensor.clone()
-    return tensor
-
-
 def _export(args: argparse.Namespace) -> int:
     import torch
 
     from torchrig.checkpoint.directory import atomic_write
-    from torchrig.checkpoint.weights import load_model_weights
+    from torchrig.checkpoint.manager import load_model_weights
 
     source: Path = args.directory
     out: Path = args.out
@@ -224,8 +187,11 @@ def _export(args: argparse.Namespace) -> int:
         raise CheckpointError(f"{out} is a directory; give a file name such as model.pt")
     if not out.parent.is_dir():
         raise CheckpointError(f"{out.parent}: no such directory")
-    weights = load_model_weights(source)
-    weights = {k: _compact(v) for k, v in weights.items()}
+    weights = {k: v.detach().cpu() for k, v in load_model_weights(source).items()}
+    for key, tensor in weights.items():
+        # A view into a larger storage would drag the whole storage into the file: copy those.
+        if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
+            weights[key] = tensor.clone()
     atomic_write(out, lambda f: torch.save(weights, f))
     count, nbytes = _tensor_totals(weights)
     print(f"wrote {out}: {count} tensors, {size_text(nbytes)}")

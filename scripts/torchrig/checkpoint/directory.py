@@ -6,10 +6,9 @@
     .step_00003000.pt.tmp-<pid>-<hex>    only while a save runs (or after a crash)
     .step_00003000.tmp/                  the same for a folder (one name for every rank)
 
-An entry only ever gets its final name by `os.replace` once it is complete and fsynced, so a crash
-during a save leaves the previous entries untouched and at worst a temp file or folder behind.
-This module is the one place that names, lists, orders, prunes and cleans up entries; the layouts
-(`single_file`, `sharded`) only write and read one entry. Standard library only.
+An entry gets its final name by `os.replace` only once complete and fsynced: a crash during a save
+leaves at worst a temp entry behind. The one place that names, lists, orders, prunes and cleans up
+entries; the layouts only write and read one entry. Standard library only.
 """
 
 from __future__ import annotations
@@ -61,8 +60,8 @@ class EntryKind:
         return int(match.group(1))
 
     def temp_path(self, final: Path) -> Path:
-        """Where an entry is written before it gets its final name. A folder is written by every
-        rank at once, so its name must be the same on all of them: no pid or random part."""
+        """Where an entry is written before it gets its final name. Every rank writes a folder at
+        once: its name must be the same on all of them, no pid or random part."""
         if self.is_folder:
             return final.with_name(f".{final.name}.tmp")
         return final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
@@ -78,22 +77,71 @@ class EntryKind:
                 found[step] = entry
         return found
 
+    def latest_step(self, directory: Path) -> int | None:
+        """The step of the entry `latest` names; None when the pointer is missing or malformed."""
+        # Without following a symlink, waiting on a FIFO or reading a huge file: root reads
+        # checkpoint folders dev writes (`torchrig ckpt ls`, `torchrig status`).
+        try:
+            pointer = read_small_file(directory, LATEST_NAME, MAX_POINTER_BYTES, "a pointer")
+        except (OSError, FileNotRead):
+            return None
+        if pointer is None:
+            return None
+        # Only a bare entry name is accepted: the pointer must not lead outside the directory.
+        return self.parse(pointer.text.strip())
+
+    def candidates(self, directory: Path) -> list[Path]:
+        """Entries to try, best first: the one `latest` names, then older ones, newest first.
+        With no usable pointer, every entry, newest first. An entry newer than the pointer comes
+        from a crash between its rename and the pointer's: it is not preferred."""
+        steps = self.entries(directory)
+        newest_first = sorted(steps, reverse=True)
+        latest_step = self.latest_step(directory)
+        pointer = directory / LATEST_NAME
+        if latest_step is None:
+            if pointer.exists():
+                warnings.warn(
+                    f"{pointer} is unreadable; using the newest checkpoint",
+                    CheckpointWarning,
+                    stacklevel=2,
+                )
+            return [steps[s] for s in newest_first]
+        if latest_step not in steps:
+            warnings.warn(
+                f"{pointer} names {self.name(latest_step)}, which is missing; "
+                "falling back to the newest older checkpoint",
+                CheckpointWarning,
+                stacklevel=2,
+            )
+        return [steps[s] for s in newest_first if s <= latest_step]
+
+    def prune(self, directory: Path, current_step: int, keep: int) -> list[str]:
+        """Keep the newest `keep` entries up to `current_step`; return the names of newer ones.
+        Those come from a run resumed from an earlier checkpoint: they are left alone (nothing
+        is deleted that might be wanted) and replaced when training reaches those steps again."""
+        steps = self.entries(directory)
+        older = sorted((s for s in steps if s <= current_step), reverse=True)
+        for step in older[keep:]:
+            discard(steps[step])
+        return [steps[s].name for s in sorted(s for s in steps if s > current_step)]
+
+    def warn_if_other_kind(self, directory: Path) -> None:
+        """Nothing to resume, but the other layout's entries are here: likely a run started with
+        another sharding setting. Starting from scratch silently would throw its progress away."""
+        other = FOLDER if self is FILE else FILE
+        found = sorted(p.name for p in other.entries(directory).values())
+        if found:
+            warnings.warn(
+                f"{directory} holds {other.description} checkpoints ({found[-1]}, ...) that "
+                f"the {self.description} layout does not read: was the run started "
+                "with a different sharding setting?",
+                CheckpointWarning,
+                stacklevel=3,
+            )
+
 
 FILE = EntryKind(".pt", is_folder=False, description="single-file (step_*.pt)")
 FOLDER = EntryKind("", is_folder=True, description="sharded (FSDP) folder")
-KINDS = (FILE, FOLDER)
-
-
-# --- atomic writes ------------------------------------------------------------------------------
-
-
-def fsync_dir(directory: Path) -> None:
-    """Persist a rename: the directory entry itself must reach the disk, not just the file."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class RecordingWrites:
@@ -131,16 +179,13 @@ def write_synced(path: Path, write: Callable[[IO[bytes]], None]) -> None:
         os.fsync(f.fileno())
 
 
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
 def disk_full(exc: BaseException) -> OSError | None:
     """The "no space left" (or quota) error behind `exc`, if there is one in its chain."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in DISK_FULL:
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
             return current
         current = current.__cause__ or current.__context__
     return None
@@ -148,9 +193,7 @@ def disk_full(exc: BaseException) -> OSError | None:
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write `path` via a temp file in the same directory: write, fsync, rename, fsync the dir.
-
-    Readers see either the old file or the complete new one, never a partial one.
-    """
+    Readers see either the old file or the complete new one, never a partial one."""
     tmp = FILE.temp_path(path)
     try:
         write_synced(tmp, write)
@@ -158,11 +201,12 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     except BaseException:
         discard(tmp)
         raise
-    fsync_dir(path.parent)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    # Persist the rename: the directory entry itself must reach the disk, not just the file.
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def discard(path: Path) -> None:
@@ -175,12 +219,9 @@ def discard(path: Path) -> None:
 
 
 def move_in(tmp: Path, final: Path) -> Path | None:
-    """Give the complete `tmp` its final name (the caller fsyncs the directory afterwards).
-
-    A file replaces an older one atomically. A folder cannot be replaced in one step, so an
-    existing one (the same step saved again) is moved aside first; it is returned, for the
-    caller to delete once the rename is durable.
-    """
+    """Give the complete `tmp` its final name (the caller fsyncs the directory afterwards). A
+    folder cannot replace another in one step: an existing one (the same step saved again) is
+    moved aside first and returned, for the caller to delete once the rename is durable."""
     aside: Path | None = None
     if final.is_dir():
         aside = final.with_name(f".{final.name}.old-{secrets.token_hex(4)}")
@@ -212,92 +253,8 @@ def remove_stale_temps(directory: Path) -> None:
             discard(entry)
 
 
-# --- one directory's entries ----------------------------------------------------------------------
-
-
-class StepDirectory:
-    """The entries of one kind in one directory: listing, the pointer, candidates, pruning."""
-
-    def __init__(self, directory: Path, kind: EntryKind) -> None:
-        self.path = directory
-        self.kind = kind
-
-    def entries(self) -> dict[int, Path]:
-        return self.kind.entries(self.path)
-
-    def latest_name(self) -> str | None:
-        """The entry name `latest` holds, or None when the pointer is missing or malformed."""
-        # Without following a symlink, waiting on a FIFO or reading a huge file: root reads
-        # checkpoint folders dev writes (`torchrig ckpt ls`, `torchrig status`).
-        try:
-            pointer = read_small_file(self.path, LATEST_NAME, MAX_POINTER_BYTES, "a pointer")
-        except (OSError, FileNotRead):
-            return None
-        if pointer is None:
-            return None
-        name = pointer.text.strip()
-        # Only a bare entry name is accepted: the pointer must not lead outside the directory.
-        return name if self.kind.parse(name) is not None else None
-
-    def point_latest_at(self, final: Path) -> None:
-        """Rewrite `latest` atomically. Its directory fsync also makes the entry's own rename
-        durable: were the pointer's to survive a crash and the entry's not, loading falls back
-        (with a warning) to the newest older entry."""
-        atomic_write_text(self.path / LATEST_NAME, final.name + "\n")
-
-    def candidates(self) -> list[Path]:
-        """Entries to try, best first: the one `latest` names, then older ones, newest first.
-
-        With no usable pointer, every entry, newest first. An entry newer than the pointer comes
-        from a crash between its rename and the pointer's: it is not preferred.
-        """
-        steps = self.entries()
-        newest_first = sorted(steps, reverse=True)
-        latest = self.latest_name()
-        if latest is None:
-            if (self.path / LATEST_NAME).exists():
-                warnings.warn(
-                    f"{self.path / LATEST_NAME} is unreadable; using the newest checkpoint",
-                    CheckpointWarning,
-                    stacklevel=2,
-                )
-            return [steps[s] for s in newest_first]
-        latest_step = self.kind.parse(latest)
-        assert latest_step is not None
-        if latest_step not in steps:
-            warnings.warn(
-                f"{self.path / LATEST_NAME} names {latest}, which is missing; "
-                "falling back to the newest older checkpoint",
-                CheckpointWarning,
-                stacklevel=2,
-            )
-        return [steps[s] for s in newest_first if s <= latest_step]
-
-    def prune(self, current_step: int, keep: int) -> list[str]:
-        """Keep the newest `keep` entries up to `current_step`; return the names of newer ones.
-
-        Newer entries come from a run that was resumed from an earlier checkpoint. They are left
-        alone (nothing is deleted that might be wanted) and are replaced when training reaches
-        those steps again.
-        """
-        steps = self.entries()
-        older = sorted((s for s in steps if s <= current_step), reverse=True)
-        for step in older[keep:]:
-            discard(steps[step])
-        return [steps[s].name for s in sorted(s for s in steps if s > current_step)]
-
-    def warn_if_other_kind(self) -> None:
-        """Nothing to resume, but the other layout's entries are here: likely a run started with
-        another sharding setting. Starting from scratch silently would throw its progress away."""
-        for other in KINDS:
-            if other == self.kind:
-                continue
-            found = sorted(p.name for p in other.entries(self.path).values())
-            if found:
-                warnings.warn(
-                    f"{self.path} holds {other.description} checkpoints ({found[-1]}, ...) that "
-                    f"the {self.kind.description} layout does not read: was the run started "
-                    "with a different sharding setting?",
-                    CheckpointWarning,
-                    stacklevel=3,
-                )
+def point_latest_at(final: Path) -> None:
+    """Rewrite `latest` atomically. Its directory fsync also makes the entry's own rename
+    durable: were the pointer's to survive a crash and the entry's not, loading falls back
+    (with a warning) to the newest older entry."""
+    atomic_write(final.parent / LATEST_NAME, lambda f: f.write(f"{final.name}\n".encode()))

@@ -9,7 +9,5 @@ class CheckpointError(Exception):
 
 
 class CheckpointWarning(UserWarning):
-    """The run goes on, but not quite as asked: a damaged checkpoint skipped, a state the
-    checkpoint does not hold, leftovers of an interrupted save removed. Its own category, so a
-    training script can act on it alone: `warnings.simplefilter("error", CheckpointWarning)` (a
-    test run that must resume from the newest checkpoint), or "ignore" on all ranks but one."""
+    """The run goes on, but not quite as asked (a damaged checkpoint skipped, a state it lacks,
+    leftovers of an interrupted save removed): its own category, so a script can filter it."""

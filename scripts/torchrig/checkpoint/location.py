@@ -1,11 +1,10 @@
 """Where a process's checkpoints go, said by the process itself: `CheckpointManager` records its
 directory here at its first load or save, and `torchrig status` reads it from outside.
 
-The record is an in-memory file (memfd) named `torchrig-checkpoint-dir` that holds the absolute
-path and stays open for the life of the process. It lives and dies with the process: nothing to
-clean up, and nothing left behind to mislead once the process is gone, even if its pid is reused.
-From outside it is one of the process's open files, /proc/PID/fd/N, readable by its own user
-(and root), like /proc/PID/environ. Standard library only; Linux (elsewhere nothing is recorded).
+The record is an in-memory file (memfd) `torchrig-checkpoint-dir`, holding the absolute path and
+open for the life of the process: nothing to clean up, nothing left to mislead once the process
+is gone, even if its pid is reused. From outside it is /proc/PID/fd/N, readable by the process's
+own user (and root), like /proc/PID/environ. Standard library only; Linux only.
 """
 
 from __future__ import annotations

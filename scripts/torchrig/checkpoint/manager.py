@@ -1,14 +1,7 @@
 """`CheckpointManager`: save and resume a `TrainingState`, in whichever layout fits the model.
 
-One contract for every model: `save(step, state)` and `load_latest(state)`, called on every rank.
-Underneath, a layout stores one step:
-
-    "file"      one torch.save file per step, written by rank 0 (single_file.py)
-    "sharded"   one torch.distributed.checkpoint folder per step, every rank writing its own shards
-                (sharded.py): FSDP2 and other DTensor models
-    "auto"      (the default) "sharded" for a model with DTensor parameters, and for a directory
-                that holds step folders only; "file" otherwise
-
+One contract for every model, `save(step, state)` and `load_latest(state)` on every rank; a layout
+stores one step ("file": single_file.py, "sharded": sharded.py, "auto": see docs/checkpoints.md).
 Whatever the layout, the manager does the rest the same way (directory.py): temp name, atomic
 rename, the `latest` pointer, pruning, stale-temp cleanup, falling back past bad checkpoints,
 and the ranks' agreement on all of it. Its first load or save records the directory where
@@ -23,24 +16,24 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from torchrig.checkpoint import _dist, location
 from torchrig.checkpoint.directory import (
     FILE,
     FOLDER,
     EntryKind,
-    StepDirectory,
     discard,
     disk_full,
     entry_size,
     move_in,
+    point_latest_at,
     remove_stale_temps,
 )
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
-from torchrig.checkpoint.model_state import sharded_parameter
-from torchrig.checkpoint.sharded import ShardedLayout
-from torchrig.checkpoint.single_file import SingleFileLayout
+from torchrig.checkpoint.sharded import METADATA_NAME, ShardedLayout
+from torchrig.checkpoint.single_file import SingleFileLayout, sharded_parameter
+from torchrig.checkpoint.state import check_loadable
 from torchrig.checkpoint.torchfile import first_line
 from torchrig.sizes import size_text
 
@@ -53,45 +46,9 @@ LayoutName = Literal["auto", "file", "sharded"]
 _T = TypeVar("_T")
 
 
-class Layout(Protocol):
-    """How one step is stored; everything around it is the manager's (see the module doc)."""
-
-    name: str
-    kind: EntryKind
-
-    def payload(self, state: TrainingState, step: int) -> dict[str, Any]:
-        """Every rank: what rank 0 writes besides the shards, checked before anything is."""
-        ...
-
-    def write_shards(self, tmp: Path, state: TrainingState) -> None:
-        """Every rank, collectively: its part of the entry (or nothing)."""
-        ...
-
-    def write_rest(self, tmp: Path, payload: dict[str, Any]) -> None:
-        """Rank 0: the rest of the entry, fsynced, under its temp name."""
-        ...
-
-    def check(self, path: Path, *, verify: bool) -> None:
-        """Raise CheckpointError when the entry is damaged (without loading it into a model)."""
-        ...
-
-    def read(self, path: Path, map_location: Any, *, verify: bool) -> dict[str, Any]:
-        """The stored payload; CheckpointError when the entry is damaged or not ours."""
-        ...
-
-    def restore_model(self, path: Path, payload: dict[str, Any], state: TrainingState) -> None:
-        """Every rank, collectively for a sharded entry: model and optimizer, in place."""
-        ...
-
-    def model_weights(self, path: Path, map_location: Any) -> dict[str, torch.Tensor]:
-        """The full, prefix-free model weights, in this one process."""
-        ...
-
-
-_LAYOUTS: dict[str, Callable[..., Layout]] = {
-    "file": SingleFileLayout,
-    "sharded": ShardedLayout,
-}
+# How one step is stored (the methods both share); everything around it is the manager's.
+Layout = SingleFileLayout | ShardedLayout
+_LAYOUTS: dict[str, type[Layout]] = {"file": SingleFileLayout, "sharded": ShardedLayout}
 
 
 @dataclass(frozen=True)
@@ -102,11 +59,6 @@ class CheckpointInfo:
     is_latest: bool
     ok: bool
     error: str | None = None
-
-    # `err`: a shorter read-only spelling of `error`, kept so scripts that use it go on working.
-    @property
-    def err(self) -> str | None:
-        return self.error
 
 
 class CheckpointManager:
@@ -120,11 +72,9 @@ class CheckpointManager:
         layout: LayoutName = "auto",
         checksums: bool = False,
     ) -> None:
-        """`keep`: how many checkpoints to keep (the newest). `checksums=True` records the CRC32
-        of every record of the torch.save files written (as a plain torch.save does) so that
-        loads also detect flipped bytes inside tensor data. Off by default: the CRC pass costs a
-        fifth to a third of the save time on a fast disk, and truncated, empty or foreign files
-        are detected without it. DCP's shard files carry no checksums."""
+        """`keep`: how many checkpoints to keep (the newest). `checksums=True` records CRC32s in
+        the torch.save files written, so that loads also detect flipped bytes inside tensor data
+        (off by default: it costs a fifth to a third of the save time; docs/checkpoints.md)."""
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         if layout not in ("auto", *_LAYOUTS):
@@ -139,11 +89,8 @@ class CheckpointManager:
     # -- the layout --
 
     def resolve_layout(self, model: torch.nn.Module | None = None) -> Layout:
-        """The layout this manager uses, fixed by its first save or load (see the module doc).
-
-        Collective when a process group exists: the ranks must agree, or they would wait in
-        different collectives.
-        """
+        """The layout this manager uses, fixed by its first save or load. Collective: the ranks
+        must agree, or they would wait in different collectives."""
         if self._layout is None:
             layout = self._layout_here(model)
             choices = _dist.all_gather(layout.name)
@@ -158,8 +105,6 @@ class CheckpointManager:
 
     def _layout_here(self, model: torch.nn.Module | None) -> Layout:
         """This process's choice, without asking the other ranks."""
-        if self._layout is not None:
-            return self._layout
         name = self.layout
         if name == "auto":
             name = "file"
@@ -169,24 +114,20 @@ class CheckpointManager:
                 name = "sharded"  # e.g. an FSDP run resumed without sharding: DCP reshards
         return _LAYOUTS[name](checksums=self.checksums)
 
-    def _steps(self, layout: Layout) -> StepDirectory:
-        return StepDirectory(self.directory, layout.kind)
-
     # -- saving --
 
     def save(self, step: int, state: TrainingState) -> Path | None:
         """Save `state` as step `step`: written under a temp name, renamed, `latest` pointed at
         it, older checkpoints pruned. Returns the checkpoint's path on rank 0, None elsewhere.
-
         Collective: call it on every rank, at a step boundary. Everything stored is checked
-        first (on every rank); if rank 0 then fails (disk full), every rank raises, instead of
-        the others waiting at a barrier until a timeout.
-        """
+        first (on every rank); if rank 0 then fails (disk full), every rank raises."""
         location.record(self.directory)  # for `torchrig status`
         layout = self.resolve_layout(state.model)
         final = self.directory / layout.kind.name(step)
         tmp = layout.kind.temp_path(final)
         payload = layout.payload(state, step)
+        # Found now, on every rank, not at the resume weeks later.
+        check_loadable(payload)
         _dist.run_on_rank0(self._prepare, f"prepare {self.directory}")
         layout.write_shards(tmp, state)
         _dist.run_on_rank0(lambda: self._finish(layout, tmp, final, payload), f"save {final}")
@@ -212,7 +153,6 @@ class CheckpointManager:
 
     def _finish(self, layout: Layout, tmp: Path, final: Path, payload: dict[str, Any]) -> None:
         """Rank 0: complete the entry, publish it, point `latest` at it, prune."""
-        steps = self._steps(layout)
         step = payload["step"]
         try:
             layout.write_rest(tmp, payload)
@@ -223,10 +163,10 @@ class CheckpointManager:
             if full is not None:
                 raise CheckpointError(self._disk_full_message(step, full)) from exc
             raise
-        steps.point_latest_at(final)  # its directory fsync makes the rename above durable too
+        point_latest_at(final)  # its directory fsync makes the rename above durable too
         if replaced is not None:
             discard(replaced)
-        newer = steps.prune(step, self.keep)
+        newer = layout.kind.prune(self.directory, step, self.keep)
         if newer and not self._warned_newer:
             self._warned_newer = True
             warnings.warn(
@@ -241,33 +181,24 @@ class CheckpointManager:
     def load_latest(
         self, state: TrainingState, *, map_location: Any = None, verify: bool = True
     ) -> dict[str, Any] | None:
-        """Restore `state` in place from the newest good checkpoint: model, optimizer, scheduler,
-        scaler, sampler and this rank's RNG states. Returns {"epoch", "step", "sampler",
-        "config"} as saved, or None when there is nothing to resume.
-
-        Collective: call it on every rank. The ranks check that they see the same checkpoints,
-        and move past a bad one together. A damaged checkpoint (missing, truncated, failing its
-        CRC check with `verify`, not a torchrig checkpoint) is skipped with a warning naming it;
-        with none left, None. One that is intact but does not fit `state` (another model) is
-        skipped too, but if none fits, CheckpointError: starting from scratch would quietly
-        throw the run's progress away.
-
-        `map_location` (single-file layout): where tensors load; default the model's device, so
-        that every rank's land on its own GPU rather than the one they were saved from.
-        """
+        """Restore `state` in place from the newest good checkpoint; {"epoch", "step", "sampler",
+        "config"} as saved, or None when there is nothing to resume. Collective: the ranks check
+        that they see the same checkpoints, and move past a bad one together. One that is intact
+        but fits no `state` is skipped too, but if none fits, CheckpointError: starting from
+        scratch would quietly throw the run's progress away. `map_location` (single-file
+        layout) defaults to the model's device: every rank's own GPU, not the saver's."""
         location.record(self.directory)  # for `torchrig status`
         layout = self.resolve_layout(state.model)
         if map_location is None:
             map_location = next((p.device for p in state.model.parameters()), None)
-        steps = self._steps(layout)
         misfits: builtins.list[str] = []
-        for path in self._agreed_candidates(steps):
-            payload, error = _attempt(layout.read, path, map_location, verify=verify)
-            if (error := _agreed_error(error)) is not None:
+        for path in self._agreed_candidates(layout.kind):
+            payload, error = _agreed_attempt(layout.read, path, map_location, verify=verify)
+            if error is not None:
                 warnings.warn(f"skipping bad checkpoint {error}", CheckpointWarning, stacklevel=2)
                 continue
-            resumed, error = _attempt(self._restore, layout, path, payload, state)
-            if (error := _agreed_error(error)) is not None:
+            resumed, error = _agreed_attempt(_restore, layout, path, payload, state)
+            if error is not None:
                 warnings.warn(f"skipping checkpoint {error}", CheckpointWarning, stacklevel=2)
                 misfits.append(error)
                 continue
@@ -277,27 +208,13 @@ class CheckpointManager:
                 f"no checkpoint in {self.directory} could be loaded into this model and "
                 f"optimizer; newest: {misfits[0]}"
             )
-        steps.warn_if_other_kind()
+        layout.kind.warn_if_other_kind(self.directory)
         return None
 
-    @staticmethod
-    def _restore(
-        layout: Layout, path: Path, payload: dict[str, Any], state: TrainingState
-    ) -> dict[str, Any]:
-        try:
-            layout.restore_model(path, payload, state)
-            return state.restore_progress(payload)
-        except CheckpointError as exc:
-            raise CheckpointError(f"{path}: {exc}") from exc
-        except Exception as exc:  # load_state_dict raises ValueError, KeyError, RuntimeError...
-            raise CheckpointError(f"{path}: {type(exc).__name__}: {first_line(exc)}") from exc
-
-    def _agreed_candidates(self, steps: StepDirectory) -> builtins.list[Path]:
+    def _agreed_candidates(self, kind: EntryKind) -> builtins.list[Path]:
         """The entries to try, best first; the same on every rank, or a CheckpointError."""
-        paths = steps.candidates()
-        listings = cast(
-            builtins.list[builtins.list[str]], _dist.all_gather([p.name for p in paths])
-        )
+        paths = kind.candidates(self.directory)
+        listings = _dist.all_gather([p.name for p in paths])
         if any(names != listings[0] for names in listings):
             found = ", ".join(
                 f"rank {r}: {names[0] if names else 'nothing'}" for r, names in enumerate(listings)
@@ -312,8 +229,8 @@ class CheckpointManager:
         """The full, prefix-free model weights of the newest good checkpoint, in this one process
         (no process group needed): for export and inference. A sharded checkpoint is gathered
         into full tensors, which needs CPU memory for the whole model."""
-        layout = self._layout_here(None)
-        for path in self._steps(layout).candidates():
+        layout = self._layout or self._layout_here(None)
+        for path in layout.kind.candidates(self.directory):
             try:
                 return layout.model_weights(path, map_location)
             except CheckpointError as exc:
@@ -327,9 +244,8 @@ class CheckpointManager:
         infos: builtins.list[CheckpointInfo] = []
         for make in _LAYOUTS.values():
             layout = make(checksums=self.checksums)
-            steps = self._steps(layout)
-            latest = steps.latest_name()
-            for step, path in steps.entries().items():
+            latest = layout.kind.latest_step(self.directory)
+            for step, path in layout.kind.entries(self.directory).items():
                 error: str | None = None
                 try:
                     layout.check(path, verify=verify)
@@ -337,24 +253,50 @@ class CheckpointManager:
                     error = str(exc).removeprefix(f"{path}: ")
                 ok = error is None
                 infos.append(
-                    CheckpointInfo(path, step, entry_size(path), path.name == latest, ok, error)
+                    CheckpointInfo(path, step, entry_size(path), step == latest, ok, error)
                 )
         return sorted(infos, key=lambda info: (info.step, info.path.name))
 
 
-def _attempt(action: Callable[..., _T], *args: Any, **kwargs: Any) -> tuple[_T | None, str | None]:
-    """(result, None), or (None, the CheckpointError's message)."""
+def _agreed_attempt(
+    action: Callable[..., _T], *args: Any, **kwargs: Any
+) -> tuple[_T | None, str | None]:
+    """(result, None) when every rank succeeded; else (None, this rank's CheckpointError message
+    or the first failing rank's): every rank moves on together, even when only one failed."""
     try:
-        return action(*args, **kwargs), None
+        result, mine = action(*args, **kwargs), None
     except CheckpointError as exc:
-        return None, str(exc)
-
-
-def _agreed_error(mine: str | None) -> str | None:
-    """None when every rank succeeded; else this rank's error, or the first failing rank's.
-    Every rank then moves on together, even when only one of them failed."""
+        result, mine = None, str(exc)
     errors = _dist.all_gather(mine)
-    if mine is not None:
-        return mine
     failed = [(rank, error) for rank, error in enumerate(errors) if error is not None]
-    return None if not failed else f"{failed[0][1]} (on rank {failed[0][0]})"
+    if mine is None and failed:
+        mine = f"{failed[0][1]} (on rank {failed[0][0]})"
+    return (result if mine is None else None), mine
+
+
+def _restore(
+    layout: Layout, path: Path, payload: dict[str, Any], state: TrainingState
+) -> dict[str, Any]:
+    try:
+        layout.restore_model(path, payload, state)
+        return state.restore_progress(payload)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{path}: {exc}") from exc
+    except Exception as exc:  # load_state_dict raises ValueError, KeyError, RuntimeError...
+        raise CheckpointError(f"{path}: {type(exc).__name__}: {first_line(exc)}") from exc
+
+
+def load_model_weights(
+    path_or_dir: str | os.PathLike[str], map_location: Any = "cpu"
+) -> dict[str, torch.Tensor]:
+    """Prefix-free model weights from: a checkpoint file, a plain state_dict file (e.g. one
+    written by `torchrig ckpt export`), a directory (its latest good checkpoint, either layout),
+    or one sharded step folder (gathered into full tensors in this process)."""
+    path = Path(path_or_dir)
+    if path.is_dir() and (path / METADATA_NAME).exists():
+        return ShardedLayout().model_weights(path, map_location)
+    if path.is_dir():
+        return CheckpointManager(path).latest_weights(map_location)
+    if path.is_file():
+        return SingleFileLayout().model_weights(path, map_location)
+    raise CheckpointError(f"{path}: no such file or directory")

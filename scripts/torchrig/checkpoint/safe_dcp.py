@@ -1,22 +1,10 @@
 """Reading torch.distributed.checkpoint (DCP) folders without letting them run code.
 
-DCP reads a folder's `.metadata` with plain `pickle.load`, and the non-tensor values in its shard
-files (optimizer settings, a module's extra state) with `torch.load(weights_only=False)`: a step
-folder downloaded from somewhere could run any code it likes the moment `torchrig ckpt ls` looks
-at it, or a run resumes from it. Here:
-
-- `.metadata` is unpickled with an allow-list of the classes DCP's own metadata is made of
-  (its dataclasses, torch.Size, dtypes, layouts, paths); a pickle that names anything else is
-  refused before that thing is looked up, let alone called. Its BUILD opcode (set an object's
-  attributes) is allowed on instances of those classes only, as in torch's weights-only
-  unpickler: on a class it would patch that class for the whole process (a crafted
-  `PurePosixPath.__truediv__`), checkpoint refused or not;
-- every shard file the metadata names must be a plain file name inside the folder: an absolute
-  path or `..` would read another folder's shards (another run's weights);
-- non-tensor values must pass `torch.load(weights_only=True)` before DCP loads them.
-
-Tensors DCP already loads with weights_only=True. Imports torch.distributed.checkpoint: import
-this module only where a DCP folder is read.
+DCP unpickles a folder's `.metadata` with plain `pickle.load` and the non-tensor values in its
+shards with `torch.load(weights_only=False)`: a downloaded step folder could run any code the
+moment `torchrig ckpt ls` looks at it. Here metadata is unpickled with an allow-list, shard file
+names are checked, and non-tensor values must pass weights_only=True first (docs/checkpoints.md,
+docs/security.md). Import this module only where a DCP folder is read (it imports DCP).
 """
 
 from __future__ import annotations
@@ -80,21 +68,14 @@ def allowed_global(module: str, name: str) -> Any:
 @functools.cache
 def _buildable_types() -> frozenset[type]:
     """The allowed classes whose instances BUILD may fill in (the functions are not types)."""
-    found = set()
-    for module, names in _METADATA_CLASSES.items():
-        for name in names:
-            value = allowed_global(module, name)
-            if isinstance(value, type):
-                found.add(value)
-    return frozenset(found)
+    values = (allowed_global(m, name) for m, names in _METADATA_CLASSES.items() for name in names)
+    return frozenset(value for value in values if isinstance(value, type))
 
 
 class MetadataUnpickler(pickle._Unpickler):
-    """Unpickles DCP metadata and nothing else: the "restricting globals" recipe of the pickle
-    documentation, and BUILD on allowed instances only.
-
-    The pure-Python unpickler, because the C one offers no hook for BUILD (torch's weights-only
-    unpickler is pure Python too); metadata is small next to the shards it describes."""
+    """Unpickles DCP metadata and nothing else: the pickle documentation's "restricting globals"
+    recipe, and BUILD on allowed instances only. The pure-Python unpickler: the C one offers no
+    hook for BUILD (torch's weights-only one is pure Python too); metadata is small."""
 
     dispatch: ClassVar[dict[int, Callable[[Any], None]]] = dict(pickle._Unpickler.dispatch)
 
@@ -133,42 +114,29 @@ class SafeReader(FileSystemReader):
 
 
 def check_storage_data(storage_data: Any) -> None:
-    """Each shard DCP would read: a plain file name in this folder, a non-negative byte range."""
+    """Each shard DCP would read: a plain file name in this folder (no directory part, nothing
+    that leaves the folder), a non-negative byte range."""
     if not isinstance(storage_data, dict):
         raise UnsafeCheckpoint(f"its storage data is a {type(storage_data).__name__}, not a dict")
     for info in storage_data.values():
         if not isinstance(info, _StorageInfo):
             raise UnsafeCheckpoint(f"its storage data holds a {type(info).__name__}")
-        check_shard_name(info.relative_path)
+        name = info.relative_path
+        if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or "\0" in name:
+            raise UnsafeCheckpoint(
+                f"it names the shard file {name!r}, which is not a plain file name inside the "
+                "checkpoint's folder (an absolute path or '..' would read another folder's "
+                "data): refused"
+            )
         for field in ("offset", "length"):
             value = getattr(info, field)
             if type(value) is not int or value < 0:
                 raise UnsafeCheckpoint(f"a shard's {field} is {value!r}, not a byte count")
 
 
-def check_shard_name(name: Any) -> None:
-    """A plain file name: no directory part, nothing that leaves the checkpoint's folder."""
-    plain = (
-        isinstance(name, str)
-        and name not in ("", ".", "..")
-        and "/" not in name
-        and "\0" not in name
-    )
-    if not plain:
-        raise UnsafeCheckpoint(
-            f"it names the shard file {name!r}, which is not a plain file name inside the "
-            "checkpoint's folder (an absolute path or '..' would read another folder's data): "
-            "refused"
-        )
-
-
 class _WeightsOnlyBytes:
-    """For a DCP load planner: non-tensor values must load with weights_only=True.
-
-    DCP's planners unpickle them with weights_only=False. The value is loaded once under the
-    restricted unpickler, which raises on anything that could run code; only then is it handed
-    to DCP's own code, which finds nothing left that could.
-    """
+    """For a DCP load planner, which unpickles non-tensor values with weights_only=False: each
+    is loaded once with weights_only=True first, which raises on anything that could run code."""
 
     def load_bytes(self, read_item: ReadItem, value: io.BytesIO) -> None:
         try:

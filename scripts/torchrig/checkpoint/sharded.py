@@ -1,24 +1,17 @@
 """The sharded layout: one torch.distributed.checkpoint (DCP) folder per step, written by all ranks.
 
-For models too large for one GPU (FSDP2 `fully_shard`, or anything with DTensor parameters):
-every rank writes its own shards in parallel and no rank ever holds the full model. A folder is
-
-    .metadata         written last by DCP's coordinator
-    __0_0.distcp ...  each rank's shards of `model` and `optim` (get_state_dict: prefix-free keys)
-    extra.pt          format "torchrig-sharded/1" and `TrainingState.progress` (rank 0, torch.save)
-
-The folder is written as `.step_<N>.tmp/` and renamed by rank 0 only once every rank's shards are
-on disk (DCP fsyncs them) and extra.pt is in place. It also loads into an unsharded model: DCP
-reshards on load, so a run may change its sharding (or drop it) between save and resume.
-
-Every read goes through safe_dcp: a folder's metadata and non-tensor values cannot run code.
+For models too large for one GPU (FSDP2, DTensor parameters): every rank writes its own shards of
+`model` and `optim` (get_state_dict: prefix-free keys), DCP's coordinator writes `.metadata`
+last, and rank 0 adds `extra.pt` (format "torchrig-sharded/1" and `TrainingState.progress`). DCP
+reshards on load, so a run may change its sharding (or drop it) between save and resume. Every
+read goes through safe_dcp: a folder's metadata and non-tensor values cannot run code.
 """
 
 from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +20,8 @@ import torch
 from torchrig.checkpoint import _dist, torchfile
 from torchrig.checkpoint.directory import FOLDER, atomic_write, entry_size
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
-from torchrig.checkpoint.loadable import check_loadable
-from torchrig.checkpoint.state import TrainingState, require_format
+from torchrig.checkpoint.state import TrainingState, require_format, summary_of
+from torchrig.checkpoint.torchfile import first_line
 
 FORMAT = "torchrig-sharded/1"
 EXTRA_NAME = "extra.pt"
@@ -47,21 +40,17 @@ class ShardedLayout:
     # -- saving --
 
     def payload(self, state: TrainingState, step: int) -> dict[str, Any]:
-        """What goes into extra.pt, checked (on every rank, so that all of them raise alike)."""
-        extra = {"format": FORMAT, **state.progress(step)}
-        check_loadable(extra)
-        return extra
+        """What goes into extra.pt (on every rank, so that all of them raise alike)."""
+        return {"format": FORMAT, **state.progress(step)}
 
     def write_shards(self, tmp: Path, state: TrainingState) -> None:
         """Collective: every rank writes its shards of model and optimizer into `tmp`."""
         import torch.distributed.checkpoint as dcp
 
         parts, _ = _dcp_parts(state.model, state.optimizer)
-        try:
-            with _single_process_is_intended():
-                dcp.save(parts, checkpoint_id=tmp, no_dist=not _dist.is_distributed())
-        except _dcp_errors() as exc:  # DCP reports a failure on any rank to all of them
-            raise CheckpointError(f"saving {tmp} failed: {describe_error(exc)}") from exc
+        # DCP reports a failure on any rank to all of them.
+        with _dcp_call(lambda error: f"saving {tmp} failed: {error}"):
+            dcp.save(parts, checkpoint_id=tmp, no_dist=not _dist.is_distributed())
 
     def write_rest(self, tmp: Path, payload: dict[str, Any]) -> None:
         """Rank 0: extra.pt. Its directory fsync also makes the shard files' entries durable."""
@@ -75,8 +64,8 @@ class ShardedLayout:
         check_folder(path)
 
     def read(self, path: Path, map_location: Any, *, verify: bool) -> dict[str, Any]:
-        """extra.pt, once the folder is known complete. DCP puts tensors where the model's own
-        are, so `map_location` does not apply."""
+        """extra.pt, once the folder is known complete (DCP puts tensors where the model's own
+        are: `map_location` does not apply)."""
         return check_folder(path)
 
     def restore_model(self, path: Path, payload: dict[str, Any], state: TrainingState) -> None:
@@ -85,7 +74,9 @@ class ShardedLayout:
         from torch.distributed.checkpoint.state_dict import set_state_dict
 
         optimizer = state.optimizer
-        if optimizer is not None and not _holds_optimizer(path):
+        if optimizer is not None and not any(
+            key.split(".", 1)[0] == "optim" for key in _read_metadata(path).state_dict_metadata
+        ):
             warnings.warn(
                 "checkpoint holds no optimizer state; optimizer left as it is",
                 CheckpointWarning,
@@ -95,16 +86,13 @@ class ShardedLayout:
         from torchrig.checkpoint.safe_dcp import SafeLoadPlanner
 
         parts, optimizers = _dcp_parts(state.model, optimizer)
-        try:
-            with _single_process_is_intended():
-                dcp.load(
-                    parts,
-                    storage_reader=_reader(path),
-                    planner=SafeLoadPlanner(),
-                    no_dist=not _dist.is_distributed(),
-                )
-        except _dcp_errors() as exc:  # DCP wraps every rank's error in one CheckpointException
-            raise CheckpointError(describe_error(exc)) from exc
+        with _dcp_call(str):
+            dcp.load(
+                parts,
+                storage_reader=_reader(path),
+                planner=SafeLoadPlanner(),
+                no_dist=not _dist.is_distributed(),
+            )
         set_state_dict(
             state.model,
             optimizers,
@@ -113,9 +101,24 @@ class ShardedLayout:
         )
 
     def model_weights(self, path: Path, map_location: Any) -> dict[str, torch.Tensor]:
-        """The full (unsharded) weights, gathered on the CPU of this one process, then moved
-        where a single-file load would put them."""
-        weights = load_folder_weights(path)
+        """The full (unsharded) weights, gathered on the CPU of this one process (no process
+        group), then moved where a single-file load would put them."""
+        from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+        from torchrig.checkpoint.safe_dcp import SafeEmptyLoadPlanner
+
+        check_folder(path)
+        state: dict[str, Any] = {}
+        with _dcp_call(lambda error: f"{path}: cannot be read ({error})"):
+            # The planner allocates every tensor from the metadata: no model object is needed.
+            # This is what torch's own dcp_to_torch_save does; dcp.load fills a copy instead.
+            _load_state_dict(
+                state,
+                storage_reader=_reader(path),
+                planner=SafeEmptyLoadPlanner(keys={"model"}),
+                no_dist=True,
+            )
+        weights = dict(state["model"])
         if map_location is None or str(map_location) == "cpu":
             return weights
         return {key: value.to(map_location) for key, value in weights.items()}
@@ -134,9 +137,6 @@ def _dcp_parts(
     if optimizer is not None:
         parts["optim"] = optim_state
     return parts, optimizers
-
-
-# --- checking a folder without loading it -------------------------------------------------------
 
 
 def check_folder(folder: Path) -> dict[str, Any]:
@@ -169,64 +169,27 @@ def _read_metadata(folder: Path) -> Any:
         raise CheckpointError(f"{folder}: unreadable {METADATA_NAME} ({exc})") from exc
 
 
-def _holds_optimizer(folder: Path) -> bool:
-    keys = _read_metadata(folder).state_dict_metadata
-    return any(key.split(".", 1)[0] == "optim" for key in keys)
-
-
 def describe_folder(folder: Path) -> dict[str, Any]:
     """What `torchrig ckpt inspect` shows for a step folder (reads metadata and extra.pt only)."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     extra = check_folder(folder)
-    metadata = _read_metadata(folder)
-    counts = {"model": [0, 0]}
-    for key, item in metadata.state_dict_metadata.items():
-        if not isinstance(item, TensorStorageMetadata):
-            continue
-        part = key.split(".", 1)[0]
-        nbytes = item.size.numel() * item.properties.dtype.itemsize
-        bucket = counts.setdefault(part, [0, 0])
-        bucket[0] += 1
-        bucket[1] += nbytes
-    total = sum(c for c, _ in counts.values()), sum(b for _, b in counts.values())
+    tensors = [  # (part, bytes) of each tensor
+        (key.split(".", 1)[0], item.size.numel() * item.properties.dtype.itemsize)
+        for key, item in _read_metadata(folder).state_dict_metadata.items()
+        if isinstance(item, TensorStorageMetadata)
+    ]
+    model = [nbytes for part, nbytes in tensors if part == "model"]
     return {
         "path": str(folder),
+        **summary_of(extra, {"model", *(part for part, _ in tensors)}),
         "format": f"{extra['format']} (torch.distributed.checkpoint)",
-        "step": extra.get("step"),
-        "epoch": extra.get("epoch"),
-        "sampler": extra.get("sampler"),
-        "config": extra.get("config"),
-        "parts": sorted({*counts, *(k for k, v in extra.items() if v is not None)}),
-        "rng_ranks": len(extra.get("rng") or []),
         "size_bytes": entry_size(folder),
-        "tensors": total[0],
-        "tensor_bytes": total[1],
-        "model_tensors": counts["model"][0],
-        "model_bytes": counts["model"][1],
+        "tensors": len(tensors),
+        "tensor_bytes": sum(nbytes for _, nbytes in tensors),
+        "model_tensors": len(model),
+        "model_bytes": sum(model),
     }
-
-
-def load_folder_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """One step folder's model weights, gathered into full CPU tensors (no process group)."""
-    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
-
-    from torchrig.checkpoint.safe_dcp import SafeEmptyLoadPlanner
-
-    check_folder(folder)
-    state: dict[str, Any] = {}
-    try:
-        # The planner allocates every tensor from the metadata: no model object is needed. This
-        # is what torch's own dcp_to_torch_save does; the public dcp.load fills a copy instead.
-        _load_state_dict(
-            state,
-            storage_reader=_reader(folder),
-            planner=SafeEmptyLoadPlanner(keys={"model"}),
-            no_dist=True,
-        )
-    except _dcp_errors() as exc:
-        raise CheckpointError(f"{folder}: cannot be read ({describe_error(exc)})") from exc
-    return dict(state["model"])
 
 
 def _reader(folder: Path) -> Any:
@@ -235,26 +198,23 @@ def _reader(folder: Path) -> Any:
     return SafeReader(str(folder))
 
 
-def _dcp_errors() -> tuple[type[BaseException], ...]:
-    # DCP's CheckpointException derives from BaseException, not Exception.
+@contextlib.contextmanager
+def _dcp_call(message: Callable[[str], str]) -> Iterator[None]:
+    """A DCP call whose failure is a CheckpointError, `message` of its first failing rank's own
+    error. DCP warns on every call without a process group, even when told no_dist=True; one
+    process (one GPU, or a conversion) is a legitimate use here."""
+    # DCP's CheckpointException (every rank's errors in one) derives from BaseException.
     from torch.distributed.checkpoint.api import CheckpointException
 
-    return (Exception, CheckpointException)
-
-
-def describe_error(exc: BaseException) -> str:
-    """One line: for DCP's CheckpointException, the first failing rank's own error."""
-    failures = getattr(exc, "failures", None)
-    if isinstance(failures, dict) and failures:
-        rank, (inner, _trace) = next(iter(sorted(failures.items())))
-        return f"rank {rank}: {type(inner).__name__}: {torchfile.first_line(inner)}"
-    return f"{type(exc).__name__}: {torchfile.first_line(exc)}"
-
-
-@contextlib.contextmanager
-def _single_process_is_intended() -> Iterator[None]:
-    """DCP warns on every call without a process group, even when told no_dist=True; one
-    process (one GPU, or a conversion) is a legitimate use here."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        yield
+        try:
+            yield
+        except (Exception, CheckpointException) as exc:
+            failures = getattr(exc, "failures", None)
+            if isinstance(failures, dict) and failures:
+                rank, (inner, _trace) = next(iter(sorted(failures.items())))
+                error = f"rank {rank}: {type(inner).__name__}: {first_line(inner)}"
+            else:
+                error = f"{type(exc).__name__}: {first_line(exc)}"
+            raise CheckpointError(message(error)) from exc

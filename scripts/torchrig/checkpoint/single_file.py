@@ -1,36 +1,101 @@
 """The single-file layout: one `torch.save` file per step, written by rank 0.
 
-For models every rank holds in full (one GPU, DDP, DataParallel, `torch.compile`). The file is
+For models every rank holds in full (one GPU, DDP, DataParallel, `torch.compile`): a dict of
+`format` "torchrig-checkpoint/1", `model` (prefix-free), `optimizer` and `TrainingState.progress`
+(docs/checkpoints.md). A sharded model is refused: rank 0 alone would save only its own shards.
 
-    format      "torchrig-checkpoint/1"
-    model       the unwrapped model's state_dict (no `module.` / `_orig_mod.` prefixes)
-    optimizer   optimizer.state_dict(), or None
-    scheduler, scaler, epoch, step, sampler, rng, config: see `TrainingState.progress`
-
-A sharded model (DTensor parameters) is refused: rank 0 alone would save only its own shards.
+DDP and DataParallel add `module.` to every key, `torch.compile` adds `_orig_mod.`, and weights
+carrying those only load into an identically wrapped model; checkpoints store them prefix-free.
 """
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import torch
 
 from torchrig.checkpoint import torchfile
 from torchrig.checkpoint.directory import FILE, write_synced
 from torchrig.checkpoint.errors import CheckpointError
-from torchrig.checkpoint.loadable import check_loadable
-from torchrig.checkpoint.model_state import (
-    load_model_state,
-    sharded_parameter,
-    strip_prefixes,
-    unwrap_model,
-)
 from torchrig.checkpoint.state import TrainingState, load_part, require_format
 
 FORMAT = "torchrig-checkpoint/1"
+# Leading wrapper prefixes, in any order and nesting.
+_WRAPPER_PREFIXES = re.compile(r"^(?:module\.|_orig_mod\.)+")
+
+
+def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The module inside any stack of DDP / DataParallel / torch.compile wrappers."""
+    wrappers = (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)
+    # A compiled model exists only if dynamo was imported: no need to import it (slow) here.
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    compiled = (eval_frame.OptimizedModule,) if eval_frame is not None else ()
+    while True:
+        if isinstance(model, wrappers):
+            model = model.module
+        elif compiled and isinstance(model, compiled):
+            model = model._orig_mod
+        else:
+            return model
+
+
+def strip_prefixes(state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `state_dict` with leading `module.` / `_orig_mod.` removed from every key."""
+    out: dict[str, Any] = {}
+    for key, value in state_dict.items():
+        new_key = _WRAPPER_PREFIXES.sub("", key)
+        if new_key in out:
+            raise CheckpointError(f"keys {key!r} and another both become {new_key!r}")
+        out[new_key] = value
+    return out
+
+
+def load_model_state(model: torch.nn.Module, weights: Mapping[str, Any]) -> None:
+    """Load `weights` into `model`, whatever wrappers either side had (strict: every key)."""
+    target = unwrap_model(model)
+    # Match on prefix-free names, then use the target's own names: this also works for a model
+    # whose real top-level submodule happens to be called `module`.
+    target_names = {_WRAPPER_PREFIXES.sub("", name): name for name in target.state_dict()}
+    renamed: dict[str, Any] = {}
+    unexpected: list[str] = []
+    for key, value in weights.items():
+        name = target_names.get(_WRAPPER_PREFIXES.sub("", key))
+        if name is None:
+            unexpected.append(key)
+        else:
+            renamed[name] = value
+    missing = sorted(set(target_names.values()) - set(renamed))
+    if missing or unexpected:
+        raise CheckpointError(
+            "checkpoint does not match the model: "
+            f"missing {_few(missing)}; unexpected {_few(sorted(unexpected))}"
+        )
+    try:
+        target.load_state_dict(renamed, strict=True)
+    except RuntimeError as exc:  # same names, other shapes: torch lists each on its own line
+        details = "; ".join(line.strip() for line in str(exc).splitlines()[1:4] if line.strip())
+        raise CheckpointError(f"checkpoint does not match the model: {details}") from exc
+
+
+def _few(keys: list[str], limit: int = 5) -> str:
+    if not keys:
+        return "none"
+    more = f" (+{len(keys) - limit} more)" if len(keys) > limit else ""
+    return ", ".join(keys[:limit]) + more
+
+
+def sharded_parameter(model: torch.nn.Module) -> str | None:
+    """The name of a DTensor parameter (FSDP2, tensor parallel) of `model`, or None if it has
+    none: such a model is sharded, each rank holding only its part of those parameters."""
+    # A DTensor exists only if its module was imported: no need to import it (slow) here.
+    dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
+    if dtensor is None:
+        return None
+    return next((name for name, p in model.named_parameters() if isinstance(p, dtensor)), None)
 
 
 class SingleFileLayout:
@@ -45,7 +110,7 @@ class SingleFileLayout:
     # -- saving --
 
     def payload(self, state: TrainingState, step: int) -> dict[str, Any]:
-        """The whole file's contents, checked (on every rank, so that all of them raise alike)."""
+        """The whole file's contents (on every rank, so that all of them raise alike)."""
         sharded = sharded_parameter(state.model)
         if sharded is not None:
             raise CheckpointError(
@@ -54,24 +119,19 @@ class SingleFileLayout:
                 "layout='sharded') (or the default layout='auto')"
             )
         optimizer = state.optimizer
-        payload = {
+        return {
             "format": FORMAT,
             "model": strip_prefixes(unwrap_model(state.model).state_dict()),
             "optimizer": None if optimizer is None else optimizer.state_dict(),
             **state.progress(step),
         }
-        check_loadable(payload)
-        return payload
 
     def write_shards(self, tmp: Path, state: TrainingState) -> None:
         """Nothing: rank 0 holds the whole model and writes it in `write_rest`."""
 
     def write_rest(self, tmp: Path, payload: dict[str, Any]) -> None:
         """Rank 0: the whole file, fsynced, under its temp name."""
-        write_synced(tmp, lambda f: self._save(payload, f))
-
-    def _save(self, payload: dict[str, Any], f: IO[bytes]) -> None:
-        torchfile.save(payload, f, checksums=self.checksums)
+        write_synced(tmp, lambda f: torchfile.save(payload, f, checksums=self.checksums))
 
     # -- checking and loading --
 
@@ -90,17 +150,14 @@ class SingleFileLayout:
         load_part(state.optimizer, payload.get("optimizer"), "optimizer")
 
     def model_weights(self, path: Path, map_location: Any) -> dict[str, torch.Tensor]:
-        return weights_of(torchfile.load(path, map_location), path)
-
-
-def weights_of(value: Any, path: Path) -> dict[str, torch.Tensor]:
-    """Prefix-free weights of a torchrig checkpoint, or of a plain state_dict of tensors."""
-    if isinstance(value, Mapping) and value.get("format") == FORMAT:
-        return strip_prefixes(value["model"])
-    if (
-        isinstance(value, Mapping)
-        and value
-        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
-    ):
-        return strip_prefixes(value)
-    raise CheckpointError(f"{path}: neither a torchrig checkpoint nor a state_dict of tensors")
+        """Prefix-free weights of a torchrig checkpoint, or of a plain state_dict of tensors."""
+        value = torchfile.load(path, map_location)
+        if isinstance(value, Mapping) and value.get("format") == FORMAT:
+            return strip_prefixes(value["model"])
+        if (
+            isinstance(value, Mapping)
+            and value
+            and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
+        ):
+            return strip_prefixes(value)
+        raise CheckpointError(f"{path}: neither a torchrig checkpoint nor a state_dict of tensors")

@@ -1,34 +1,27 @@
 """What a training checkpoint holds: `TrainingState`, and the parts both layouts store alike.
 
-A `TrainingState` knows the run's live objects (model, optimizer, LR scheduler, GradScaler,
-sampler, and by name any others: an EMA, a second scheduler) and its plain values (epoch,
-config): `CheckpointManager.save(step, state)` takes everything from it and `load_latest(state)`
-puts everything back in place, whatever the layout. It is the "Stateful application state"
-pattern torch.distributed.checkpoint recommends; torchtitan's checkpointer takes its states as a
-dict the same way.
-
-The model and optimizer are the layouts' business (one full copy in a file, or every rank's shards
-in a folder). Everything else, `progress(step)`, is small, the same on every rank (the RNG states
-are gathered), and stored and restored the same way by both layouts.
+A `TrainingState` knows the run's live objects and plain values; `CheckpointManager` takes
+everything from it and puts everything back, whatever the layout (torch.distributed.checkpoint's
+"Stateful application state" pattern). The model and optimizer are the layouts' business;
+everything else, `progress(step)`, is small, the same on every rank, and stored alike by both,
+in a form `torch.load(weights_only=True)` accepts (checked at save, RNG states included).
 """
 
 from __future__ import annotations
 
+import collections
+import random
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+import numpy as np
+import torch
+
+from torchrig.checkpoint import _dist
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
-from torchrig.checkpoint.loadable import check_json_like
-from torchrig.checkpoint.rng import gather_rng_states, restore_rng_state
-
-if TYPE_CHECKING:
-    import torch
-
-# What `load_latest` hands back to the training loop.
-RESUMED_KEYS = ("epoch", "step", "sampler", "config")
 
 
 class Stateful(Protocol):
@@ -42,15 +35,10 @@ class Stateful(Protocol):
 @dataclass(eq=False)
 class TrainingState:
     """Everything a run needs to resume, kept by reference: build it once, save it often.
-
-    Scheduler, scaler and sampler are anything with `state_dict()` / `load_state_dict()`
-    (torchrig.data.ResumableDistributedSampler is such a sampler; torch's DistributedSampler is
-    not). `extras` holds any more of them by name, `{"ema": ema_model}`: each is saved and
-    restored like the scheduler, as rank 0 has it, so it must be the same on every rank (a
-    sharded model's EMA belongs in the model instead). `epoch` left as None is the sampler's own
+    Scheduler, scaler, sampler and each of `extras` (by name) are anything with `state_dict()` /
+    `load_state_dict()`, saved as rank 0 has them. `epoch` left as None is the sampler's own
     `epoch` attribute, else 0. `config` must be JSON-like: it is stored for comparison on resume,
-    never restored over the run's settings.
-    """
+    never restored over the run's settings (docs/checkpoints.md)."""
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer | None = None
@@ -84,11 +72,8 @@ class TrainingState:
         return int(getattr(self.sampler, "epoch", 0))
 
     def progress(self, step: int) -> dict[str, Any]:
-        """The parts besides model and optimizer, as stored.
-
-        Collective when a process group exists (it gathers every rank's RNG state): the manager
-        calls it on every rank, even where only rank 0 writes.
-        """
+        """The parts besides model and optimizer, as stored. Collective (it gathers every rank's
+        RNG state): the manager calls it on every rank, even where only rank 0 writes."""
         check_json_like(self.config)
         extras = {name: part.state_dict() for name, part in self.extras.items()}
         return {
@@ -103,31 +88,26 @@ class TrainingState:
         }
 
     def restore_progress(self, saved: Mapping[str, Any]) -> dict[str, Any]:
-        """Put back what `progress` stored: scheduler, scaler, sampler, the extras, then this
-        rank's RNG.
-
-        Returns {"epoch", "step", "sampler", "config"} for the training loop to continue from.
-        """
+        """Put back what `progress` stored, then this rank's RNG; {"epoch", "step", "sampler",
+        "config"} for the training loop to continue from."""
         load_part(self.scheduler, saved.get("scheduler"), "scheduler")
         load_part(self.scaler, saved.get("scaler"), "scaler")
         load_part(self.sampler, saved.get("sampler"), "sampler")
-        self.restore_extras(saved.get("extras") or {})
-        if self.epoch is not None:
-            self.epoch = int(saved["epoch"])
-        restore_rng_state(saved["rng"])
-        return {key: saved[key] for key in RESUMED_KEYS}
-
-    def restore_extras(self, saved: Mapping[str, Any]) -> None:
+        extras = saved.get("extras") or {}
         for name, part in self.extras.items():
-            load_part(part, saved.get(name), f"extras[{name!r}]")
-        unused = sorted(set(saved) - set(self.extras))
+            load_part(part, extras.get(name), f"extras[{name!r}]")
+        unused = sorted(set(extras) - set(self.extras))
         if unused:
             warnings.warn(
                 f"checkpoint holds state for extras {unused} that this TrainingState has no "
                 "object for: not loaded (pass them in extras= to restore them)",
                 CheckpointWarning,
-                stacklevel=4,
+                stacklevel=3,
             )
+        if self.epoch is not None:
+            self.epoch = int(saved["epoch"])
+        restore_rng_state(saved["rng"])
+        return {key: saved[key] for key in ("epoch", "step", "sampler", "config")}
 
 
 def _state_of(part: Stateful | None) -> Any:
@@ -153,6 +133,19 @@ def load_part(target: Stateful | None, saved: Any, name: str) -> None:
     target.load_state_dict(saved)
 
 
+def summary_of(stored: Mapping[str, Any], parts: Iterable[str] = ()) -> dict[str, Any]:
+    """What `torchrig ckpt inspect` shows of what both layouts store alike (and `parts`)."""
+    return {
+        "format": stored["format"],
+        "step": stored.get("step"),
+        "epoch": stored.get("epoch"),
+        "sampler": stored.get("sampler"),
+        "config": stored.get("config"),
+        "parts": sorted({*parts, *(key for key, value in stored.items() if value is not None)}),
+        "rng_ranks": len(stored.get("rng") or []),
+    }
+
+
 def require_format(value: Any, expected: str, path: Path) -> dict[str, Any]:
     """`value` (what `path` holds) as a dict tagged `expected`; else a CheckpointError."""
     if not isinstance(value, dict):
@@ -163,3 +156,131 @@ def require_format(value: Any, expected: str, path: Path) -> dict[str, Any]:
             f"expected {expected!r})"
         )
     return value
+
+
+# --- what torch.load(weights_only=True) accepts, checked at save time ---------------------------
+
+# Exact types: a subclass (numpy.float64 is a float, an IntEnum an int) pickles as its own class,
+# which weights_only loading refuses.
+_PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes)
+_TORCH_LEAVES = (torch.Tensor, torch.Size, torch.dtype, torch.device)
+_JSON_LEAVES = (type(None), bool, int, float, str)
+
+
+def check_loadable(value: Any, where: str = "state") -> None:
+    """Raise CheckpointError, naming the key path, for anything `torch.load(weights_only=True)`
+    would refuse. Found at save time, not at the resume weeks later."""
+    if type(value) in _PLAIN_LEAVES or isinstance(value, _TORCH_LEAVES):
+        return
+    if type(value) in (dict, collections.OrderedDict):
+        for key, item in value.items():
+            check_loadable(key, f"{where} (a key)")
+            check_loadable(item, f"{where}[{key!r}]")
+        return
+    if type(value) in (list, tuple, set):  # namedtuples and other subclasses need allow-listing
+        for index, item in enumerate(value):
+            check_loadable(item, f"{where}[{index}]")
+        return
+    if type(value) in torch.serialization.get_safe_globals():  # allow-listed by the user
+        return
+    raise CheckpointError(
+        f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which "
+        "torch.load(weights_only=True) refuses: store plain values (numbers, strings, lists, "
+        "dicts, tensors) or allow-list the type with torch.serialization.add_safe_globals"
+    )
+
+
+def check_json_like(value: Any, where: str = "config") -> None:
+    """Configs must survive JSON: dicts with str keys, lists, str/int/float/bool/None."""
+    if type(value) in _JSON_LEAVES:
+        return
+    if type(value) is dict:
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise CheckpointError(f"{where} has a non-string key {key!r}")
+            check_json_like(item, f"{where}[{key!r}]")
+        return
+    if type(value) in (list, tuple):
+        for index, item in enumerate(value):
+            check_json_like(item, f"{where}[{index}]")
+        return
+    raise CheckpointError(
+        f"{where} is a {type(value).__qualname__}; configs hold only JSON-like values "
+        "(dict, list, str, int, float, bool, None)"
+    )
+
+
+# --- random number generator states ---------------------------------------------------------------
+# Python's and NumPy's states are tuples holding arrays and version tags; they are stored as plain
+# ints, floats, strings and lists so that no type needs allow-listing.
+
+
+def capture_rng_state() -> dict[str, Any]:
+    """This process's python, numpy, torch CPU and (when CUDA is in use) per-device CUDA states."""
+    py_version, py_internal, py_gauss = random.getstate()
+    np_kind, np_keys, np_pos, np_has_gauss, np_cached = np.random.get_state(legacy=True)
+    state: dict[str, Any] = {
+        "python": {"version": py_version, "internal": list(py_internal), "gauss_next": py_gauss},
+        "numpy": {
+            "kind": str(np_kind),
+            "keys": [int(k) for k in np_keys],
+            "pos": int(np_pos),
+            "has_gauss": int(np_has_gauss),
+            "cached_gaussian": float(np_cached),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    # Only when this process already uses CUDA: touching it otherwise would create a context on
+    # every GPU in every rank (hundreds of MB each) just to read default states.
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def gather_rng_states() -> list[dict[str, Any]]:
+    """Every rank's state, indexed by rank, on every rank (collective when a group exists)."""
+    return _dist.all_gather(capture_rng_state())
+
+
+def restore_rng_state(states: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -> bool:
+    """Restore this rank's entry of a gathered list (a single dict counts as a list of one);
+    whether it did. A list not of the world size restores nothing: a warning says to reseed."""
+    if isinstance(states, Mapping):
+        states = [states]
+    world = _dist.world_size()
+    if len(states) != world:
+        warnings.warn(
+            f"checkpoint holds RNG states for {len(states)} ranks but this run has {world}; "
+            "RNG states not restored (reseed instead)",
+            CheckpointWarning,
+            stacklevel=2,
+        )
+        return False
+    state = states[_dist.rank()]
+    py = state["python"]
+    random.setstate((py["version"], tuple(py["internal"]), py["gauss_next"]))
+    npy = state["numpy"]
+    np.random.set_state(
+        (
+            npy["kind"],
+            np.asarray(npy["keys"], dtype=np.uint32),
+            npy["pos"],
+            npy["has_gauss"],
+            npy["cached_gaussian"],
+        )
+    )
+    torch.set_rng_state(state["torch"].cpu())
+    cuda_states = state.get("cuda")
+    if cuda_states is None or not torch.cuda.is_available():
+        return True
+    count = torch.cuda.device_count()
+    if len(cuda_states) != count:
+        warnings.warn(
+            f"checkpoint holds CUDA RNG states for {len(cuda_states)} devices, this machine has "
+            f"{count}; restoring the first {min(count, len(cuda_states))}",
+            CheckpointWarning,
+            stacklevel=2,
+        )
+    for index, cuda_state in enumerate(cuda_states[:count]):
+        torch.cuda.set_rng_state(cuda_state.cpu(), index)
+    return True

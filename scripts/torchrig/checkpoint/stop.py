@@ -1,37 +1,17 @@
 """Stop and preemption signals as "save now": one checkpoint at the next step boundary, then a
-resumable exit.
+resumable exit (docs/checkpoints.md#stopping-save-now has the loop).
 
-    stop = StopSignals().install()          # every rank, in the main thread, before the loop
-    while step < total_steps:
-        ...                                 # one optimizer step
-        step += 1
-        if stop.agreed():                   # every rank, every step: one all-reduce of one int
-            checkpoints.save(step, state)   # the same step on every rank
-            break                           # leave together; exit with RESUMABLE_EXIT
+The signals mean "this job is being stopped, and may come back": SIGTERM (docker stop,
+Kubernetes, Slurm, torchrun passing on its own), SIGINT (Ctrl-C), SIGHUP (the terminal went away;
+torchrun passes it on too) and SIGUSR1/SIGUSR2 (Slurm's `--signal`, preemption notices). A handler
+only records the signal: the save happens in the training loop, at a step boundary, where the
+state is consistent, and the ranks agree through one all-reduce, so a signal that reached only
+some of them stops all of them after the same step.
 
-The signals are the ones that mean "this job is being stopped, and may come back": SIGTERM (docker
-stop, Kubernetes, Slurm's preemption and time limit, torchrun passing on its own), SIGINT (Ctrl-C),
-SIGHUP (the terminal went away; torchrun passes it on too) and SIGUSR1/SIGUSR2 (Slurm's
-`--signal`, preemption notices). A handler only records the signal: the save happens in the
-training loop, at a step boundary, where the state is consistent. The ranks then agree through
-one all-reduce, so a signal that reached only some of them still stops all of them after the
-same step. A signal the process started out ignoring stays ignored (nohup's SIGHUP, SIGINT in a
-background job). More signals after the first change nothing: torchrun, a container stop and a
-scheduler may each send one.
-
-`ignore_stop_signals` is for DataLoader workers (`worker_init_fn=`): torchrun passes a signal on to
-each worker's whole process group, and a worker it kills takes the training loop down with an
-error before the loop reaches its step boundary. Ignoring them, the workers go when their parent
-shuts them down or exits.
-
-`exit_resumable()` ends the process with RESUMABLE_EXIT and, under `torchrig launch`, leaves the
-note that lets launch exit 75 too: torchrun itself exits 1 whatever its workers exited with.
-`launch_status` is the other end, launch's: torchrun's status and the notes make its own.
-
-This module is the protocol's one home: the signals and who handles them, the notes written and
-read, the status 75.
-
-Standard library only at import time; torch is imported by `agreed()`.
+This module is the stop protocol's one home: the signals and who handles them, the notes that
+`exit_resumable` leaves for `torchrig launch` (torchrun itself exits 1 whatever its workers
+exited with) and `launch_status`, which reads them, and the status 75. Standard library only at
+import time; torch is imported by `agreed()`.
 """
 
 from __future__ import annotations
@@ -42,7 +22,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -54,20 +34,19 @@ if TYPE_CHECKING:
 # the job (Slurm's RequeueExit, a Kubernetes podFailurePolicy onExitCodes rule); docs/training.md.
 RESUMABLE_EXIT = 75
 # Set by `torchrig launch` for its workers: a private folder where each worker that exits
-# RESUMABLE_EXIT leaves a note named after its local rank (resumable_note_name). torchrun exits 1
-# whatever its workers exited with; from the notes launch tells a resumable stop from a failure.
+# RESUMABLE_EXIT leaves a note named after its local rank; from the notes launch tells a
+# resumable stop from a failure.
 RESUMABLE_NOTES_ENV = "TORCHRIG_RESUMABLE_NOTES"
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2")
 # Left as ignored when the process started with them ignored: the shell or nohup meant it.
 TERMINAL_SIGNALS = ("SIGINT", "SIGHUP")
-NOTE = re.compile(r"local-rank-(\d+)-of-(\d+)")  # resumable_note_name's names
+NOTE = re.compile(r"local-rank-(\d+)-of-(\d+)")  # the notes' names
 
 
 class StopSignals:
     """Records the first stop signal; `agreed()` tells every rank whether any rank got one."""
 
-    def __init__(self, signals: Sequence[str] = STOP_SIGNALS) -> None:
-        self.signals = tuple(getattr(signal, name) for name in signals)
+    def __init__(self) -> None:
         self.received: str | None = None  # the first signal's name, on this rank
         self._previous: dict[int, Any] = {}
         self._group: dist.ProcessGroup | None = None
@@ -77,7 +56,7 @@ class StopSignals:
         """Handle the signals from now on (main thread only). Returns self."""
         if threading.current_thread() is not threading.main_thread():
             raise RuntimeError("StopSignals.install() must run in the main thread (Python's rule)")
-        self._previous = handle_stop_signals(self._record, self.signals)
+        self._previous = handle_stop_signals(self._record)
         forget_resumable_exit()
         return self
 
@@ -99,71 +78,57 @@ class StopSignals:
             self.received = signal.Signals(signum).name
 
     def agreed(self) -> bool:
-        """True on every rank once any rank has received a stop signal.
-
-        Collective when a process group exists: call it on every rank at the same point (once per
-        step). It all-reduces one integer over gloo on the CPU, so a GPU job does not wait for its
-        GPU here; with NCCL as the default backend, a gloo group is made on the first call.
-        """
+        """True on every rank once any rank has received a stop signal. Collective when a process
+        group exists: call it on every rank at the same point (once per step). It all-reduces one
+        integer over gloo on the CPU, so a GPU job does not wait for its GPU here; with NCCL as
+        the default backend, a gloo group is made on the first call."""
         import torch
-        import torch.distributed as dist
-
-        local = self.received is not None
-        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-            return local
-        flag = torch.tensor([int(local)], dtype=torch.int32)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._cpu_group())
-        return bool(flag.item())
-
-    def _cpu_group(self) -> dist.ProcessGroup | None:
-        """A group that reduces CPU tensors: the default one when it has gloo, else a new one."""
         import torch.distributed as dist
 
         from torchrig.distributed import collective_timeout
 
+        local = self.received is not None
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return local
         if not self._group_made:
             if "gloo" not in str(dist.get_backend()):
                 self._group = dist.new_group(backend="gloo", timeout=collective_timeout())
             self._group_made = True
-        return self._group
+        flag = torch.tensor([int(local)], dtype=torch.int32)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self._group)
+        return bool(flag.item())
 
 
-def handle_stop_signals(
-    handler: Callable[[int, FrameType | None], None],
-    signals: Iterable[int] = tuple(getattr(signal, name) for name in STOP_SIGNALS),
-) -> dict[int, Any]:
+def handle_stop_signals(handler: Callable[[int, FrameType | None], None]) -> dict[int, Any]:
     """`handler` for every stop signal, but SIGINT and SIGHUP stay ignored when the process
     started with them ignored (nohup, a background job: the shell meant it). Returns the
     handlers it replaced."""
     previous: dict[int, Any] = {}
-    for signum in signals:
-        before = signal.getsignal(signum)
-        if before is signal.SIG_IGN and signal.Signals(signum).name in TERMINAL_SIGNALS:
+    for name in STOP_SIGNALS:
+        signum = getattr(signal, name)
+        if signal.getsignal(signum) is signal.SIG_IGN and name in TERMINAL_SIGNALS:
             continue
         previous[signum] = signal.signal(signum, handler)
     return previous
 
 
 def ignore_stop_signals(_worker_id: int | None = None) -> None:
-    """Ignore the stop signals in this process: a DataLoader `worker_init_fn` (see the module
-    docstring). Its parent, which handles them, shuts it down."""
+    """Ignore the stop signals in this process: a DataLoader `worker_init_fn`. torchrun passes a
+    signal on to each worker's whole process group, and a loader worker it killed would end the
+    training loop with an error before the save; its parent shuts it down instead."""
     for name in STOP_SIGNALS:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
-
-
-def resumable_note_name(environ: Mapping[str, str]) -> str:
-    """This worker's note: its local rank among torchrun's local workers (torchrun sets both)."""
-    rank = environ.get("LOCAL_RANK", "0")
-    size = environ.get("LOCAL_WORLD_SIZE", "1")
-    return f"local-rank-{rank}-of-{size}"
 
 
 def note_resumable_exit(environ: Mapping[str, str] = os.environ) -> None:
     """Leave this worker's note for `torchrig launch`, when it launched us; never fails the exit."""
     folder = environ.get(RESUMABLE_NOTES_ENV)
     if folder:
+        # Its local rank among torchrun's local workers (torchrun sets both).
+        rank = environ.get("LOCAL_RANK", "0")
+        name = f"local-rank-{rank}-of-{environ.get('LOCAL_WORLD_SIZE', '1')}"
         with contextlib.suppress(OSError):  # launch gone or the folder removed: nobody to tell
-            (Path(folder) / resumable_note_name(environ)).touch()
+            (Path(folder) / name).touch()
 
 
 def forget_resumable_exit(environ: Mapping[str, str] = os.environ) -> None:
@@ -179,10 +144,8 @@ def forget_resumable_exit(environ: Mapping[str, str] = os.environ) -> None:
 
 def exit_resumable(immediately: bool = False) -> NoReturn:
     """Exit with RESUMABLE_EXIT after the stop's checkpoint is saved (and the process group left).
-
     `immediately` skips Python's teardown (os._exit after flushing stdout and stderr): with torch
-    loaded that takes seconds, and a stop's grace period is counted; atexit handlers do not run.
-    """
+    loaded that takes seconds, and a stop's grace period is counted; atexit handlers do not run."""
     note_resumable_exit()
     if not immediately:
         raise SystemExit(RESUMABLE_EXIT)

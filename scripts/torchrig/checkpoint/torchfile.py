@@ -1,8 +1,5 @@
 """One `torch.save` file: written with or without CRCs, checked, and loaded with weights_only.
-
-Both layouts store torch.save files (the single-file layout's entries, the sharded layout's
-`extra.pt`), and `torchrig ckpt` inspects and exports them; this is their one reader and writer.
-"""
+The one reader and writer of both layouts' torch.save files (step files, `extra.pt`)."""
 
 from __future__ import annotations
 
@@ -19,11 +16,8 @@ _CRC_CHUNK = 4 << 20
 
 def save(value: Any, f: IO[bytes], *, checksums: bool) -> None:
     """torch.save into an open file; `checksums` records each zip record's CRC32."""
-    previous = torch.serialization.get_crc32_options()
-    if checksums == previous:
-        torch.save(value, f)
-        return
     # A process-wide switch: set it for this one save and put it back.
+    previous = torch.serialization.get_crc32_options()
     torch.serialization.set_crc32_options(checksums)
     try:
         torch.save(value, f)
@@ -60,16 +54,12 @@ def check_crc(path: Path) -> None:
             if all(info.CRC == 0 for info in infos if info.file_size > 0):
                 return
             for info in infos:
-                _check_member_crc(archive, info)
+                # Reading a member to its end makes zipfile compare the CRC (BadZipFile if not).
+                with archive.open(info) as member:
+                    while member.read(_CRC_CHUNK):
+                        pass
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise CheckpointError(f"{path}: corrupt ({exc})") from exc
-
-
-def _check_member_crc(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
-    # Reading a member to its end makes zipfile compare the CRC (BadZipFile on a mismatch).
-    with archive.open(info) as member:
-        while member.read(_CRC_CHUNK):
-            pass
 
 
 def load(path: Path, map_location: Any = None, *, verify: bool = True) -> Any:

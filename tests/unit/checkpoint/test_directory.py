@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from torchrig.checkpoint.directory import FILE, FOLDER, TEMP_RE, StepDirectory
+from torchrig.checkpoint.directory import FILE, FOLDER, TEMP_RE, point_latest_at
 from torchrig.checkpoint.errors import CheckpointWarning
 
 
@@ -34,11 +34,10 @@ def test_temp_names_are_recognised_and_entries_are_not(tmp_path: Path) -> None:
 def test_candidates_start_at_latest_and_pruning_spares_newer_entries(tmp_path: Path) -> None:
     for step in (1, 2, 3, 4, 5):
         (tmp_path / FILE.name(step)).write_bytes(b"x")
-    steps = StepDirectory(tmp_path, FILE)
-    steps.point_latest_at(tmp_path / FILE.name(3))
-    assert [p.name for p in steps.candidates()] == [FILE.name(s) for s in (3, 2, 1)]
-    assert steps.prune(3, keep=2) == [FILE.name(4), FILE.name(5)]
-    assert sorted(steps.entries()) == [2, 3, 4, 5]
+    point_latest_at(tmp_path / FILE.name(3))
+    assert [p.name for p in FILE.candidates(tmp_path)] == [FILE.name(s) for s in (3, 2, 1)]
+    assert FILE.prune(tmp_path, 3, keep=2) == [FILE.name(4), FILE.name(5)]
+    assert sorted(FILE.entries(tmp_path)) == [2, 3, 4, 5]
 
 
 def test_a_write_to_a_full_device_raises_the_os_error_not_torch_s_zip_error() -> None:
@@ -63,15 +62,14 @@ def test_a_latest_pointer_dev_swapped_for_a_symlink_or_fifo_is_not_followed(
     tmp_path: Path,
 ) -> None:
     """Root lists checkpoint folders dev writes (`torchrig ckpt ls`, `torchrig status`)."""
-    steps = StepDirectory(tmp_path, FILE)
     for step in (1, 2):
         (tmp_path / FILE.name(step)).write_bytes(b"")
     elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
     elsewhere.write_text(FILE.name(1) + "\n")  # would send the resume to step 1 if followed
     (tmp_path / "latest").symlink_to(elsewhere)
     with pytest.warns(CheckpointWarning, match="unreadable"):
-        assert steps.candidates()[0].name == FILE.name(2)
+        assert FILE.candidates(tmp_path)[0].name == FILE.name(2)
     (tmp_path / "latest").unlink()
     os.mkfifo(tmp_path / "latest")
     with pytest.warns(CheckpointWarning, match="unreadable"):
-        assert steps.candidates()[0].name == FILE.name(2)  # at once, not blocked
+        assert FILE.candidates(tmp_path)[0].name == FILE.name(2)  # at once, not blocked

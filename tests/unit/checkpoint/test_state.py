@@ -1,16 +1,27 @@
-"""TrainingState: everything comes back, the same way in both layouts."""
+"""TrainingState: everything comes back, the same way in both layouts; what
+torch.load(weights_only=True) accepts, checked at save time; RNG states: every generator comes
+back, through a weights_only load."""
 
 from __future__ import annotations
 
 import enum
+import random
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from torchrig.checkpoint import CheckpointError, CheckpointManager, TrainingState
+from torchrig.checkpoint import (
+    CheckpointError,
+    CheckpointManager,
+    TrainingState,
+    capture_rng_state,
+    gather_rng_states,
+    restore_rng_state,
+)
 from torchrig.checkpoint.errors import CheckpointWarning
+from torchrig.checkpoint.state import check_loadable
 
 from ...checkpoint_support import Position, TinyNet, train_steps
 
@@ -206,3 +217,66 @@ def test_an_extra_whose_state_would_not_load_is_refused_at_save(tmp_path: Path) 
 
     with pytest.raises(CheckpointError, match=r"state\['extras'\]\['odd'\]\['where'\] is a path"):
         CheckpointManager(tmp_path).save(1, with_extras(0, odd=WithAPath()))
+
+
+def test_every_accepted_value_really_loads_with_weights_only(tmp_path: Path) -> None:
+    state = {
+        "sampler": {"order": torch.arange(4), "size": torch.Size([2]), "dtype": torch.float16},
+        "config": {"nested": {"list": [1, 2.5, "x", None, True]}, "tuple": (1, 2)},
+        "device": torch.device("cpu"),
+        "raw": b"\x00",
+    }
+    check_loadable(state)
+    torch.save(state, tmp_path / "s.pt")
+    loaded = torch.load(tmp_path / "s.pt", weights_only=True)
+    assert loaded["sampler"]["dtype"] == torch.float16 and loaded["config"]["tuple"] == (1, 2)
+
+
+@pytest.mark.parametrize(
+    "value, where",
+    [
+        ({"gen": np.random.default_rng(0)}, r"state\['gen'\] is a numpy\.random"),
+        ({"a": [1, {"p": Path("/x")}]}, r"state\['a'\]\[1\]\['p'\]"),
+        ({Path("/k"): 1}, r"state \(a key\)"),
+        ({"f": np.float64(1.0)}, r"state\['f'\] is a numpy\.float64"),  # a float subclass
+    ],
+)
+def test_refused_values_are_named_by_their_key_path(value: dict, where: str) -> None:
+    with pytest.raises(CheckpointError, match=f"{where}.*weights_only"):
+        check_loadable(value)
+
+
+class Allowed:
+    pass
+
+
+def test_allow_listed_types_pass() -> None:
+    with pytest.raises(CheckpointError):
+        check_loadable({"x": Allowed()})
+    with torch.serialization.safe_globals([Allowed]):
+        check_loadable({"x": Allowed()})
+
+
+def test_rng_state_round_trip_through_weights_only_load(tmp_path: Path) -> None:
+    random.seed(1)
+    np.random.seed(2)
+    torch.manual_seed(3)
+    random.gauss(0, 1)  # leaves a cached gaussian in python's state
+    states = gather_rng_states()
+    assert len(states) == 1
+    torch.save(states, tmp_path / "rng.pt")
+    expected = (random.random(), np.random.rand(), torch.rand(1), random.gauss(0, 1))
+    random.seed(9)
+    np.random.seed(9)
+    torch.manual_seed(9)
+    assert restore_rng_state(torch.load(tmp_path / "rng.pt", weights_only=True))
+    assert (random.random(), np.random.rand(), torch.rand(1), random.gauss(0, 1)) == expected
+
+
+def test_rng_world_size_mismatch_restores_nothing() -> None:
+    states = [capture_rng_state(), capture_rng_state()]
+    torch.manual_seed(4)
+    before = torch.get_rng_state()
+    with pytest.warns(CheckpointWarning, match="2 ranks but this run has 1"):
+        assert not restore_rng_state(states)
+    assert torch.equal(torch.get_rng_state(), before)
