@@ -1,11 +1,6 @@
-"""Why `docker compose up` itself failed, in a sentence with its fix: before any container ran,
-nothing was "starting", so `make up` must never say it was not ready.
-
-`diagnose` is a pure function of what compose printed and a few facts read after the failure
-(`FailureFacts`): the engine unreachable (its socket's permission: the `docker` group), a host
-port already taken, a compose too old for these files, Docker without the NVIDIA Container
-Toolkit, an image that is not here and cannot be built. Anything else: compose's own message
-stands, said to be compose's.
+"""Why `docker compose up` (or the engine) failed, in a sentence with its fix, and `HostError`,
+what stops every host helper. Before any container ran nothing was "starting", so `make up` must
+never say it was not ready. Anything `diagnose` does not know: compose's own message stands.
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchrig.host.gpu_mode import no_toolkit_lines
+from torchrig.voice import MAKEFILE as VOICE
 
 # `!reset` in docker-compose.cpu.yml and docker-compose.published.yml came with Compose 2.24.
 MIN_COMPOSE = (2, 24)
@@ -38,6 +33,26 @@ PORT_TAKEN = re.compile(
 )
 NO_NVIDIA_DRIVER = re.compile(r'could not select device driver "nvidia"')
 NO_COMPOSE = re.compile(r"'compose' is not a docker command|unknown command \"compose\"")
+TOOLKIT_FIX = "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker"
+
+
+class HostError(Exception):
+    """A host helper cannot go on: the lines say why and what to do."""
+
+    def __init__(self, *lines: str) -> None:
+        super().__init__(lines[0])
+        self.lines = lines
+
+    def said(self) -> int:
+        """Say it as one error; the exit status."""
+        VOICE.error("\n".join(self.lines))
+        return 1
+
+
+def engine_error(command: str, said: str) -> HostError:
+    """The engine refused a plain `docker` command: why, when `diagnose` knows."""
+    lines = diagnose(said, FailureFacts())
+    return HostError(*(lines or [f"asking the Docker engine failed (`docker {command}`): {said}"]))
 
 
 @dataclass(frozen=True)
@@ -124,7 +139,21 @@ def no_nvidia(output: str, facts: FailureFacts) -> list[str] | None:
             " this compose did not apply docker-compose.cpu.yml's `!reset`.",
             f"  Update Docker's compose plugin to {'.'.join(map(str, MIN_COMPOSE))} or newer.",
         ]
-    return no_toolkit_lines(None, None)
+    return no_toolkit_lines(
+        "Docker cannot hand GPUs to containers (compose: could not select device "
+        'driver "nvidia"): the NVIDIA Container Toolkit is missing, or Docker is not '
+        "configured for it."
+    )
+
+
+def no_toolkit_lines(what: str) -> list[str]:
+    """Docker cannot hand this machine's GPUs to a container: `what` is missing, and the fix."""
+    return [
+        what,
+        "  Install the NVIDIA Container Toolkit (README: Prerequisites), then configure Docker "
+        f"for it: `{TOOLKIT_FIX}`.",
+        "  Or start without GPUs: `make up CPU=1`.",
+    ]
 
 
 def image_missing(output: str, facts: FailureFacts) -> list[str] | None:

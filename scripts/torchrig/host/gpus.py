@@ -20,6 +20,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import ALL, GpuClaim, Workstation
 
 VARIABLE = "GPUS"
@@ -32,14 +33,6 @@ HOW = (
     f"`{VARIABLE}=GPU-...` (`nvidia-smi -L`), or `{VARIABLE}=free:N` for N that no other "
     "workstation holds."
 )
-
-
-class GpuError(Exception):
-    """The GPUs asked for cannot be given: the lines say why and what to do."""
-
-    def __init__(self, *lines: str) -> None:
-        super().__init__(lines[0])
-        self.lines = lines
 
 
 @dataclass(frozen=True)
@@ -58,18 +51,20 @@ def parse_request(value: str | None) -> Request:
     if text.startswith(FREE):
         count = text.removeprefix(FREE)
         if not INDEX.match(count) or int(count) < 1:
-            raise GpuError(f"{VARIABLE}={text}: after 'free:' comes how many GPUs, 1 or more.", HOW)
+            raise HostError(
+                f"{VARIABLE}={text}: after 'free:' comes how many GPUs, 1 or more.", HOW
+            )
         return Request(free=int(count))
     ids = tuple(part.strip() for part in text.split(","))
     bad = [part for part in ids if not (INDEX.match(part) or UUID.match(part))]
     if bad or not ids:
-        raise GpuError(
+        raise HostError(
             f"{VARIABLE}={text}: {', '.join(map(repr, bad)) or 'nothing'} is neither a GPU's "
             "host index nor its UUID.",
             HOW,
         )
     if len(set(ids)) != len(ids):
-        raise GpuError(f"{VARIABLE}={text} names a GPU twice.", HOW)
+        raise HostError(f"{VARIABLE}={text} names a GPU twice.", HOW)
     return Request(ids=ids)
 
 
@@ -118,7 +113,7 @@ def check_known(request: Request, table: list[HostGpu] | None) -> None:
     unknown = [one for one in request.ids if one.lower() not in known]
     if unknown:
         have = ", ".join(f"{gpu.index} ({gpu.uuid})" for gpu in table) or "none"
-        raise GpuError(
+        raise HostError(
             f"{VARIABLE}={','.join(request.ids)}: this machine has no GPU "
             f"{', '.join(unknown)}. It has: {have}.",
             HOW,
@@ -156,7 +151,7 @@ def int_first(index: str) -> tuple[int, str]:
 def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None) -> list[str]:
     """The `count` lowest host indices that no other running workstation holds."""
     if table is None:
-        raise GpuError(
+        raise HostError(
             f"{VARIABLE}=free:{count} needs this machine's GPU list, and nvidia-smi could not "
             "give it.",
             f"  Name the GPUs instead ({VARIABLE}=0,1; `make ls` shows who holds which).",
@@ -171,7 +166,7 @@ def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None
         holders = ", ".join(
             f"{o.project} ({o.gpus.text()})" for o in others if o.running and o.gpus.any
         )
-        raise GpuError(
+        raise HostError(
             f"{VARIABLE}=free:{count}: only {len(free)} of this machine's {len(table)} GPUs "
             f"are free ({', '.join(free) or 'none'}); held by: {holders or 'nobody'}.",
             "  Ask for fewer, or agree with their owners (`make ls`), or share on purpose: "
@@ -208,12 +203,12 @@ def decide(
     others: list[Workstation],
     table: list[HostGpu] | None,
 ) -> Decision:
-    """GPUS for compose, or GpuError: malformed, unknown, or held by another workstation."""
+    """GPUS for compose, or HostError: malformed, unknown, or held by another workstation."""
     request = parse_request(value)
     if request.free:
         return Decision(",".join(pick_free(request.free, others, table)), picked=True)
     check_known(request, table)
     found = [] if share else overlaps(request, others, table)
     if found:
-        raise GpuError(*overlap_lines(found))
+        raise HostError(*overlap_lines(found))
     return Decision(value or ALL, picked=False)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from torchrig.host import bind_mounts, compose_failure, ports, project
-from torchrig.host.workstations import SERVICE, EngineError
+from torchrig.host.workstations import SERVICE
 from torchrig.voice import MAKEFILE as VOICE
 
 RunCompose = Callable[..., subprocess.CompletedProcess[str]]
@@ -28,9 +28,8 @@ def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
     """`run_compose(*args)` runs compose, with the files chosen, and captures its output."""
     try:
         settled = project.settle(env_file, Path.cwd())
-    except (project.ProjectError, EngineError) as failed:
-        VOICE.error("\n".join(failed.lines))
-        return 1
+    except compose_failure.HostError as failed:
+        return failed.said()
     config = run_compose("config", "--format", "json")
     if config.returncode != 0:
         sys.stderr.write(config.stderr)

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.host import dotenv
+from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import (
     PROJECT_LABEL,
     Docker,
-    EngineError,
     inspect_containers,
     parse,
     project_folders,
@@ -55,14 +55,6 @@ HOW_TO_CHOOSE = (
     f"  Choose another name for this folder's workstation: set {VARIABLE}=<name> in .env (or "
     f"`make up {VARIABLE}=<name>`); lowercase letters, digits, '-' and '_'."
 )
-
-
-class ProjectError(Exception):
-    """The name cannot be used: the lines say why and what to do."""
-
-    def __init__(self, *lines: str) -> None:
-        super().__init__(lines[0])
-        self.lines = lines
 
 
 def slug(text: str) -> str:
@@ -86,7 +78,7 @@ def with_hash(name: str, folder: Path) -> str:
 
 def check_name(name: str) -> None:
     if not VALID.match(name):
-        raise ProjectError(
+        raise HostError(
             f"{VARIABLE}={name!r} is not a name compose accepts: lowercase letters, digits, '-' "
             "and '_', starting with a letter or digit.",
             HOW_TO_CHOOSE,
@@ -127,7 +119,7 @@ def new_name(docker: Docker, folder: Path) -> str:
         return name
     hashed = with_hash(name, folder)
     if others(project_folders(docker, hashed), folder):
-        raise ProjectError(
+        raise HostError(
             f"the names {name} and {hashed} are both in use by other folders' workstations.",
             HOW_TO_CHOOSE,
         )
@@ -190,24 +182,24 @@ def add_name(env_file: Path, name: str, kept: bool) -> None:
     VOICE.note(f"added {VARIABLE}={name} to {env_file}" + (f" ({why})" if kept else ""))
 
 
-def refusal(name: str, folder: Path, docker: Docker) -> list[str] | None:
-    """Why this folder must not touch the workstation called `name`: a container of that
-    project from another folder. None when there is none."""
+def refuse(name: str, folder: Path, docker: Docker) -> None:
+    """HostError when a container of the workstation called `name` is another folder's: this
+    folder must not touch it."""
     containers = [parse(item) for item in inspect_containers(docker, f"{PROJECT_LABEL}={name}")]
     foreign = [one for one in containers if one.folder and not same_folder(one.folder, folder)]
     if not foreign:
-        return None
+        return
     theirs = foreign[0]
     owner = folder_owner(theirs.folder)
     whose = f"{owner}'s" if owner else f"PUID {theirs.puid}'s"
     # Another user's folder: its name is theirs to choose, escape sequences and all.
-    return [
+    raise HostError(
         f"the workstation name {name} is in use by {harmless(whose)} workstation from "
         f"{harmless(theirs.folder)} "
         f"(container {theirs.container}, {theirs.state}): this folder ({folder}) must not "
         "touch it, so nothing was started, recreated or removed.",
         HOW_TO_CHOOSE,
-    ]
+    )
 
 
 def compose_name(compose: list[str]) -> str | None:
@@ -225,20 +217,13 @@ def guard(compose: list[str], env_file: Path = Path(".env")) -> int:
     """`make down` / `make build`: the checkout's name (chosen and written on a first run, or
     for an `.env` from before, as `make up` does), then stop when another folder's workstation
     has it."""
-    folder = Path.cwd()
     try:
-        settle(env_file, folder)
-        given = dotenv.setting(VARIABLE, env_file)
-        if given is not None:
-            check_name(given)
-        name = compose_name(compose) or given
-        refused = refusal(name, folder, run_docker) if name else None
-    except (ProjectError, EngineError) as failed:
-        VOICE.error("\n".join(failed.lines))
-        return 1
-    if refused:
-        VOICE.error("\n".join(refused))
-        return 1
+        settled = settle(env_file, Path.cwd())
+        name = compose_name(compose) or settled.name
+        if name:
+            refuse(name, Path.cwd(), run_docker)
+    except HostError as failed:
+        return failed.said()
     return 0
 
 

@@ -298,18 +298,14 @@ def read_failure_facts(compose: Compose, cpu: bool) -> compose_failure.FailureFa
 
 
 def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:
-    """GPUs or CPU mode (raises ModeError with what to do when neither can start)."""
+    """GPUs or CPU mode (HostError with what to do when neither can start)."""
     forced = gpu_mode.parse_cpu_setting(cpu_setting)
     host = gpu_mode.read_host_gpus()
     runtimes = None
     if gpu_mode.needs_engine_runtimes(forced, host):
         info = compose.docker("info", "--format", "{{json .Runtimes}}")
         if info.returncode != 0:
-            said = info.stderr.strip()
-            facts = compose_failure.FailureFacts()
-            raise gpu_mode.ModeError(
-                *(compose_failure.diagnose(said, facts) or [f"`docker info`: {said}"])
-            )
+            raise compose_failure.engine_error("info", info.stderr.strip())
         runtimes = gpu_mode.parse_runtimes(info.stdout)
     return gpu_mode.choose_mode(forced, host, runtimes)
 
@@ -379,14 +375,10 @@ def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
         return 0  # prepare said why already; compose will again
     name = str(json.loads(config.stdout).get("name", ""))
     try:
-        refused = project.refusal(name, Path.cwd(), compose.docker)
-        if refused:
-            VOICE.error("\n".join(refused))
-            return 1
+        project.refuse(name, Path.cwd(), compose.docker)
         settle_gpus(compose, name, cpu, env_file)
-    except (workstations.EngineError, gpus.GpuError) as failed:
-        VOICE.error("\n".join(failed.lines))
-        return 1
+    except compose_failure.HostError as failed:
+        return failed.said()
     VOICE.note(f"workstation {name} (this folder's; `make ls` lists every one on this machine)")
     return 0
 
@@ -441,9 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     compose = Compose(args.compose)
     try:
         mode = choose_mode(compose, args.cpu)
-    except gpu_mode.ModeError as refused:
-        VOICE.error("\n".join(refused.lines))
-        return 1
+    except compose_failure.HostError as refused:
+        return refused.said()
     if mode.notice:
         VOICE.note("\n".join(mode.notice))
     if mode.cpu:

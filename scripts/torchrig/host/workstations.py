@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from torchrig.host import compose_failure
+from torchrig.host.compose_failure import HostError, engine_error
 from torchrig.voice import MAKEFILE as VOICE
 from torchrig.voice import harmless
 
@@ -39,14 +39,6 @@ IMAGE_PUID = "1000"
 ALL = "all"
 
 Docker = Callable[..., subprocess.CompletedProcess[str]]
-
-
-class EngineError(Exception):
-    """The engine could not be asked: the lines say why and what to do."""
-
-    def __init__(self, *lines: str) -> None:
-        super().__init__(lines[0])
-        self.lines = lines
 
 
 def run_docker(*args: str) -> subprocess.CompletedProcess[str]:
@@ -148,13 +140,6 @@ def is_workstation(inspected: Mapping[str, Any]) -> bool:
     return labels.get(SERVICE_LABEL) == SERVICE and labels.get(name) == title
 
 
-def engine_error(command: str, said: str) -> EngineError:
-    lines = compose_failure.diagnose(said, compose_failure.FailureFacts())
-    return EngineError(
-        *(lines or [f"asking the Docker engine failed (`docker {command}`): {said}"])
-    )
-
-
 def inspect_containers(docker: Docker, *filters: str) -> list[dict[str, Any]]:
     """`docker inspect` of every container (running or not) that matches the label filters."""
     arguments = ["ps", "--all", "--quiet", "--no-trunc"]
@@ -239,9 +224,8 @@ def main(argv: list[str] | None = None, docker: Docker = run_docker) -> int:
     args = parser.parse_args(argv)
     try:
         found = all_workstations(docker)
-    except EngineError as failed:
-        VOICE.error("\n".join(failed.lines))
-        return 1
+    except HostError as failed:
+        return failed.said()
     if args.json:
         for one in found:
             print(json.dumps({**one.__dict__, "gpus": one.gpus.text(), "ports": list(one.ports)}))
