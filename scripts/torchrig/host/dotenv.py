@@ -1,23 +1,16 @@
-"""Write `.env` on the first `make up`: the host user's UID/GID and SSH public key, and the lines
-the caller adds (the checkout's workstation name, `torchrig.host.project`); read and change it.
-
-Compose cannot run `id -u`, so this does it once. An existing .env keeps its content (it is
-yours to edit); variables set in the shell or on the make command line still win over it,
-because compose prefers the environment to .env. With COMPOSE_ENV_FILES set, compose reads
-those files instead of .env, so none is written.
-
-.env may hold secrets (JUPYTER_TOKEN may be set there), so it is written readable by its
-owner alone (0600), and an existing one that others can read is tightened to that, with a notice.
+"""Write `.env` on the first `make up` (compose cannot run `id -u`): the host user's UID/GID and
+SSH public key, and the caller's lines (`project`'s name); read and change it as compose does.
+An existing .env is the user's and is kept; with COMPOSE_ENV_FILES set, compose reads those
+files instead, so none is written. .env may hold JUPYTER_TOKEN, so it is written 0600, and an
+existing one others can read is tightened to that, with a notice.
 """
 
 from __future__ import annotations
 
-import argparse
 import errno
 import os
 import re
 import stat
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -115,14 +108,6 @@ def tighten(path: Path) -> str | None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--path", type=Path, default=Path(".env"))
-    args = parser.parse_args(argv)
-    write_on_first_run(args.path)
-    return 0
-
-
 def env_files() -> list[Path] | None:
     """The files compose reads variables from: COMPOSE_ENV_FILES's, else None for `.env`."""
     named = os.environ.get("COMPOSE_ENV_FILES", "")
@@ -199,7 +184,3 @@ def set_value(path: Path, name: str, value: str, comment: str = "") -> bool:
     with path.open("w", encoding="utf-8") as handle:  # keeps the file's mode (600)
         handle.write(text)
     return True
-
-
-if __name__ == "__main__":
-    sys.exit(main())
