@@ -1,16 +1,11 @@
-"""The kept venv on the packages volume: made, refreshed and judged at every start, listed and
-reset on request (`make packages`, `make packages-reset`).
+"""The kept venv on the packages volume, run as dev: made, refreshed and judged at every start,
+listed and reset (`make packages`, `make packages-reset`). Standard library only.
 
-Run as dev (the entrypoint's dev steps, `torchrig packages`); standard library only.
-
-Judging whether the kept packages still fit the image:
-- another Python: a venv is made for one Python version (its site-packages is named after it,
-  its compiled modules are built for it). After a rebuild onto another Python the start moves
-  the old venv aside, whole (venv-python3.11/), makes a fresh one and says so: nothing is lost,
-  and no import finds a module built for the other Python.
-- another torch: packages that depend on the stack and were installed before this torch arrived
-  may have been built against the old one. The kept venv remembers which torch it last saw and
-  since when (`Stamp`); until such packages are reinstalled (or reset), each start names them.
+A venv is made for one Python: after a rebuild onto another, the start moves the old venv aside
+whole (venv-python3.11/) and makes a fresh one, so no import finds a module built for the other
+Python. Packages that need the stack and were installed before this torch arrived may have been
+built against the old one: the venv remembers which torch it last saw and since when (`Stamp`),
+and each start names them until they are reinstalled.
 """
 
 from __future__ import annotations
@@ -70,15 +65,8 @@ class Prepared:
     warnings: list[str]
 
 
-def image_site(image_prefix: str = sitedir.IMAGE_PREFIX) -> Path:
-    return Path(sitedir.site_packages(image_prefix))
-
-
 def kept_site(prefix: Path, version: tuple[int, int] | None = None) -> Path:
     return Path(sitedir.site_packages(str(prefix), version or sys.version_info))
-
-
-# --- what is installed -------------------------------------------------------------------------
 
 
 def requirement_name(requirement: str) -> str:
@@ -87,13 +75,17 @@ def requirement_name(requirement: str) -> str:
     return stack.normalize(match.group(1)) if match else ""
 
 
-def read_dist(dist_info: Path) -> KeptDist | None:
-    """A kept distribution, or None for an image record or an unreadable dist-info."""
+def is_image_record(dist_info: Path) -> bool:
     try:
         installer = (dist_info / "INSTALLER").read_text(encoding="utf-8").strip()
     except OSError:
-        installer = ""
-    if installer == IMAGE_RECORD_INSTALLER:
+        return False
+    return installer == IMAGE_RECORD_INSTALLER
+
+
+def read_dist(dist_info: Path) -> KeptDist | None:
+    """A kept distribution, or None for an image record or an unreadable dist-info."""
+    if is_image_record(dist_info):
         return None
     try:
         metadata = HeaderParser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8"))
@@ -117,9 +109,6 @@ def kept_dists(site: Path) -> list[KeptDist]:
         return []
     dists = [read_dist(entry) for entry in entries]
     return sorted((d for d in dists if d is not None), key=lambda d: stack.normalize(d.name))
-
-
-# --- judging the fit -----------------------------------------------------------------------------
 
 
 def read_stamp(prefix: Path) -> Stamp | None:
@@ -202,21 +191,9 @@ def set_aside(prefix: Path, version: tuple[int, int]) -> Path:
     return target
 
 
-def set_aside_warning(moved: Path, count: int, was: tuple[int, int], now: tuple[int, int]) -> str:
-    return (
-        f"the kept packages were made for Python {was[0]}.{was[1]} and this image runs Python "
-        f"{now[0]}.{now[1]}: moved them, {count} package(s), to {moved} (nothing deleted) and "
-        "made a fresh venv for this Python: reinstall what you need there; `make packages-reset`"
-        " removes the old ones."
-    )
-
-
 def set_aside_venvs(root: Path) -> list[Path]:
     """The kept venvs moved aside for another Python, for `make packages` to name."""
     return sorted(p for p in root.glob(f"{sitedir.KEPT_VENV}-python*") if p.is_dir())
-
-
-# --- making and refreshing the kept venv ---------------------------------------------------------
 
 
 def ensure_venv(prefix: Path) -> bool:
@@ -247,18 +224,11 @@ def write_wrappers(prefix: Path, version: tuple[int, int]) -> None:
         path.chmod(0o755)
 
 
-def remove_image_records(site: Path) -> int:
+def remove_image_records(site: Path) -> None:
     """The records of the image's packages a uv run left behind (it was killed): removed."""
-    removed = 0
     for dist_info in site.glob("*.dist-info"):
-        try:
-            installer = (dist_info / "INSTALLER").read_text(encoding="utf-8").strip()
-        except OSError:
-            continue
-        if installer == IMAGE_RECORD_INSTALLER:
+        if is_image_record(dist_info):
             shutil.rmtree(dist_info, ignore_errors=True)
-            removed += 1
-    return removed
 
 
 def prepare(
@@ -281,7 +251,12 @@ def prepare(
     made_for = venv_version(prefix)
     if made_for is not None and made_for != version:
         count = len(kept_dists(kept_site(prefix, made_for)))
-        warnings.append(set_aside_warning(set_aside(prefix, made_for), count, made_for, version))
+        warnings.append(
+            f"the kept packages were made for Python {made_for[0]}.{made_for[1]} and this image "
+            f"runs Python {version[0]}.{version[1]}: moved them, {count} package(s), to "
+            f"{set_aside(prefix, made_for)} (nothing deleted) and made a fresh venv for this "
+            "Python: reinstall what you need there; `make packages-reset` removes the old ones."
+        )
     made = ensure_venv(prefix)
     site = kept_site(prefix, version)
     write_image_pth(site, Path(sitedir.site_packages(image_prefix, version)))
