@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from torchrig.host import dockerfile_facts
+from torchrig.host import buildcheck
 from torchrig.voice import MAKEFILE as VOICE
 
 PYPI_TORCH_FLAVOUR = "cu130"  # the CUDA build of torch that PyPI itself serves
@@ -61,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uv", help="the uv executable (default: .venv/bin/uv, then PATH)")
     parser.add_argument("--upgrade", action="store_true", help="move every pin to the newest")
     args = parser.parse_args(argv)
-    text = dockerfile_facts.read()
-    flavour = args.flavour or dockerfile_facts.default_flavour(text)
-    known = dockerfile_facts.flavours(text)
+    text = buildcheck.read_dockerfile()
+    flavour = args.flavour or buildcheck.default_flavour(text)
+    known = buildcheck.flavours(text)
     if flavour not in known:
         VOICE.error(
             f"CUDA_FLAVOUR={flavour} has no base stage in the Dockerfile; known: {', '.join(known)}"
