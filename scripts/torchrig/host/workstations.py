@@ -1,16 +1,12 @@
-"""The torchrig workstations on this Docker engine, anyone's, read from the engine itself: which
-compose project each is, the folder it came from, its owner, state, ports and GPUs. `make ls`
-lists them; `project` and `gpus` ask here before `make up`, `make down` and `make build` touch
-anything.
+"""The torchrig workstations on this Docker engine, anyone's, read from the engine itself: the
+compose project of each, its folder, owner, state, ports and GPUs. `make ls` lists them;
+`project` and `gpus` ask here before `make up`, `make down` and `make build` touch anything.
 
-    python3 -m torchrig.host.workstations        (make ls)
-
-compose labels every container and volume it makes with the project's name and its folder
-(`com.docker.compose.project`, `...project.working_dir`). A container is a torchrig workstation
-when it is compose's `workstation` service and its image is torchrig's (the image's title
-label, which a container inherits). GPUs are the container's device requests, as Docker hands
-them to the NVIDIA runtime: `device_ids` (compose puts `GPUS` there as one string, "0,1";
-`docker run --gpus '"device=0,1"'` as two), or a count (-1: all; N: the first N).
+A container is a workstation when it is compose's `workstation` service and its image is
+torchrig's (the image's title label, which a container inherits). Its GPUs are its device
+requests, as Docker hands them to the NVIDIA runtime: `device_ids` (compose puts `GPUS` there as
+one string, "0,1"; `docker run --gpus '"device=0,1"'` as two), or a count (-1: all; N: the
+first N).
 """
 
 from __future__ import annotations
@@ -47,10 +43,12 @@ def run_docker(*args: str) -> subprocess.CompletedProcess[str]:
 
 @dataclass(frozen=True)
 class GpuClaim:
-    """The GPUs a container asked Docker for: every one, or these ids (host indices or UUIDs)."""
+    """GPUs asked for (a container's, or GPUS): every one, these ids (host indices or UUIDs), or
+    `free` of them (GPUS only)."""
 
     every: bool = False
     ids: tuple[str, ...] = ()
+    free: int = 0
 
     @property
     def any(self) -> bool:
@@ -97,11 +95,6 @@ class Workstation:
         return self.state in ("running", "restarting")
 
 
-def environment(inspected: Mapping[str, Any]) -> dict[str, str]:
-    pairs = (item.split("=", 1) for item in (inspected.get("Config") or {}).get("Env") or [])
-    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
-
-
 def published_ports(inspected: Mapping[str, Any]) -> tuple[str, ...]:
     bindings = (inspected.get("HostConfig") or {}).get("PortBindings") or {}
     ports = []
@@ -122,11 +115,12 @@ def parse(inspected: Mapping[str, Any]) -> Workstation:
     )
     if not since or since.startswith("0001-"):  # never started
         since = inspected.get("Created", "")
+    env = [item.split("=", 1) for item in (inspected.get("Config") or {}).get("Env") or []]
     return Workstation(
         project=labels.get(PROJECT_LABEL, ""),
         folder=labels.get(FOLDER_LABEL, ""),
         container=str(inspected.get("Name", "")).lstrip("/"),
-        puid=environment(inspected).get("PUID", IMAGE_PUID),
+        puid=dict(pair for pair in env if len(pair) == 2).get("PUID", IMAGE_PUID),
         state=status,
         ports=published_ports(inspected),
         gpus=gpu_claim((inspected.get("HostConfig") or {}).get("DeviceRequests")),
@@ -209,13 +203,12 @@ def table(workstations: list[Workstation]) -> str:
         )
         for w in workstations
     ]  # fmt: skip
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
-    return "\n".join("  ".join(aligned(row, widths)).rstrip() for row in rows)
-
-
-def aligned(row: tuple[str, ...], widths: list[int]) -> list[str]:
-    """Each cell padded to its column's width, but the last (nothing follows it)."""
-    return [*(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)), row[-1]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = (
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    )
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def main(argv: list[str] | None = None, docker: Docker = run_docker) -> int:

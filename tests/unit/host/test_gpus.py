@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from torchrig.host import gpus, workstations
 from torchrig.host.compose_failure import HostError
-from torchrig.host.gpus import Decision, HostGpu, Request
+from torchrig.host.gpus import Decision, HostGpu
+from torchrig.host.workstations import GpuClaim
 
 from .engine import RECORDED, workstation
 
@@ -31,13 +32,13 @@ def test_nvidia_smi_s_table_is_read() -> None:
 
 
 @pytest.mark.parametrize(("value", "request_"), [
-    (None, Request(every=True)),
-    ("all", Request(every=True)),
-    ("0,2", Request(ids=("0", "2"))),
-    (f" {UUIDS[1]} ", Request(ids=(UUIDS[1],))),
-    ("free:2", Request(free=2)),
+    (None, GpuClaim(every=True)),
+    ("all", GpuClaim(every=True)),
+    ("0,2", GpuClaim(ids=("0", "2"))),
+    (f" {UUIDS[1]} ", GpuClaim(ids=(UUIDS[1],))),
+    ("free:2", GpuClaim(free=2)),
 ])  # fmt: skip
-def test_gpus_is_read(value: str | None, request_: Request) -> None:
+def test_gpus_is_read(value: str | None, request_: GpuClaim) -> None:
     assert gpus.parse_request(value) == request_
 
 
