@@ -3,18 +3,12 @@
 
     python3 -m torchrig.host.project -- docker compose -f ...   (make down, make build)
 
-- The first `make up` (or `make prepare`, `make build`) picks a readable name from the user and
-  the folder, `torchrig-alice-myproj` (`torchrig-alice` for a folder named `torchrig`), and
-  writes it to `.env` as COMPOSE_PROJECT_NAME, compose's own variable: plain `docker compose`
-  from the folder gets the same name, and setting it (shell, make or `.env`) overrides it. When
-  another folder's workstation already uses that name (the same user, two folders of one name),
-  a short hash of the folder's path is added.
-- A checkout from before names were per checkout has an `.env` without the name, and its
-  containers and volumes are compose project `torchrig` with this folder as their working
-  directory: it keeps that name, so its kept packages, caches and SSH host keys stay.
-- Before compose runs, `make up`, `make down` and `make build` stop when the name is in use by a
-  container from another folder (the engine's labels say which), naming that folder and its
-  owner: nothing is recreated or removed.
+The first run picks `torchrig-<user>-<folder>` (a hash of the folder's path added when another
+folder's workstation has it) and writes it to `.env` as COMPOSE_PROJECT_NAME, so plain
+`docker compose` gets it too. A checkout from before names were per checkout (its containers and
+volumes are project `torchrig`, from this folder) keeps that name, so its kept packages, caches
+and SSH host keys stay. `make up`, `make down` and `make build` stop before compose runs when the
+name is in use by a container from another folder, naming that folder and its owner.
 """
 
 from __future__ import annotations
@@ -85,23 +79,21 @@ def check_name(name: str) -> None:
         )
 
 
-def user_name() -> str:
+def user_name(uid: int | None = None, unknown: str = "uid{}") -> str:
+    """The user name of `uid` (this process's by default), else `unknown` with the uid."""
+    uid = os.getuid() if uid is None else uid
     try:
-        return pwd.getpwuid(os.getuid()).pw_name
+        return pwd.getpwuid(uid).pw_name
     except KeyError:
-        return f"uid{os.getuid()}"
+        return unknown.format(uid)
 
 
 def folder_owner(folder: str) -> str:
     """Who owns a folder on this machine (user name, else uid), or '' when it is not here."""
     try:
-        uid = os.stat(folder).st_uid
+        return user_name(os.stat(folder).st_uid, "uid {}")
     except OSError:
         return ""
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
 
 
 def same_folder(one: str, other: Path) -> bool:
@@ -126,14 +118,15 @@ def new_name(docker: Docker, folder: Path) -> str:
     return hashed
 
 
-def first_name(docker: Docker, folder: Path) -> str:
+def first_lines(docker: Docker, folder: Path) -> tuple[str, ...]:
     """The name a first run writes: the one given for it (`make up COMPOSE_PROJECT_NAME=...`),
     so that it sticks, else a new one."""
-    given = os.environ.get(VARIABLE)
-    if given is not None:
-        check_name(given)
-        return given
-    return new_name(docker, folder)
+    name = os.environ.get(VARIABLE)
+    if name is None:
+        name = new_name(docker, folder)
+    check_name(name)
+    why = "this checkout's workstation (make ls)"
+    return (f"# {why}; the image is {name}/workstation:latest.", f"{VARIABLE}={name}")
 
 
 def upgraded_name(docker: Docker, folder: Path, legacy: str = LEGACY_NAME) -> str | None:
@@ -151,35 +144,24 @@ class Settled:
     written: bool  # .env was written just now (the first run)
 
 
-def name_lines(name: str, why: str) -> tuple[str, ...]:
-    return (f"# {why}; the image is {name}/workstation:latest.", f"{VARIABLE}={name}")
-
-
 def settle(
     env_file: Path, folder: Path, docker: Docker = run_docker, legacy: str = LEGACY_NAME
 ) -> Settled:
     """The checkout's name: the one set (environment, then .env), else chosen now and written:
     with the rest of a first run's `.env`, or added to an `.env` from before names."""
-    written = dotenv.write_on_first_run(
-        env_file,
-        lambda: name_lines(first_name(docker, folder), "this checkout's workstation (make ls)"),
-    )
+    written = dotenv.write_on_first_run(env_file, lambda: first_lines(docker, folder))
     name = dotenv.setting(VARIABLE, env_file)
     if name is None and dotenv.env_files() is not None:
         return Settled(name=None, written=False)  # compose names it; the guard asks compose
     if name is None:  # an .env from before: keep the old name if it is this folder's
         name = upgraded_name(docker, folder, legacy) or new_name(docker, folder)
-        add_name(env_file, name, kept=name == legacy)
+        why = "kept from before: its volumes hold your packages, caches and SSH host keys"
+        kept = name == legacy
+        comment = f"this checkout's workstation ({why if kept else 'make ls'})"
+        dotenv.set_value(env_file, VARIABLE, name, comment=comment)
+        VOICE.note(f"added {VARIABLE}={name} to {env_file}" + (f" ({why})" if kept else ""))
     check_name(name)
     return Settled(name=name, written=written)
-
-
-def add_name(env_file: Path, name: str, kept: bool) -> None:
-    """Add the name to an `.env` written before names were per checkout."""
-    why = "kept from before: its volumes hold your packages, caches and SSH host keys"
-    comment = f"this checkout's workstation ({why if kept else 'make ls'})"
-    dotenv.set_value(env_file, VARIABLE, name, comment=comment)
-    VOICE.note(f"added {VARIABLE}={name} to {env_file}" + (f" ({why})" if kept else ""))
 
 
 def refuse(name: str, folder: Path, docker: Docker) -> None:

@@ -3,26 +3,15 @@ say how to reach it, or why not.
 
     python3 -m torchrig.host.up [--cpu 0|1] [--timeout S] -- docker compose -f ...
 
-1. The mode (`gpu_mode`): `--cpu 1`/`--cpu 0` (make's CPU=) force it; unset, a machine without
-   NVIDIA GPUs starts in CPU mode (said loudly), and one whose Docker cannot hand its GPUs over
-   stops at once with the fix. Then `prepare` (.env on the first run, with the checkout's
-   workstation name and free ports; the bind-mount folders), `claim` (the name is no other
-   folder's workstation, `project`; the GPUs asked for are no other running workstation's,
-   `gpus`) and the build's inputs (`buildcheck`: compose builds a missing image), in this one
-   process, before compose touches anything.
-2. `docker compose up -d`, its output shown as it comes and kept. When compose itself fails,
-   nothing ran, and `compose_failure` says what it was (a port taken, the engine unreachable, an
-   image missing, a compose too old); never "not ready".
-3. Waiting on the services themselves: inside the container (`torchrig.container.endpoints
-   --wait`), which polls Jupyter and sshd every 50 ms, says what the container is doing at each
-   change, and prints the URL and ssh command the moment they answer. Docker's healthcheck stays
-   for Docker's own view; waiting on it would add up to its 3 s interval.
-4. Not ready: prints the container's own `[torchrig] error:` lines and what the failing service
-   printed last (or the log's last lines) and exits non-zero. A container that exited, or that
-   Docker is restarting in a loop, is also stopped: compose's `restart: unless-stopped` restarts
-   anything that exits, which is right for a crash after hours of work and wrong for a bad
-   setting, which would only fail again. A stopped container stays stopped until the next
-   `make up`, even across a reboot.
+In this one process, before compose touches anything: the mode (`gpu_mode`), `prepare`, `claim`
+(the name and the GPUs are no other workstation's) and the build's inputs (`buildcheck`: compose
+builds a missing image). Then `docker compose up -d`; when compose itself fails nothing ran, and
+`compose_failure` says what it was, never "not ready". Then the wait, inside the container
+(`torchrig.container.endpoints --wait` polls the services every 50 ms; Docker's healthcheck would
+add up to its 3 s interval), and the URL and ssh command. Not ready: the container's own error
+lines and what the failing service printed last. A container that exited or that Docker restarts
+in a loop is stopped too: `restart: unless-stopped` is right for a crash after hours of work and
+wrong for a bad setting, which would only fail again.
 """
 
 from __future__ import annotations
