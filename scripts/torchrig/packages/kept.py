@@ -17,7 +17,7 @@ import shutil
 import sys
 import venv
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -32,6 +32,7 @@ STAMP = "torchrig-stack.json"
 # What a dist-info's INSTALLER says when it is a record of the image's, not a kept package
 # (wrappers.py writes them for uv while it runs).
 IMAGE_RECORD_INSTALLER = "torchrig-image-record"
+VENV_VERSION = re.compile(r"^\s*version(?:_info)?\s*=\s*(\d+)\.(\d+)", re.MULTILINE)
 REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 WRAPPER = """\
 #!{python}
@@ -104,10 +105,9 @@ def read_dist(dist_info: Path) -> KeptDist | None:
 def kept_dists(site: Path) -> list[KeptDist]:
     """The distributions installed in a kept site-packages, by name."""
     try:
-        entries = sorted(site.glob("*.dist-info"))
+        dists = [read_dist(entry) for entry in site.glob("*.dist-info")]
     except OSError:
         return []
-    dists = [read_dist(entry) for entry in entries]
     return sorted((d for d in dists if d is not None), key=lambda d: stack.normalize(d.name))
 
 
@@ -120,8 +120,7 @@ def read_stamp(prefix: Path) -> Stamp | None:
 
 
 def write_stamp(prefix: Path, stamp: Stamp) -> None:
-    text = json.dumps({"torch": stamp.torch, "since": stamp.since, "before": stamp.before})
-    (prefix / STAMP).write_text(text + "\n", encoding="utf-8")
+    (prefix / STAMP).write_text(json.dumps(asdict(stamp)) + "\n", encoding="utf-8")
 
 
 def next_stamp(previous: Stamp | None, image_torch: str, now: float) -> Stamp:
@@ -133,12 +132,11 @@ def next_stamp(previous: Stamp | None, image_torch: str, now: float) -> Stamp:
     return previous
 
 
-def stale_for_torch(dists: Iterable[KeptDist], stamp: Stamp) -> list[KeptDist]:
-    """Kept packages that need the stack and were installed before this torch arrived."""
-    return [d for d in dists if d.requires_stack and d.installed_at < stamp.since]
-
-
-def torch_warning(stale: list[KeptDist], stamp: Stamp, prefix: Path) -> str | None:
+def torch_warning(dists: Iterable[KeptDist], stamp: Stamp | None, prefix: Path) -> str | None:
+    """Names the kept packages that need the stack and were installed before this torch."""
+    if stamp is None:
+        return None
+    stale = [d for d in dists if d.requires_stack and d.installed_at < stamp.since]
     if not stale:
         return None
     named = ", ".join(f"{d.name} {d.version}" for d in stale)
@@ -168,16 +166,11 @@ def overrides_note(dists: Iterable[KeptDist], pinned: dict[str, str]) -> str | N
 def venv_version(prefix: Path) -> tuple[int, int] | None:
     """The Python a venv was made for, from its pyvenv.cfg (`version`, or uv's `version_info`)."""
     try:
-        lines = (prefix / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+        text = (prefix / "pyvenv.cfg").read_text(encoding="utf-8")
     except OSError:
         return None
-    for line in lines:
-        key, _, value = line.partition("=")
-        if key.strip() in ("version", "version_info"):
-            parts = value.strip().split(".")
-            if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-                return int(parts[0]), int(parts[1])
-    return None
+    found = VENV_VERSION.search(text)
+    return (int(found[1]), int(found[2])) if found else None
 
 
 def set_aside(prefix: Path, version: tuple[int, int]) -> Path:
@@ -267,7 +260,7 @@ def prepare(
     if "torch" in pinned:
         stamp = next_stamp(read_stamp(prefix), pinned["torch"], now)
         write_stamp(prefix, stamp)
-        warnings.append(torch_warning(stale_for_torch(dists, stamp), stamp, prefix))
+        warnings.append(torch_warning(dists, stamp, prefix))
     notes = [
         f"kept packages: made a fresh venv for them in {prefix} (pip, uv and %pip install there)"
         if made
