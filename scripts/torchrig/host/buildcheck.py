@@ -119,12 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         help="then print the torch version the flavour's lock pins (the image's PYTORCH_VERSION)",
     )
     args = parser.parse_args(argv)
-    if args.print_torch_version:
-        version, found = checked_torch_version(os.environ)
-        if version:
-            print(version)
-    else:
-        found = problems(os.environ, read_dockerfile(), Path("locks"))
+    version, found = checked_torch_version(os.environ)
+    if version and args.print_torch_version:
+        print(version)
     for problem in found:
         VOICE.error(problem)
     return 1 if found else 0

@@ -8,7 +8,6 @@ for its CUDA, and the index URLs are written into the lock (the Dockerfile names
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -46,10 +45,10 @@ def uv_command(uv: str, flavour: str, output: Path, upgrade: bool = False) -> li
 
 
 def find_uv(explicit: str | None) -> str:
-    candidates = [explicit] if explicit else [".venv/bin/uv", shutil.which("uv")]
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
+    """The uv given (a path, or a name on PATH, as make's UV may be), else the venv's or PATH's."""
+    for candidate in [explicit] if explicit else [".venv/bin/uv", "uv"]:
+        if found := shutil.which(candidate):
+            return found
     raise SystemExit(
         "error: uv not found: `pip install uv` (or `make venv`, then `.venv/bin/pip install uv`)"
     )
