@@ -119,35 +119,14 @@ class Compose:
         return Compose([*self.command, "-f", name])
 
 
-@dataclass(frozen=True)
-class ContainerState:
-    status: str  # created, running, restarting, exited, dead
-    health: str  # starting, healthy, unhealthy, or '' without a healthcheck
-    restarts: int
-
-    @property
-    def failed_to_start(self) -> bool:
-        """It exited, or Docker restarted it: a start that Docker would only repeat."""
-        return self.status in ("exited", "dead", "restarting") or self.restarts > 0
-
-
-def container_state(inspected: dict) -> ContainerState:
-    state = inspected.get("State") or {}
-    return ContainerState(
-        status=str(state.get("Status", "")),
-        health=str((state.get("Health") or {}).get("Status", "")),
-        restarts=int(inspected.get("RestartCount") or 0),
-    )
-
-
-def read_state(compose: Compose) -> ContainerState | None:
+def read_state(compose: Compose) -> workstations.Workstation | None:
     ids = compose.run("ps", "--all", "--quiet", SERVICE).stdout.split()
     if not ids:
         return None
     inspected = compose.docker("inspect", ids[0])
     if inspected.returncode != 0:
         return None
-    return container_state(json.loads(inspected.stdout)[0])
+    return workstations.parse(json.loads(inspected.stdout)[0])
 
 
 @dataclass(frozen=True)
@@ -219,7 +198,7 @@ def last_words(lines: list[str]) -> list[str]:
     return [line for line in lines[started + 1 :] if line.strip() and not line.startswith(PREFIX)]
 
 
-def failure_report(state: ContainerState, timeout_s: int) -> tuple[str, str]:
+def failure_report(state: workstations.Workstation, timeout_s: int) -> tuple[str, str]:
     """(what happened, what to do) for a start that did not become ready."""
     if state.failed_to_start:
         return (
@@ -330,7 +309,7 @@ def report_asking_failed(compose: Compose, timeout_s: int, output: list[str]) ->
     """The waiting command itself ended badly: the container stopped under it (its errors), or
     the asking failed, which is said as such, not as a start that was slow."""
     state = read_state(compose)
-    if state is None or state.failed_to_start or state.status != "running":
+    if state is None or state.failed_to_start or state.state != "running":
         return report_failure(compose, timeout_s)
     said = [line for line in output if line.strip()][-MAX_LINES:]
     VOICE.error(

@@ -89,10 +89,17 @@ class Workstation:
     ports: tuple[str, ...]  # "127.0.0.1:8888->8888"
     gpus: GpuClaim
     since: str  # when it started (running) or stopped, as the engine says (RFC 3339)
+    health: str = ""  # starting, healthy, unhealthy, or '' without a healthcheck
+    restarts: int = 0
 
     @property
     def running(self) -> bool:
         return self.state in ("running", "restarting")
+
+    @property
+    def failed_to_start(self) -> bool:
+        """It exited, or Docker restarted it: a start that Docker would only repeat."""
+        return self.state in ("exited", "dead", "restarting") or self.restarts > 0
 
 
 def published_ports(inspected: Mapping[str, Any]) -> tuple[str, ...]:
@@ -125,6 +132,8 @@ def parse(inspected: Mapping[str, Any]) -> Workstation:
         ports=published_ports(inspected),
         gpus=gpu_claim((inspected.get("HostConfig") or {}).get("DeviceRequests")),
         since=str(since)[:19].replace("T", " "),
+        health=str((state.get("Health") or {}).get("Status", "")),
+        restarts=int(inspected.get("RestartCount") or 0),
     )
 
 

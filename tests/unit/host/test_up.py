@@ -57,20 +57,6 @@ def test_without_error_lines_the_last_lines_are_shown() -> None:
     assert shown == ["line 48", "line 49", "Traceback (most recent call last):"]
 
 
-@pytest.mark.parametrize(("state", "restarts", "failed"), [
-    ({"Status": "restarting", "ExitCode": 1}, 3, True),
-    ({"Status": "exited", "ExitCode": 1}, 0, True),
-    ({"Status": "running", "Health": {"Status": "starting"}}, 2, True),  # between two restarts
-    ({"Status": "running", "Health": {"Status": "unhealthy"}}, 0, False),
-    ({"Status": "running", "Health": {"Status": "starting"}}, 0, False),
-])  # fmt: skip
-def test_a_failed_start_is_one_docker_would_only_repeat(
-    state: dict, restarts: int, failed: bool
-) -> None:
-    parsed = up.container_state({"State": state, "RestartCount": restarts})
-    assert parsed.failed_to_start is failed
-
-
 @dataclass(frozen=True)
 class FakeCompose(up.Compose):
     """Canned answers by the longest matching start of a call's arguments ("ps --all --quiet",

@@ -90,3 +90,17 @@ def test_another_user_s_folder_name_reaches_the_terminal_as_text() -> None:
     lines = workstations.table([workstations.parse(workstation(folder=folder))])
     assert "\x1b" not in lines and "\x07" not in lines
     assert "/home/mallory/\\x1b]0;owned\\x07torchrig" in lines
+
+
+@pytest.mark.parametrize(("state", "restarts", "failed"), [
+    ({"Status": "restarting", "ExitCode": 1}, 3, True),
+    ({"Status": "exited", "ExitCode": 1}, 0, True),
+    ({"Status": "running", "Health": {"Status": "starting"}}, 2, True),  # between two restarts
+    ({"Status": "running", "Health": {"Status": "unhealthy"}}, 0, False),
+    ({"Status": "running", "Health": {"Status": "starting"}}, 0, False),
+])  # fmt: skip
+def test_a_failed_start_is_one_docker_would_only_repeat(
+    state: dict, restarts: int, failed: bool
+) -> None:
+    parsed = workstations.parse({"State": state, "RestartCount": restarts})
+    assert parsed.failed_to_start is failed
