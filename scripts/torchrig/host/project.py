@@ -29,7 +29,7 @@ from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import (
     PROJECT_LABEL,
     Docker,
-    inspect_containers,
+    inspect_labelled,
     parse,
     project_folders,
     run_docker,
@@ -167,7 +167,7 @@ def settle(
 def refuse(name: str, folder: Path, docker: Docker) -> None:
     """HostError when a container of the workstation called `name` is another folder's: this
     folder must not touch it."""
-    containers = [parse(item) for item in inspect_containers(docker, f"{PROJECT_LABEL}={name}")]
+    containers = [parse(item) for item in inspect_labelled(docker, f"{PROJECT_LABEL}={name}")]
     foreign = [one for one in containers if one.folder and not same_folder(one.folder, folder)]
     if not foreign:
         return

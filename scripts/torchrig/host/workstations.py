@@ -143,31 +143,27 @@ def is_workstation(inspected: Mapping[str, Any]) -> bool:
     return labels.get(SERVICE_LABEL) == SERVICE and labels.get(name) == title
 
 
-def inspect_containers(docker: Docker, *filters: str) -> list[dict[str, Any]]:
-    """`docker inspect` of every container (running or not) that matches the label filters."""
-    arguments = ["ps", "--all", "--quiet", "--no-trunc"]
-    for label in filters:
-        arguments += ["--filter", f"label={label}"]
-    listed = docker(*arguments)
+def inspect_labelled(docker: Docker, label: str, volumes: bool = False) -> list[dict[str, Any]]:
+    """`docker inspect` of every container (running or not), or volume, with the label."""
+    kind = ["volume"] if volumes else []
+    listing = ["volume", "ls"] if volumes else ["ps", "--all", "--no-trunc"]
+    listed = docker(*listing, "--quiet", "--filter", f"label={label}")
     if listed.returncode != 0:
-        raise engine_error("ps", listed.stderr.strip())
-    ids = listed.stdout.split()
-    if not ids:
-        return []
-    inspected = docker("inspect", *ids)
-    if inspected.returncode != 0:  # one removed between the two calls: ask again, once
-        return [found for one in ids for found in inspect_one(docker, one)]
-    return list(json.loads(inspected.stdout))
-
-
-def inspect_one(docker: Docker, container: str) -> list[dict[str, Any]]:
-    inspected = docker("inspect", container)
-    return list(json.loads(inspected.stdout)) if inspected.returncode == 0 else []
+        raise engine_error("volume ls" if volumes else "ps", listed.stderr.strip())
+    names = listed.stdout.split()
+    answers = [docker(*kind, "inspect", *names)] if names else []
+    if answers and answers[0].returncode != 0:  # one removed between the two calls: ask each
+        answers = [docker(*kind, "inspect", name) for name in names]
+    found = []
+    for answer in answers:
+        if answer.returncode == 0:
+            found += json.loads(answer.stdout)
+    return found
 
 
 def all_workstations(docker: Docker = run_docker) -> list[Workstation]:
     """Every torchrig workstation on the engine, by project name."""
-    found = inspect_containers(docker, f"{SERVICE_LABEL}={SERVICE}")
+    found = inspect_labelled(docker, f"{SERVICE_LABEL}={SERVICE}")
     return sorted((parse(item) for item in found if is_workstation(item)), key=lambda w: w.project)
 
 
@@ -175,25 +171,14 @@ def project_folders(docker: Docker, project: str) -> dict[str, str]:
     """Folder -> what of the project's names it: every container and volume labelled with the
     project (any image: the name is compose's, whatever runs under it)."""
     folders: dict[str, str] = {}
-    for item in inspect_containers(docker, f"{PROJECT_LABEL}={project}"):
+    for item in inspect_labelled(docker, f"{PROJECT_LABEL}={project}"):
         labels = (item.get("Config") or {}).get("Labels") or {}
         folders.setdefault(labels.get(FOLDER_LABEL, ""), f"container {item['Name'].lstrip('/')}")
-    for volume in project_volumes(docker, project):
+    for volume in inspect_labelled(docker, f"{PROJECT_LABEL}={project}", volumes=True):
         labels = volume.get("Labels") or {}
         folders.setdefault(labels.get(FOLDER_LABEL, ""), f"volume {volume['Name']}")
     folders.pop("", None)  # made by hand, not by compose
     return folders
-
-
-def project_volumes(docker: Docker, project: str) -> list[dict[str, Any]]:
-    listed = docker("volume", "ls", "--quiet", "--filter", f"label={PROJECT_LABEL}={project}")
-    if listed.returncode != 0:
-        raise engine_error("volume ls", listed.stderr.strip())
-    names = listed.stdout.split()
-    if not names:
-        return []
-    inspected = docker("volume", "inspect", *names)
-    return list(json.loads(inspected.stdout)) if inspected.returncode == 0 else []
 
 
 COLUMNS = ("NAME", "FOLDER", "PUID", "STATE", "SINCE", "PORTS", "GPUS")
