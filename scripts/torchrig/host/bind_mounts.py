@@ -83,12 +83,9 @@ class Handed:
 
 
 def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> Handed:
-    """Chown every root-owned entry below `sources` to uid:gid, by torchrig.ownership's rule (no
-    symlink followed, no multiply-linked file handed over).
-
-    Each source is opened one path component at a time with O_NOFOLLOW, then walked from that
-    descriptor. The walk crosses mount points below a source: the user's own mounts inside a
-    project folder are the project's."""
+    """Chown every root-owned entry below `sources` to uid:gid, by torchrig.ownership's rule,
+    from a descriptor opened without following any symlink. The walk crosses mount points: the
+    user's own mounts inside a project folder are the project's."""
     handed = Handed()
     for source in sources:
         top = open_directory_no_follow(os.path.realpath(source))
@@ -157,7 +154,6 @@ def hand_writable_mounts_to_dev(config: dict[str, Any]) -> int:
 
 
 def prepare_from_json(config_json: str) -> int:
-    """`prepare_mounts` for the text of `docker compose config --format json`."""
     try:
         config = json.loads(config_json)
     except json.JSONDecodeError as exc:
@@ -197,8 +193,7 @@ def unsafe_sources(config: dict[str, Any]) -> list[str]:
 
 
 def prepare_mounts(config: dict[str, Any]) -> int:
-    """Create the missing bind-mount sources; as root, hand dev's writable ones to dev. A source
-    dev could have swapped stops it before anything is created or mounted."""
+    """Create the missing bind-mount sources; as root, hand dev's writable ones to dev."""
     problems = unsafe_sources(config)
     for problem in problems:
         VOICE.error(problem)

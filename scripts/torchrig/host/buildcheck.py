@@ -99,8 +99,7 @@ def problems(environ: Mapping[str, str], dockerfile_text: str, locks: Path) -> l
 
 
 def checked_torch_version(environ: Mapping[str, str]) -> tuple[str | None, list[str]]:
-    """(torch's version for PYTORCH_VERSION, []) or (None, the problems with the build's
-    inputs); read from the repository's Dockerfile and locks/."""
+    """(torch's version for PYTORCH_VERSION, []) or (None, the problems with the build's inputs)."""
     dockerfile_text, locks = read_dockerfile(), Path("locks")
     found = problems(environ, dockerfile_text, locks)
     if found:

@@ -115,8 +115,8 @@ def env_files() -> list[Path] | None:
 
 
 def write_on_first_run(path: Path, first_lines: Callable[[], tuple[str, ...]] = tuple) -> bool:
-    """Write `path` unless it exists (or compose reads other files); `first_lines()` adds lines
-    of the caller's, asked only when the file is written. True when it was written."""
+    """Write `path` unless it exists (or compose reads other files), with `first_lines()`, asked
+    only then; True when it was written."""
     if env_files() is not None:
         VOICE.note("COMPOSE_ENV_FILES is set: compose reads those, not .env; none written")
         return False
@@ -165,9 +165,8 @@ def setting(name: str, path: Path = Path(".env")) -> str | None:
 
 
 def set_value(path: Path, name: str, value: str, comment: str = "") -> bool:
-    """Set NAME in `path` (its line replaced, or appended with `comment` above it), keeping the
-    rest as it is. False, with nothing written, when compose reads other files (the caller says
-    what to add there)."""
+    """Set NAME in `path` (its line replaced, or appended with `comment` above it); False, with
+    nothing written, when compose reads other files."""
     if env_files() is not None:
         return False
     line = f"{name}={value if PLAIN.match(value) else quote(value)}"

@@ -196,9 +196,8 @@ def compose_name(compose: list[str]) -> str | None:
 
 
 def guard(compose: list[str], env_file: Path = Path(".env")) -> int:
-    """`make down` / `make build`: the checkout's name (chosen and written on a first run, or
-    for an `.env` from before, as `make up` does), then stop when another folder's workstation
-    has it."""
+    """`make down` / `make build`: the checkout's name settled as `make up` settles it, then
+    stop when another folder's workstation has it."""
     try:
         settled = settle(env_file, Path.cwd())
         name = compose_name(compose) or settled.name

@@ -55,17 +55,10 @@ ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # out (torchrig.container.endpoints writes this protocol; the two sides share no code). Root
 # asks, the way root runs torchrig in the image (root_main), because this may start before the
 # entrypoint has remapped dev's uid, and dev's token file is dev's alone.
-ENDPOINTS = ["--user", "root", "/usr/bin/python3", "-I", "-S", "/usr/lib/torchrig", "endpoints"]
+ENDPOINTS = "root /usr/bin/python3 -I -S /usr/lib/torchrig endpoints"
 # Images from before that (a ready-made image can be older than this file) ask as dev, once
 # Docker's healthcheck says healthy.
-DEV_ENDPOINTS = [
-    "--user",
-    "dev",
-    "/opt/venv/bin/python",
-    "-I",
-    "-m",
-    "torchrig.container.endpoints",
-]
+DEV_ENDPOINTS = "dev /opt/venv/bin/python -I -m torchrig.container.endpoints"
 USAGE_ERROR = 2
 STATUS = "status: "
 NOT_READY = 3
@@ -165,9 +158,10 @@ def find_container(compose: Compose) -> Container | None:
     return Container(id=str(rows[0]["ID"]), published=published)
 
 
-def exec_in(container: Container, user_and_command: list[str]) -> list[str]:
-    """`docker exec --user U <id> command...`: the options go before the container."""
-    return ["exec", *user_and_command[:2], container.id, *user_and_command[2:]]
+def exec_in(container: Container, user_and_command: str) -> list[str]:
+    """`docker exec --user U <id> command...` for "U command..." (no argument has a space)."""
+    user, *command = user_and_command.split()
+    return ["exec", "--user", user, container.id, *command]
 
 
 def endpoint_arguments(container: Container) -> list[str]:
@@ -218,8 +212,7 @@ def failure_report(state: workstations.Workstation, timeout_s: int) -> tuple[str
 
 
 def report_failure(compose: Compose, timeout_s: int, still_waiting_for: str = "") -> int:
-    """The container started but did not become ready: its own errors, and stop it if it
-    failed to start."""
+    """The container started but did not become ready: its own errors; stopped if it failed."""
     state = read_state(compose)
     if state is None:
         VOICE.error("the workstation's container is gone (removed while it started).")
@@ -335,9 +328,8 @@ def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int
 
 
 def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
-    """Before compose touches anything: the workstation's name is not another folder's, and the
-    GPUs asked for are not another running workstation's (`GPUS=free:N` picks, and writes them
-    to .env). Says the name."""
+    """Before compose touches anything: the name is not another folder's workstation, and the
+    GPUs asked for are not another running workstation's. Says the name."""
     config = compose.run("config", "--format", "json")
     if config.returncode != 0:
         return 0  # prepare said why already; compose will again
@@ -372,8 +364,7 @@ def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
 
 
 def pass_build_arguments() -> int:
-    """compose builds a missing image: check the build's inputs, and pass torch's version from
-    the lock as PYTORCH_VERSION, as `make build` does."""
+    """compose builds a missing image: pass PYTORCH_VERSION as `make build` does."""
     version, problems = buildcheck.checked_torch_version(os.environ)
     for problem in problems:
         VOICE.error(problem)
