@@ -63,9 +63,7 @@ class FailureFacts:
     cpu_mode: bool = False
     # Host port -> the variable that chose it (from `compose config`).
     published: Mapping[int, str] = field(default_factory=dict)
-    image: str | None = None
-    image_present: bool | None = None
-    can_build: bool = True
+    missing_image: str | None = None  # not on this machine, and compose can only pull it
 
 
 def diagnose(output: str, facts: FailureFacts) -> list[str] | None:
@@ -157,11 +155,11 @@ def no_toolkit_lines(what: str) -> list[str]:
 
 
 def image_missing(output: str, facts: FailureFacts) -> list[str] | None:
-    if facts.image is None or facts.image_present is not False or facts.can_build:
+    if facts.missing_image is None:
         return None
     said = last_error_line(output)
     return [
-        f"the image {facts.image} is not on this machine, and pulling it failed"
+        f"the image {facts.missing_image} is not on this machine, and pulling it failed"
         + (f": {said}" if said else "."),
         "  Check TORCHRIG_IMAGE: a tag the registry has (README: Ready-made images); for a "
         "private registry, `docker login <registry>` first.",

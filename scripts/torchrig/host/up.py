@@ -245,16 +245,15 @@ def read_failure_facts(compose: Compose, cpu: bool) -> compose_failure.FailureFa
     version = compose.run("version", "--short")
     config = compose.run("config", "--format", "json")
     published, image, can_build = compose_failure.service_facts(config.stdout, SERVICE)
-    present = None
+    missing = None
     if image and not can_build:
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
+        missing = None if present else image
     return compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
         cpu_mode=cpu,
         published=published,
-        image=image,
-        image_present=present,
-        can_build=can_build,
+        missing_image=missing,
     )
 
 

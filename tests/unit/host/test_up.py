@@ -297,6 +297,21 @@ def test_a_published_image_that_cannot_be_pulled_is_said_so(
     assert f"error: the image {image} is not on this machine" in capsys.readouterr().err
 
 
+def test_an_image_compose_could_build_is_not_called_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {"services": {"workstation": {"image": "torchrig/workstation:latest", "build": {}}}}
+    compose = ready_compose(
+        up=(17, "failed to solve: something\n"),
+        config=(0, json.dumps(config)),
+        **{"image inspect": (1, "Error: No such image")},
+    )
+    assert run_main(monkeypatch, compose, cpu="1") == 17
+    err = capsys.readouterr().err
+    assert "is not on this machine" not in err
+    assert "`docker compose up` failed (exit 17)" in err
+
+
 def test_an_image_from_before_the_wait_falls_back_to_docker_s_health(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
