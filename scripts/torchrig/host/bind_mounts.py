@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -75,18 +74,11 @@ def dev_ids(config: dict[str, Any]) -> tuple[int, int]:
     return (default_uid if uid is None else uid), (default_gid if gid is None else gid)
 
 
-@dataclass
-class Handed:
-    changed: int = 0
-    # Root-owned files with more than one hard link: possibly root's own file elsewhere.
-    left_alone: list[Path] = field(default_factory=list)
-
-
-def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> Handed:
+def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> ownership.Handover:
     """Chown every root-owned entry below `sources` to uid:gid, by torchrig.ownership's rule,
     from a descriptor opened without following any symlink. The walk crosses mount points: the
     user's own mounts inside a project folder are the project's."""
-    handed = Handed()
+    handed = ownership.Handover()  # left_alone: root's multiply-linked files, by their full path
     for source in sources:
         top = open_directory_no_follow(os.path.realpath(source))
         try:
@@ -97,7 +89,7 @@ def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> Handed:
         finally:
             os.close(top)
         handed.changed += handover.changed
-        handed.left_alone += [Path(source, relative) for relative in handover.left_alone]
+        handed.left_alone += [str(Path(source, relative)) for relative in handover.left_alone]
     return handed
 
 

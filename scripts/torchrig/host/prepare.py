@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from torchrig.host import bind_mounts, compose_failure, dotenv, project
-from torchrig.host.workstations import SERVICE
+from torchrig.host.workstations import SERVICE, Compose
 from torchrig.voice import MAKEFILE as VOICE
 
 RunCompose = Callable[..., subprocess.CompletedProcess[str]]
@@ -95,13 +95,7 @@ def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("compose", nargs="+", help="the compose command, after --")
-    args = parser.parse_args(argv)
-
-    def run_compose(*arguments: str) -> subprocess.CompletedProcess[str]:
-        command = [*args.compose, *arguments]
-        return subprocess.run(command, capture_output=True, text=True, check=False)
-
-    return prepare(run_compose)
+    return prepare(Compose(parser.parse_args(argv).compose).run)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ import json
 import os
 import pwd
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from torchrig.host import dotenv
 from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import (
     PROJECT_LABEL,
+    Compose,
     Docker,
     inspect_labelled,
     parse,
@@ -184,18 +184,16 @@ def refuse(name: str, folder: Path, docker: Docker) -> None:
     )
 
 
-def compose_name(compose: list[str]) -> str | None:
+def compose_name(compose: Compose) -> str | None:
     """The project name compose itself resolves (-p, environment, .env, COMPOSE_ENV_FILES)."""
-    config = subprocess.run(
-        [*compose, "config", "--format", "json"], capture_output=True, text=True, check=False
-    )
+    config = compose.run("config", "--format", "json")
     try:
         return str(json.loads(config.stdout)["name"]) if config.returncode == 0 else None
     except (ValueError, KeyError):
         return None
 
 
-def guard(compose: list[str], env_file: Path = Path(".env")) -> int:
+def guard(compose: Compose, env_file: Path = Path(".env")) -> int:
     """`make down` / `make build`: the checkout's name settled as `make up` settles it, then
     stop when another folder's workstation has it."""
     try:
@@ -212,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("compose", nargs="+", help="the compose command, after --")
     args = parser.parse_args(argv)
-    return guard(args.compose)
+    return guard(Compose(args.compose))
 
 
 if __name__ == "__main__":

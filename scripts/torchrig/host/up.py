@@ -22,7 +22,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from torchrig.host import (
     project,
     workstations,
 )
+from torchrig.host.workstations import Compose
 from torchrig.voice import IN_OTHERS_OUTPUT, harmless
 from torchrig.voice import MAKEFILE as VOICE
 
@@ -62,54 +62,6 @@ DEV_ENDPOINTS = "dev /opt/venv/bin/python -I -m torchrig.container.endpoints"
 USAGE_ERROR = 2
 STATUS = "status: "
 NOT_READY = 3
-
-
-@dataclass(frozen=True)
-class Compose:
-    """The compose command `make` built (files, CPU override), and the calls made with it."""
-
-    command: Sequence[str]
-
-    def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*self.command, *args], capture_output=capture, text=True, check=False
-        )
-
-    def docker(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """The plain docker CLI (compose is its plugin): for what compose does not report."""
-        return subprocess.run([self.command[0], *args], capture_output=True, text=True, check=False)
-
-    def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run compose with its output shown as it comes (a first `up` builds for minutes) and
-        kept in `stdout`, to tell what went wrong."""
-        process = subprocess.Popen(
-            [*self.command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        kept = []
-        assert process.stdout is not None
-        for line in process.stdout:
-            sys.stderr.write(line)
-            sys.stderr.flush()
-            kept.append(line)
-        return subprocess.CompletedProcess(process.args, process.wait(), "".join(kept), "")
-
-    def ask(self, *args: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
-        """A docker command whose output lines are handled as they come (it reports progress).
-        Its output comes from inside the container, so each line is made harmless first."""
-        process = subprocess.Popen(
-            [self.command[0], *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        assert process.stdout is not None and process.stderr is not None
-        for line in process.stdout:
-            on_line(harmless(line.rstrip("\n")))
-        stderr = harmless(process.stderr.read())
-        return subprocess.CompletedProcess(process.args, process.wait(), "", stderr)
-
-    def with_file(self, name: str) -> Compose:
-        """The same command with one more compose file, unless it has it already."""
-        if any(arg == name or arg.endswith(f"/{name}") for arg in self.command):
-            return self
-        return Compose([*self.command, "-f", name])
 
 
 def read_state(compose: Compose) -> workstations.Workstation | None:
@@ -329,10 +281,9 @@ def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int
 def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
     """Before compose touches anything: the name is not another folder's workstation, and the
     GPUs asked for are not another running workstation's. Says the name."""
-    config = compose.run("config", "--format", "json")
-    if config.returncode != 0:
+    name = project.compose_name(compose)
+    if name is None:
         return 0  # prepare said why already; compose will again
-    name = str(json.loads(config.stdout).get("name", ""))
     try:
         project.refuse(name, Path.cwd(), compose.docker)
         settle_gpus(compose, name, cpu, env_file)

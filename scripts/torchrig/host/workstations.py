@@ -15,7 +15,7 @@ import argparse
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,54 @@ Docker = Callable[..., subprocess.CompletedProcess[str]]
 
 def run_docker(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+
+
+@dataclass(frozen=True)
+class Compose:
+    """The compose command `make` built (files, CPU override), and the calls made with it."""
+
+    command: Sequence[str]
+
+    def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self.command, *args], capture_output=capture, text=True, check=False
+        )
+
+    def docker(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The plain docker CLI (compose is its plugin): for what compose does not report."""
+        return subprocess.run([self.command[0], *args], capture_output=True, text=True, check=False)
+
+    def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run compose with its output shown as it comes (a first `up` builds for minutes) and
+        kept in `stdout`, to tell what went wrong."""
+        process = subprocess.Popen(
+            [*self.command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        kept = []
+        assert process.stdout is not None
+        for line in process.stdout:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            kept.append(line)
+        return subprocess.CompletedProcess(process.args, process.wait(), "".join(kept), "")
+
+    def ask(self, *args: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
+        """A docker command whose output lines are handled as they come (it reports progress).
+        Its output comes from inside the container, so each line is made harmless first."""
+        process = subprocess.Popen(
+            [self.command[0], *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert process.stdout is not None and process.stderr is not None
+        for line in process.stdout:
+            on_line(harmless(line.rstrip("\n")))
+        stderr = harmless(process.stderr.read())
+        return subprocess.CompletedProcess(process.args, process.wait(), "", stderr)
+
+    def with_file(self, name: str) -> Compose:
+        """The same command with one more compose file, unless it has it already."""
+        if any(arg == name or arg.endswith(f"/{name}") for arg in self.command):
+            return self
+        return Compose([*self.command, "-f", name])
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,7 @@ def test_a_root_file_hard_linked_into_the_tree_is_left_alone(tmp_path: Path) -> 
     workspace.mkdir()
     os.link(elsewhere, workspace / "link")
     handed = bind_mounts.hand_root_owned_to([workspace], 1234, 2345)
-    assert (handed.changed, handed.left_alone) == (1, [workspace / "link"])
+    assert (handed.changed, handed.left_alone) == (1, [str(workspace / "link")])
     assert elsewhere.stat().st_uid == 0
 
 

@@ -104,3 +104,10 @@ def test_a_failed_start_is_one_docker_would_only_repeat(
 ) -> None:
     parsed = workstations.parse({"State": state, "RestartCount": restarts})
     assert parsed.failed_to_start is failed
+
+
+def test_the_cpu_override_is_added_once() -> None:
+    plain = workstations.Compose(["docker", "compose", "-f", "docker-compose.yml"])
+    with_cpu = plain.with_file("docker-compose.cpu.yml")
+    assert with_cpu.command[-2:] == ["-f", "docker-compose.cpu.yml"]
+    assert with_cpu.with_file("docker-compose.cpu.yml") is with_cpu
