@@ -101,8 +101,9 @@ def compose_too_old(output: str, facts: FailureFacts) -> list[str] | None:
             "Docker Compose v2 (`docker compose`) is not installed.",
             f"  Install Docker's compose plugin, {needed} or newer (README: Prerequisites).",
         ]
-    version = parse_version(facts.compose_version)
-    if version is None or version >= MIN_COMPOSE:
+    # '2.26.1-4' or 'v2.20.2' -> (2, 26)
+    found = re.match(r"v?(\d+)\.(\d+)", (facts.compose_version or "").strip())
+    if found is None or (int(found[1]), int(found[2])) >= MIN_COMPOSE:
         return None
     return [
         f"Docker Compose {facts.compose_version} is too old for these compose files: they "
@@ -157,7 +158,8 @@ def no_toolkit_lines(what: str) -> list[str]:
 def image_missing(output: str, facts: FailureFacts) -> list[str] | None:
     if facts.missing_image is None:
         return None
-    said = last_error_line(output)
+    errors = [line.strip() for line in output.splitlines() if "rror" in line]
+    said = errors[-1] if errors else ""
     return [
         f"the image {facts.missing_image} is not on this machine, and pulling it failed"
         + (f": {said}" if said else "."),
@@ -165,17 +167,6 @@ def image_missing(output: str, facts: FailureFacts) -> list[str] | None:
         "private registry, `docker login <registry>` first.",
         "  Or build the image here: `make up` without PUBLISHED=1.",
     ]
-
-
-def last_error_line(output: str) -> str:
-    lines = [line.strip() for line in output.splitlines() if "rror" in line]
-    return lines[-1] if lines else ""
-
-
-def parse_version(text: str | None) -> tuple[int, int] | None:
-    """'2.26.1-4' or 'v2.20.2' -> (2, 26); None when it is not a version."""
-    found = re.match(r"v?(\d+)\.(\d+)", (text or "").strip())
-    return (int(found[1]), int(found[2])) if found else None
 
 
 def port_rows(service_config: dict[str, Any]) -> list[tuple[str, str, int]]:

@@ -198,11 +198,6 @@ def ensure_venv(prefix: Path) -> bool:
     return True
 
 
-def write_image_pth(site: Path, image: Path) -> None:
-    line = f"import sys, site; {str(image)!r} in sys.path or site.addsitedir({str(image)!r})\n"
-    (site / IMAGE_PTH).write_text(line, encoding="utf-8")
-
-
 def wrapper_names(version: tuple[int, int]) -> tuple[str, ...]:
     return ("pip", "pip3", f"pip{version[0]}.{version[1]}", "uv")
 
@@ -252,7 +247,9 @@ def prepare(
         )
     made = ensure_venv(prefix)
     site = kept_site(prefix, version)
-    write_image_pth(site, Path(sitedir.site_packages(image_prefix, version)))
+    image = sitedir.site_packages(image_prefix, version)
+    line = f"import sys, site; {image!r} in sys.path or site.addsitedir({image!r})\n"
+    (site / IMAGE_PTH).write_text(line, encoding="utf-8")
     write_wrappers(prefix, version)
     remove_image_records(site)
     dists = kept_dists(site)

@@ -59,11 +59,6 @@ def uv_needs_image_records(args: Sequence[str], environ: Mapping[str, str], pref
     return bool(target) and os.path.realpath(target) == os.path.realpath(prefix)
 
 
-def record_name(name: str, version: str) -> str:
-    """A dist-info folder name as wheels spell it: 'nvidia_nccl_cu13-2.29.7.dist-info'."""
-    return f"{stack.normalize(name).replace('-', '_')}-{version}.dist-info"
-
-
 def write_image_records(site: Path, image: Path) -> list[Path]:
     """A record of each of the image's distributions that the kept venv does not have itself."""
     present = {stack.normalize(d.name) for d in kept.kept_dists(site)}
@@ -73,7 +68,8 @@ def write_image_records(site: Path, image: Path) -> list[Path]:
         if not name or stack.normalize(name) in present:
             continue
         present.add(stack.normalize(name))
-        folder = site / record_name(name, version)
+        # A dist-info folder name as wheels spell it: nvidia_nccl_cu13-2.29.7.dist-info
+        folder = site / f"{stack.normalize(name).replace('-', '_')}-{version}.dist-info"
         try:
             folder.mkdir()
         except FileExistsError:
