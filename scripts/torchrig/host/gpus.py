@@ -70,12 +70,8 @@ def read_host_table() -> list[HostGpu] | None:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
-    asked = subprocess.run(
-        [smi, "--query-gpu=index,uuid", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    command = [smi, "--query-gpu=index,uuid", "--format=csv,noheader"]
+    asked = subprocess.run(command, capture_output=True, text=True, check=False)
     return parse_host_table(asked.stdout) if asked.returncode == 0 else None
 
 
@@ -174,10 +170,7 @@ class Decision:
 
 
 def decide(
-    value: str | None,
-    share: bool,
-    others: list[Workstation],
-    table: list[HostGpu] | None,
+    value: str | None, share: bool, others: list[Workstation], table: list[HostGpu] | None
 ) -> Decision:
     """GPUS for compose, or HostError: malformed, unknown, or held by another workstation."""
     request = parse_request(value)

@@ -40,9 +40,7 @@ def is_free(address: str, port: int) -> bool:
 
 
 def choose(
-    ports: list[tuple[str, str, int]],
-    given: Mapping[str, str],
-    free: IsFree = is_free,
+    ports: list[tuple[str, str, int]], given: Mapping[str, str], free: IsFree = is_free
 ) -> dict[str, int]:
     """Variable -> a free port, for each default port that is taken; the user's own stay."""
     chosen: dict[str, int] = {}
