@@ -1,12 +1,7 @@
 """What `make up` does before it starts anything, and VS Code Dev Containers before it starts the
-container (`make prepare`): `.env` on the first run (`dotenv`, with `project`'s name), free
-ports where the defaults are taken (first run only), then the bind-mount folders (`bind_mounts`)
-from compose's resolved configuration.
-
-    python3 -m torchrig.host.prepare -- docker compose -f docker-compose.yml ...
-
-A port the user chose (shell, make or `.env`) is never changed: a taken one gets compose's
-failure, said by `compose_failure`, as is a configuration compose cannot read.
+container (`make prepare -- docker compose ...`): `.env` on the first run (`dotenv`, with
+`project`'s name), free ports where the defaults are taken (first run only; a port the user
+chose is never changed), then the bind-mount folders (`bind_mounts`).
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """`make up`: start the workstation in the mode this machine allows, wait until it answers, and
-say how to reach it, or why not.
-
-    python3 -m torchrig.host.up [--cpu 0|1] [--timeout S] -- docker compose -f ...
+say how to reach it, or why not (`up [--cpu 0|1] [--timeout S] -- docker compose ...`).
 
 In this one process, before compose touches anything: the mode (`gpu_mode`), `prepare`, `claim`
-(the name and the GPUs are no other workstation's) and the build's inputs (`buildcheck`: compose
-builds a missing image). Then `docker compose up -d`; when compose itself fails nothing ran, and
-`compose_failure` says what it was, never "not ready". Then the wait, inside the container
-(`torchrig.container.endpoints --wait` polls the services every 50 ms; Docker's healthcheck would
-add up to its 3 s interval), and the URL and ssh command. Not ready: the container's own error
-lines and what the failing service printed last. A container that exited or that Docker restarts
-in a loop is stopped too: `restart: unless-stopped` is right for a crash after hours of work and
-wrong for a bad setting, which would only fail again.
+and the build's inputs (compose builds a missing image). When `docker compose up -d` itself
+fails, nothing ran, and `compose_failure` says what it was, never "not ready". The wait is inside
+the container (`torchrig.container.endpoints --wait`, every 50 ms; Docker's healthcheck would add
+up to its 3 s interval). A container that exited or that Docker restarts in a loop is stopped:
+`restart: unless-stopped` is right for a crash after hours of work and wrong for a bad setting.
 """
 
 from __future__ import annotations

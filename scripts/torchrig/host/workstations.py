@@ -1,12 +1,9 @@
-"""The torchrig workstations on this Docker engine, anyone's, read from the engine itself: the
-compose project of each, its folder, owner, state, ports and GPUs. `make ls` lists them;
-`project` and `gpus` ask here before `make up`, `make down` and `make build` touch anything.
+"""The torchrig workstations on this Docker engine, anyone's, read from the engine itself (`make
+ls`; `project` and `gpus` ask here), and `Compose`, the compose command the helpers run.
 
-A container is a workstation when it is compose's `workstation` service and its image is
-torchrig's (the image's title label, which a container inherits). Its GPUs are its device
-requests, as Docker hands them to the NVIDIA runtime: `device_ids` (compose puts `GPUS` there as
-one string, "0,1"; `docker run --gpus '"device=0,1"'` as two), or a count (-1: all; N: the
-first N).
+A workstation is compose's `workstation` service with torchrig's image title label. Its GPUs are
+its device requests: `device_ids` (compose puts `GPUS` there as one string, "0,1"; `docker run
+--gpus '"device=0,1"'` as two), or a count (-1: all; N: the first N).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """`pip` and `uv` as dev runs them in the kept venv (kept.py writes the scripts that call
-`main`): the real tool, plus two things.
-
-- After a refusal that ran into the image's pinned stack, one line says how to override on
-  purpose (pip and uv name the package, not the way past the pin).
-- uv sees only the target environment's own site-packages (astral-sh/uv#2500), not what a `.pth`
-  adds: in the kept venv it would fetch the whole stack again, gigabytes. So while a `uv pip`
-  command that reads the environment runs on the kept venv, the kept site-packages holds a
-  record of each image distribution (a dist-info with its METADATA): uv then resolves against
-  the stack as pip does. The records go when uv ends (or at the next start), so pip never sees
-  them. docs/architecture.md says why nothing simpler works.
+`main`): the real tool, plus a line after a refusal by the pinned stack saying how to override on
+purpose, and for uv the image's records. uv sees only the target environment's own site-packages
+(astral-sh/uv#2500), so in the kept venv it would fetch the whole stack again; while a `uv pip`
+command that reads the environment runs, a record of each image distribution (a dist-info with
+its METADATA) stands in the kept site-packages, and goes when uv ends (or at the next start).
+docs/architecture.md says why nothing simpler works.
 """
 
 from __future__ import annotations
@@ -52,9 +48,8 @@ def uv_needs_image_records(args: Sequence[str], environ: Mapping[str, str], pref
     """True when uv is about to resolve against, or list, the kept venv."""
     if uv_pip_command(args) not in UV_READS_ENVIRONMENT:
         return False
-    for option in UV_OTHER_TARGET:
-        if any(arg == option or arg.startswith(f"{option}=") for arg in args):
-            return False
+    if any(arg.split("=", 1)[0] in UV_OTHER_TARGET for arg in args):
+        return False
     target = environ.get("VIRTUAL_ENV", "")
     return bool(target) and os.path.realpath(target) == os.path.realpath(prefix)
 
