@@ -180,20 +180,10 @@ def port_rows(service_config: dict[str, Any]) -> list[tuple[str, str, int]]:
     return rows
 
 
-def service_config(config_json: str, service: str) -> dict[str, Any] | None:
-    """One service of `compose config --format json`, or None when it cannot be read."""
+def service_config(config_json: str, service: str) -> dict[str, Any]:
+    """One service of `compose config --format json`; empty when it cannot be read."""
     try:
         found = json.loads(config_json)["services"][service]
     except (ValueError, KeyError, TypeError):
-        return None
-    return found if isinstance(found, dict) else None
-
-
-def service_facts(config_json: str, service: str) -> tuple[dict[int, str], str | None, bool]:
-    """From `compose config --format json`: host port -> variable, the image, whether compose
-    could build it (a service without `build` can only be pulled)."""
-    workstation = service_config(config_json, service)
-    if workstation is None:
-        return {}, None, True
-    published = {port: variable for variable, _, port in port_rows(workstation)}
-    return published, workstation.get("image"), "build" in workstation
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -54,7 +54,7 @@ def choose(
 def pick_on_first_run(config_json: str, env_file: Path) -> None:
     """Write free ports to the `.env` just written, for the defaults that are taken."""
     given = {**dotenv.read_values(env_file), **os.environ}
-    config = compose_failure.service_config(config_json, SERVICE) or {}
+    config = compose_failure.service_config(config_json, SERVICE)
     for variable, port in choose(compose_failure.port_rows(config), given).items():
         dotenv.set_value(env_file, variable, str(port), comment="the default port was taken")
         os.environ[variable] = str(port)  # compose in this run, whatever it read already

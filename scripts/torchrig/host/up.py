@@ -191,9 +191,10 @@ def report_compose_failure(
 def read_failure_facts(compose: Compose, cpu: bool) -> compose_failure.FailureFacts:
     version = compose.run("version", "--short")
     config = compose.run("config", "--format", "json")
-    published, image, can_build = compose_failure.service_facts(config.stdout, SERVICE)
-    missing = None
-    if image and not can_build:
+    workstation = compose_failure.service_config(config.stdout, SERVICE)
+    published = {port: variable for variable, _, port in compose_failure.port_rows(workstation)}
+    image, missing = workstation.get("image"), None
+    if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
         missing = None if present else image
     return compose_failure.FailureFacts(

@@ -130,7 +130,7 @@ def test_the_engine_unreachable_wins_over_what_follows_from_it() -> None:
     assert "does not answer" in said
 
 
-def test_service_facts_from_compose_config() -> None:
+def test_the_service_and_its_ports_from_compose_config() -> None:
     config = {
         "services": {
             "workstation": {
@@ -142,8 +142,10 @@ def test_service_facts_from_compose_config() -> None:
             }
         }
     }
-    published, image, can_build = compose_failure.service_facts(json.dumps(config), "workstation")
-    assert published == {18888: "JUPYTER_PORT", 12222: "SSH_PORT"}
-    assert image == "ghcr.io/o/torchrig:2.13.0-cu130"
-    assert can_build is False
-    assert compose_failure.service_facts("not json", "workstation") == ({}, None, True)
+    workstation = compose_failure.service_config(json.dumps(config), "workstation")
+    assert workstation["image"] == "ghcr.io/o/torchrig:2.13.0-cu130"
+    assert compose_failure.port_rows(workstation) == [
+        ("JUPYTER_PORT", "127.0.0.1", 18888),
+        ("SSH_PORT", "127.0.0.1", 12222),
+    ]
+    assert compose_failure.service_config("not json", "workstation") == {}
