@@ -232,16 +232,10 @@ COLUMNS = ("NAME", "FOLDER", "PUID", "STATE", "SINCE", "PORTS", "GPUS")
 def table(workstations: list[Workstation]) -> str:
     """`make ls`: one row per workstation, columns aligned. The cells come from other users'
     containers (a folder's name is anyone's to choose): shown harmless to the terminal."""
-    rows = [COLUMNS] + [
-        tuple(
-            harmless(cell)
-            for cell in (
-                w.project, w.folder, w.puid, w.state, w.since, " ".join(w.ports) or "-",
-                w.gpus.text(),
-            )
-        )
-        for w in workstations
-    ]  # fmt: skip
+    rows = [COLUMNS]
+    for w in workstations:
+        cells = (w.project, w.folder, w.puid, w.state, w.since, " ".join(w.ports) or "-")
+        rows.append(tuple(harmless(cell) for cell in (*cells, w.gpus.text())))
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
     lines = (
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
