@@ -67,8 +67,7 @@ class FailureFacts:
 
 
 def diagnose(output: str, facts: FailureFacts) -> list[str] | None:
-    """The error to say (its first line what failed, the others, indented, what to do), or None
-    for a failure we do not know."""
+    """The error to say (what failed, then, indented, what to do); None for one we do not know."""
     for check in (daemon_unreachable, compose_too_old, port_taken, no_nvidia, image_missing):
         lines = check(output, facts)
         if lines:
@@ -170,8 +169,7 @@ def image_missing(output: str, facts: FailureFacts) -> list[str] | None:
 
 
 def port_rows(service_config: dict[str, Any]) -> list[tuple[str, str, int]]:
-    """(variable, host address, host port) for each port a service of `compose config` publishes
-    that a variable of ours chooses."""
+    """(variable, host address, host port) for each published port a variable of ours chooses."""
     rows = []
     for port in service_config.get("ports", []):
         variable = PORT_VARIABLES.get(int(port.get("target", 0)))

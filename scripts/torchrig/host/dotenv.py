@@ -76,9 +76,8 @@ def write_private(path: Path, text: str) -> None:
 
 
 def tighten(path: Path) -> str | None:
-    """Make an existing .env readable by its owner alone; a one-line notice when anything was
-    changed or should be, else None. A symlink is left as it is (its target may be shared on
-    purpose), and said so."""
+    """Make an existing .env readable by its owner alone; a notice when anything was changed or
+    should be. A symlink is left as it is (its target may be shared on purpose), and said so."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -148,8 +147,7 @@ def parse(text: str) -> dict[str, str]:
 
 
 def read_values(path: Path = Path(".env")) -> dict[str, str]:
-    """What the files compose reads set (COMPOSE_ENV_FILES's, else `path`), later files winning;
-    a missing or unreadable file sets nothing."""
+    """What the files compose reads set (COMPOSE_ENV_FILES's, else `path`), later files winning."""
     values: dict[str, str] = {}
     for file in env_files() or [path]:
         try:

@@ -70,8 +70,7 @@ def needs_engine_runtimes(forced: bool | None, host: HostGpus) -> bool:
 
 
 def choose_mode(forced: bool | None, host: HostGpus, runtimes: frozenset[str] | None) -> Mode:
-    """The mode to start in. `runtimes`: the engine's (None where `needs_engine_runtimes` said
-    they were not needed)."""
+    """The mode to start in; `runtimes` is None where `needs_engine_runtimes` said no."""
     if forced is not None:
         return Mode(cpu=forced)
     if not host.has_gpus:

@@ -119,8 +119,7 @@ def new_name(docker: Docker, folder: Path) -> str:
 
 
 def first_lines(docker: Docker, folder: Path) -> tuple[str, ...]:
-    """The name a first run writes: the one given for it (`make up COMPOSE_PROJECT_NAME=...`),
-    so that it sticks, else a new one."""
+    """The name a first run writes: the one given (`make up COMPOSE_PROJECT_NAME=...`), or new."""
     name = os.environ.get(VARIABLE)
     if name is None:
         name = new_name(docker, folder)
@@ -165,8 +164,7 @@ def settle(
 
 
 def refuse(name: str, folder: Path, docker: Docker) -> None:
-    """HostError when a container of the workstation called `name` is another folder's: this
-    folder must not touch it."""
+    """HostError when a container of the workstation called `name` is another folder's."""
     containers = [parse(item) for item in inspect_labelled(docker, f"{PROJECT_LABEL}={name}")]
     foreign = [one for one in containers if one.folder and not same_folder(one.folder, folder)]
     if not foreign:
