@@ -1,36 +1,21 @@
-"""Prepare the bind-mount sources before `docker compose up` does.
+"""Prepare the bind-mount sources before `docker compose up` does (from its config's JSON).
 
 Docker creates a missing source directory as root, which leaves the user with root-owned
-checkpoints on their own disk, so this creates them first. When `make up` itself runs as root
-(a server, a CI machine), the container's `dev` cannot be root, so the root-owned files of the
-folders dev must write (workspace, checkpoints) are handed to dev's UID/GID, and it says so.
-That walk never follows a symlink (the folder's owner may swap one in while root walks), leaves
-hard-linked root files alone, and refuses system directories (WORKSPACE_DIR=/root would hand
-root's files to dev). Reads `docker compose config --format json` (on stdin, or from
-`torchrig.host.prepare`).
+checkpoints on their own disk, so this creates them first. When `make up` itself runs as root,
+the container's `dev` cannot be root, so the root-owned files of the folders dev must write are
+handed to dev's UID/GID (by `torchrig.ownership`'s rule), and it says so; system directories are
+refused (WORKSPACE_DIR=/root would hand root's files to dev).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchrig import mounts, ownership, user_ids
 from torchrig.voice import MAKEFILE as VOICE
-
-
-def bind_sources(config: dict[str, Any]) -> list[Path]:
-    sources = []
-    for service in config.get("services", {}).values():
-        for volume in service.get("volumes", []):
-            if isinstance(volume, dict) and volume.get("type") == "bind":
-                sources.append(Path(volume["source"]))
-    return sources
-
 
 # The image's dev user before any PUID/PGID remap (the Dockerfile creates it with these ids).
 DEFAULT_DEV_IDS = (1000, 1000)
@@ -46,22 +31,22 @@ SYSTEM_TREES = (
 SHARED_DIRS = ("/", "/home", "/media", "/mnt", "/opt", "/srv", "/tmp")
 
 
-def writable_sources(config: dict[str, Any]) -> list[Path]:
-    return list(writable_mounts(config))
+def bind_sources(config: dict[str, Any]) -> dict[str, Path]:
+    """Every bind mount of the config: its target -> its host folder."""
+    return {
+        volume.get("target"): Path(volume["source"])
+        for service in config.get("services", {}).values()
+        for volume in service.get("volumes", [])
+        if isinstance(volume, dict) and volume.get("type") == "bind"
+    }
 
 
 def writable_mounts(config: dict[str, Any]) -> dict[Path, str]:
     """Host folder -> the variable that chose it, for the mounts dev must write."""
-    mounts = {}
-    for service in config.get("services", {}).values():
-        for volume in service.get("volumes", []):
-            if (
-                isinstance(volume, dict)
-                and volume.get("type") == "bind"
-                and volume.get("target") in WRITABLE_TARGETS
-            ):
-                mounts[Path(volume["source"])] = WRITABLE_TARGETS[volume["target"]]
-    return mounts
+    binds = bind_sources(config)
+    return {
+        binds[point]: variable for point, variable in WRITABLE_TARGETS.items() if point in binds
+    }
 
 
 def system_directory(path: Path) -> str | None:
@@ -78,35 +63,22 @@ def dev_ids(config: dict[str, Any]) -> tuple[int, int]:
     env: dict[str, Any] = {}
     for service in config.get("services", {}).values():
         env.update(service.get("environment") or {})
+    # Compose gives environment values as strings, or null for a bare name that is unset.
+    text = {name: None if env.get(name) is None else str(env[name]) for name in ("PUID", "PGID")}
     try:
-        uid = user_ids.parse_id("PUID", as_text(env.get("PUID")))
-        gid = user_ids.parse_id("PGID", as_text(env.get("PGID")))
+        uid = user_ids.parse_id("PUID", text["PUID"])
+        gid = user_ids.parse_id("PGID", text["PGID"])
     except ValueError as exc:
         raise SystemExit(f"error: PUID/PGID must be numbers ({exc})") from None
     default_uid, default_gid = DEFAULT_DEV_IDS
     return (default_uid if uid is None else uid), (default_gid if gid is None else gid)
 
 
-def as_text(value: Any) -> str | None:
-    """Compose gives environment values as strings, or null for a bare name that is unset."""
-    return None if value is None else str(value)
-
-
-@dataclass
-class Handed:
-    changed: int = 0
-    # Root-owned files with more than one hard link: possibly root's own file elsewhere.
-    left_alone: list[Path] = field(default_factory=list)
-
-
-def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> Handed:
-    """Chown every root-owned entry below `sources` to uid:gid, by torchrig.ownership's rule (no
-    symlink followed, no multiply-linked file handed over).
-
-    Each source is opened one path component at a time with O_NOFOLLOW, then walked from that
-    descriptor. The walk crosses mount points below a source: the user's own mounts inside a
-    project folder are the project's."""
-    handed = Handed()
+def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> ownership.Handover:
+    """Chown every root-owned entry below `sources` to uid:gid, by torchrig.ownership's rule,
+    from a descriptor opened without following any symlink. The walk crosses mount points: the
+    user's own mounts inside a project folder are the project's."""
+    handed = ownership.Handover()  # left_alone: root's multiply-linked files, by their full path
     for source in sources:
         top = open_directory_no_follow(os.path.realpath(source))
         try:
@@ -117,7 +89,7 @@ def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> Handed:
         finally:
             os.close(top)
         handed.changed += handover.changed
-        handed.left_alone += [Path(source, relative) for relative in handover.left_alone]
+        handed.left_alone += [str(Path(source, relative)) for relative in handover.left_alone]
     return handed
 
 
@@ -134,15 +106,6 @@ def open_directory_no_follow(real_path: str) -> int:
         os.close(fd)
         raise
     return fd
-
-
-def create_missing(sources: list[Path]) -> list[Path]:
-    created = []
-    for source in sources:
-        if not source.exists():
-            source.mkdir(parents=True)
-            created.append(source)
-    return created
 
 
 def hand_writable_mounts_to_dev(config: dict[str, Any]) -> int:
@@ -182,30 +145,13 @@ def hand_writable_mounts_to_dev(config: dict[str, Any]) -> int:
     return 0
 
 
-def main() -> int:
-    return prepare_from_json(sys.stdin.read())
-
-
 def prepare_from_json(config_json: str) -> int:
-    """`prepare_mounts` for the text of `docker compose config --format json`."""
     try:
         config = json.loads(config_json)
     except json.JSONDecodeError as exc:
         VOICE.error(f"`docker compose config` gave no JSON ({exc})")
         return 1
     return prepare_mounts(config)
-
-
-def sources_by_variable(config: dict[str, Any]) -> dict[str, Path]:
-    """The variable that chooses each of the table's bind mounts -> its host folder."""
-    variables = {bind.point: bind.variable for bind in mounts.BINDS}
-    chosen = {}
-    for service in config.get("services", {}).values():
-        for volume in service.get("volumes", []):
-            bound = isinstance(volume, dict) and volume.get("type") == "bind"
-            if bound and volume.get("target") in variables:
-                chosen[variables[volume["target"]]] = Path(volume["source"])
-    return chosen
 
 
 def lies_inside(path: Path, folder: Path) -> bool:
@@ -218,8 +164,9 @@ def unsafe_sources(config: dict[str, Any]) -> list[str]:
     """Bind sources the container's dev could swap for a symlink to any folder of this machine
     before the next start (Docker, as root, would mount what it points to, and the start would
     claim it if empty): one inside a folder dev writes, or one that is a symlink already."""
-    chosen = sources_by_variable(config)
-    writes = set(mounts.binds_dev_writes().values())
+    binds = bind_sources(config)
+    chosen = {bind.variable: binds[bind.point] for bind in mounts.BINDS if bind.point in binds}
+    writes = set(WRITABLE_TARGETS.values())
     problems = []
     for variable, source in chosen.items():
         if source.is_symlink():
@@ -238,19 +185,16 @@ def unsafe_sources(config: dict[str, Any]) -> list[str]:
 
 
 def prepare_mounts(config: dict[str, Any]) -> int:
-    """Create the missing bind-mount sources; as root, hand dev's writable ones to dev. A source
-    dev could have swapped stops it before anything is created or mounted."""
+    """Create the missing bind-mount sources; as root, hand dev's writable ones to dev."""
     problems = unsafe_sources(config)
     for problem in problems:
         VOICE.error(problem)
     if problems:
         return 1
-    for path in create_missing(bind_sources(config)):
-        VOICE.note(f"created {path}")
+    for path in bind_sources(config).values():
+        if not path.exists():
+            path.mkdir(parents=True)
+            VOICE.note(f"created {path}")
     if os.geteuid() == 0:
         return hand_writable_mounts_to_dev(config)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

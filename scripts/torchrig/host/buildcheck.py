@@ -1,10 +1,10 @@
-"""`make build` checks its inputs first, so a typo fails with a sentence, not a BuildKit trace.
+"""`make build` checks its inputs first, so a typo fails with a sentence, not a BuildKit trace:
+EXTRA_CA_CERT must name a PEM certificate file; the CUDA flavour must have a base stage in the
+Dockerfile (whose flavours and default are read here, so they stay declared once) and a lock.
 
-EXTRA_CA_CERT must name a readable PEM certificate file; the chosen CUDA flavour must have a
-base stage and a lock. With --print-torch-version it then prints the torch version that lock
-pins: the build argument PYTORCH_VERSION, which the image sets in its environment (enroot's
-PyTorch hook, used by pyxis on Slurm, fills in torch's distributed variables only in images that
-set it). Read from the lock, the one place the installed version is written.
+With --print-torch-version it then prints the torch version that lock pins: the build argument
+PYTORCH_VERSION, which the image sets in its environment (enroot's PyTorch hook, used by pyxis on
+Slurm, fills in torch's distributed variables only in images that set it).
 """
 
 from __future__ import annotations
@@ -16,10 +16,26 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchrig.host import dockerfile_facts
 from torchrig.voice import MAKEFILE as VOICE
 
 PEM_MARKER = "-----BEGIN CERTIFICATE-----"
+FLAVOUR_STAGE = re.compile(r"^FROM\s+\S+\s+AS\s+cuda-(\w+)\s*$", re.MULTILINE | re.IGNORECASE)
+DEFAULT_FLAVOUR = re.compile(r"^ARG\s+CUDA_FLAVOUR=(\w+)\s*$", re.MULTILINE)
+
+
+def flavours(dockerfile_text: str) -> list[str]:
+    return FLAVOUR_STAGE.findall(dockerfile_text)
+
+
+def default_flavour(dockerfile_text: str) -> str:
+    match = DEFAULT_FLAVOUR.search(dockerfile_text)
+    if match is None:
+        raise ValueError("the Dockerfile declares no `ARG CUDA_FLAVOUR=<default>`")
+    return match.group(1)
+
+
+def read_dockerfile(path: Path = Path("Dockerfile")) -> str:
+    return path.read_text(encoding="utf-8")
 
 
 def check_extra_ca(value: str | None) -> str | None:
@@ -44,8 +60,8 @@ def check_extra_ca(value: str | None) -> str | None:
 
 
 def check_flavour(value: str | None, dockerfile_text: str, locks: Path) -> str | None:
-    flavour = value or dockerfile_facts.default_flavour(dockerfile_text)
-    known = dockerfile_facts.flavours(dockerfile_text)
+    flavour = value or default_flavour(dockerfile_text)
+    known = flavours(dockerfile_text)
     if flavour not in known:
         return f"CUDA_FLAVOUR={flavour} is not one of {', '.join(known)}."
     if not (locks / f"{flavour}.txt").is_file():
@@ -66,7 +82,7 @@ def locked_version(lock_text: str, package: str) -> str | None:
 
 def torch_version(environ: Mapping[str, str], dockerfile_text: str, locks: Path) -> str:
     """torch's version in the chosen flavour's lock (check_flavour has found the lock)."""
-    flavour = environ.get("CUDA_FLAVOUR") or dockerfile_facts.default_flavour(dockerfile_text)
+    flavour = environ.get("CUDA_FLAVOUR") or default_flavour(dockerfile_text)
     lock = locks / f"{flavour}.txt"
     version = locked_version(lock.read_text(encoding="utf-8"), "torch")
     if version is None:
@@ -83,9 +99,8 @@ def problems(environ: Mapping[str, str], dockerfile_text: str, locks: Path) -> l
 
 
 def checked_torch_version(environ: Mapping[str, str]) -> tuple[str | None, list[str]]:
-    """(torch's version for PYTORCH_VERSION, []) or (None, the problems with the build's
-    inputs); read from the repository's Dockerfile and locks/."""
-    dockerfile_text, locks = dockerfile_facts.read(), Path("locks")
+    """(torch's version for PYTORCH_VERSION, []) or (None, the problems with the build's inputs)."""
+    dockerfile_text, locks = read_dockerfile(), Path("locks")
     found = problems(environ, dockerfile_text, locks)
     if found:
         return None, found
@@ -103,12 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         help="then print the torch version the flavour's lock pins (the image's PYTORCH_VERSION)",
     )
     args = parser.parse_args(argv)
-    if args.print_torch_version:
-        version, found = checked_torch_version(os.environ)
-        if version:
-            print(version)
-    else:
-        found = problems(os.environ, dockerfile_facts.read(), Path("locks"))
+    version, found = checked_torch_version(os.environ)
+    if version and args.print_torch_version:
+        print(version)
     for problem in found:
         VOICE.error(problem)
     return 1 if found else 0

@@ -1,11 +1,6 @@
-"""Why `docker compose up` itself failed, in a sentence with its fix: before any container ran,
-nothing was "starting", so `make up` must never say it was not ready.
-
-`diagnose` is a pure function of what compose printed and a few facts read after the failure
-(`FailureFacts`): the engine unreachable (its socket's permission: the `docker` group), a host
-port already taken, a compose too old for these files, Docker without the NVIDIA Container
-Toolkit, an image that is not here and cannot be built. Anything else: compose's own message
-stands, said to be compose's.
+"""Why `docker compose up` (or the engine) failed, in a sentence with its fix, and `HostError`,
+what stops every host helper. Before any container ran nothing was "starting", so `make up` must
+never say it was not ready. Anything `diagnose` does not know: compose's own message stands.
 """
 
 from __future__ import annotations
@@ -16,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchrig.host.gpu_mode import no_toolkit_lines
+from torchrig.voice import MAKEFILE as VOICE
 
 # `!reset` in docker-compose.cpu.yml and docker-compose.published.yml came with Compose 2.24.
 MIN_COMPOSE = (2, 24)
@@ -38,6 +33,26 @@ PORT_TAKEN = re.compile(
 )
 NO_NVIDIA_DRIVER = re.compile(r'could not select device driver "nvidia"')
 NO_COMPOSE = re.compile(r"'compose' is not a docker command|unknown command \"compose\"")
+TOOLKIT_FIX = "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker"
+
+
+class HostError(Exception):
+    """A host helper cannot go on: the lines say why and what to do."""
+
+    def __init__(self, *lines: str) -> None:
+        super().__init__(lines[0])
+        self.lines = lines
+
+    def said(self) -> int:
+        """Say it as one error; the exit status."""
+        VOICE.error("\n".join(self.lines))
+        return 1
+
+
+def engine_error(command: str, said: str) -> HostError:
+    """The engine refused a plain `docker` command: why, when `diagnose` knows."""
+    lines = diagnose(said, FailureFacts())
+    return HostError(*(lines or [f"asking the Docker engine failed (`docker {command}`): {said}"]))
 
 
 @dataclass(frozen=True)
@@ -48,14 +63,11 @@ class FailureFacts:
     cpu_mode: bool = False
     # Host port -> the variable that chose it (from `compose config`).
     published: Mapping[int, str] = field(default_factory=dict)
-    image: str | None = None
-    image_present: bool | None = None
-    can_build: bool = True
+    missing_image: str | None = None  # not on this machine, and compose can only pull it
 
 
 def diagnose(output: str, facts: FailureFacts) -> list[str] | None:
-    """The error to say (its first line what failed, the others, indented, what to do), or None
-    for a failure we do not know."""
+    """The error to say (what failed, then, indented, what to do); None for one we do not know."""
     for check in (daemon_unreachable, compose_too_old, port_taken, no_nvidia, image_missing):
         lines = check(output, facts)
         if lines:
@@ -88,8 +100,9 @@ def compose_too_old(output: str, facts: FailureFacts) -> list[str] | None:
             "Docker Compose v2 (`docker compose`) is not installed.",
             f"  Install Docker's compose plugin, {needed} or newer (README: Prerequisites).",
         ]
-    version = parse_version(facts.compose_version)
-    if version is None or version >= MIN_COMPOSE:
+    # '2.26.1-4' or 'v2.20.2' -> (2, 26)
+    found = re.match(r"v?(\d+)\.(\d+)", (facts.compose_version or "").strip())
+    if found is None or (int(found[1]), int(found[2])) >= MIN_COMPOSE:
         return None
     return [
         f"Docker Compose {facts.compose_version} is too old for these compose files: they "
@@ -124,15 +137,30 @@ def no_nvidia(output: str, facts: FailureFacts) -> list[str] | None:
             " this compose did not apply docker-compose.cpu.yml's `!reset`.",
             f"  Update Docker's compose plugin to {'.'.join(map(str, MIN_COMPOSE))} or newer.",
         ]
-    return no_toolkit_lines(None, None)
+    return no_toolkit_lines(
+        "Docker cannot hand GPUs to containers (compose: could not select device "
+        'driver "nvidia"): the NVIDIA Container Toolkit is missing, or Docker is not '
+        "configured for it."
+    )
+
+
+def no_toolkit_lines(what: str) -> list[str]:
+    """Docker cannot hand this machine's GPUs to a container: `what` is missing, and the fix."""
+    return [
+        what,
+        "  Install the NVIDIA Container Toolkit (README: Prerequisites), then configure Docker "
+        f"for it: `{TOOLKIT_FIX}`.",
+        "  Or start without GPUs: `make up CPU=1`.",
+    ]
 
 
 def image_missing(output: str, facts: FailureFacts) -> list[str] | None:
-    if facts.image is None or facts.image_present is not False or facts.can_build:
+    if facts.missing_image is None:
         return None
-    said = last_error_line(output)
+    errors = [line.strip() for line in output.splitlines() if "rror" in line]
+    said = errors[-1] if errors else ""
     return [
-        f"the image {facts.image} is not on this machine, and pulling it failed"
+        f"the image {facts.missing_image} is not on this machine, and pulling it failed"
         + (f": {said}" if said else "."),
         "  Check TORCHRIG_IMAGE: a tag the registry has (README: Ready-made images); for a "
         "private registry, `docker login <registry>` first.",
@@ -140,20 +168,8 @@ def image_missing(output: str, facts: FailureFacts) -> list[str] | None:
     ]
 
 
-def last_error_line(output: str) -> str:
-    lines = [line.strip() for line in output.splitlines() if "rror" in line]
-    return lines[-1] if lines else ""
-
-
-def parse_version(text: str | None) -> tuple[int, int] | None:
-    """'2.26.1-4' or 'v2.20.2' -> (2, 26); None when it is not a version."""
-    found = re.match(r"v?(\d+)\.(\d+)", (text or "").strip())
-    return (int(found[1]), int(found[2])) if found else None
-
-
 def port_rows(service_config: dict[str, Any]) -> list[tuple[str, str, int]]:
-    """(variable, host address, host port) for each port a service of `compose config` publishes
-    that a variable of ours chooses."""
+    """(variable, host address, host port) for each published port a variable of ours chooses."""
     rows = []
     for port in service_config.get("ports", []):
         variable = PORT_VARIABLES.get(int(port.get("target", 0)))
@@ -162,20 +178,10 @@ def port_rows(service_config: dict[str, Any]) -> list[tuple[str, str, int]]:
     return rows
 
 
-def service_config(config_json: str, service: str) -> dict[str, Any] | None:
-    """One service of `compose config --format json`, or None when it cannot be read."""
+def service_config(config_json: str, service: str) -> dict[str, Any]:
+    """One service of `compose config --format json`; empty when it cannot be read."""
     try:
         found = json.loads(config_json)["services"][service]
     except (ValueError, KeyError, TypeError):
-        return None
-    return found if isinstance(found, dict) else None
-
-
-def service_facts(config_json: str, service: str) -> tuple[dict[int, str], str | None, bool]:
-    """From `compose config --format json`: host port -> variable, the image, whether compose
-    could build it (a service without `build` can only be pulled)."""
-    workstation = service_config(config_json, service)
-    if workstation is None:
-        return {}, None, True
-    published = {port: variable for variable, _, port in port_rows(workstation)}
-    return published, workstation.get("image"), "build" in workstation
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -1,23 +1,16 @@
-"""Write `.env` on the first `make up`: the host user's UID/GID and SSH public key, and the lines
-the caller adds (the checkout's workstation name, `torchrig.host.project`); read and change it.
-
-Compose cannot run `id -u`, so this does it once. An existing .env keeps its content (it is
-yours to edit); variables set in the shell or on the make command line still win over it,
-because compose prefers the environment to .env. With COMPOSE_ENV_FILES set, compose reads
-those files instead of .env, so none is written.
-
-.env may hold secrets (JUPYTER_TOKEN may be set there), so it is written readable by its
-owner alone (0600), and an existing one that others can read is tightened to that, with a notice.
+"""Write `.env` on the first `make up` (compose cannot run `id -u`): the host user's UID/GID and
+SSH public key, and the caller's lines (`project`'s name); read and change it as compose does.
+An existing .env is the user's and is kept; with COMPOSE_ENV_FILES set, compose reads those
+files instead, so none is written. .env may hold JUPYTER_TOKEN, so it is written 0600, and an
+existing one others can read is tightened to that, with a notice.
 """
 
 from __future__ import annotations
 
-import argparse
 import errno
 import os
 import re
 import stat
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -83,9 +76,8 @@ def write_private(path: Path, text: str) -> None:
 
 
 def tighten(path: Path) -> str | None:
-    """Make an existing .env readable by its owner alone; a one-line notice when anything was
-    changed or should be, else None. A symlink is left as it is (its target may be shared on
-    purpose), and said so."""
+    """Make an existing .env readable by its owner alone; a notice when anything was changed or
+    should be. A symlink is left as it is (its target may be shared on purpose), and said so."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -115,14 +107,6 @@ def tighten(path: Path) -> str | None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--path", type=Path, default=Path(".env"))
-    args = parser.parse_args(argv)
-    write_on_first_run(args.path)
-    return 0
-
-
 def env_files() -> list[Path] | None:
     """The files compose reads variables from: COMPOSE_ENV_FILES's, else None for `.env`."""
     named = os.environ.get("COMPOSE_ENV_FILES", "")
@@ -130,8 +114,8 @@ def env_files() -> list[Path] | None:
 
 
 def write_on_first_run(path: Path, first_lines: Callable[[], tuple[str, ...]] = tuple) -> bool:
-    """Write `path` unless it exists (or compose reads other files); `first_lines()` adds lines
-    of the caller's, asked only when the file is written. True when it was written."""
+    """Write `path` unless it exists (or compose reads other files), with `first_lines()`, asked
+    only then; True when it was written."""
     if env_files() is not None:
         VOICE.note("COMPOSE_ENV_FILES is set: compose reads those, not .env; none written")
         return False
@@ -163,8 +147,7 @@ def parse(text: str) -> dict[str, str]:
 
 
 def read_values(path: Path = Path(".env")) -> dict[str, str]:
-    """What the files compose reads set (COMPOSE_ENV_FILES's, else `path`), later files winning;
-    a missing or unreadable file sets nothing."""
+    """What the files compose reads set (COMPOSE_ENV_FILES's, else `path`), later files winning."""
     values: dict[str, str] = {}
     for file in env_files() or [path]:
         try:
@@ -180,9 +163,8 @@ def setting(name: str, path: Path = Path(".env")) -> str | None:
 
 
 def set_value(path: Path, name: str, value: str, comment: str = "") -> bool:
-    """Set NAME in `path` (its line replaced, or appended with `comment` above it), keeping the
-    rest as it is. False, with nothing written, when compose reads other files (the caller says
-    what to add there)."""
+    """Set NAME in `path` (its line replaced, or appended with `comment` above it); False, with
+    nothing written, when compose reads other files."""
     if env_files() is not None:
         return False
     line = f"{name}={value if PLAIN.match(value) else quote(value)}"
@@ -199,7 +181,3 @@ def set_value(path: Path, name: str, value: str, comment: str = "") -> bool:
     with path.open("w", encoding="utf-8") as handle:  # keeps the file's mode (600)
         handle.write(text)
     return True
-
-
-if __name__ == "__main__":
-    sys.exit(main())

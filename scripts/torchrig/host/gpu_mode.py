@@ -1,20 +1,12 @@
-"""GPUs or CPU mode for `make up`: decided from what this machine and its Docker engine have.
+"""GPUs or CPU mode for `make up`, decided from what this machine and its Docker engine have
+(`choose_mode`, a pure function of those facts; reading them is kept apart). `CPU=1`/`CPU=0`
+force the choice; unset, a machine without NVIDIA GPUs starts in CPU mode, said loudly.
 
-`CPU=1` and `CPU=0` force the choice. Left unset:
-- no NVIDIA GPU at all (no /dev/nvidia* device, no nvidia-smi): CPU mode, said loudly, with how
-  to get GPUs;
-- NVIDIA GPUs, and Docker can hand them to containers: GPU mode;
-- NVIDIA GPUs, but Docker cannot: stop before starting anything, naming the NVIDIA Container
-  Toolkit and its fix, and `CPU=1`.
-
-Docker can hand GPUs over when the engine has the `nvidia` runtime (what `nvidia-ctk runtime
-configure` registers) or when the toolkit's `nvidia-container-runtime-hook` is installed: the
-engine registers its `nvidia` device driver whenever it finds that hook on its PATH, configured
-runtime or not, so a machine with the hook alone works and must not be refused. Where the facts
-miss (an engine on another machine through DOCKER_HOST), compose's own "could not select device
-driver" is the last word, and `torchrig.host.up` reports it the same way.
-
-The decision (`choose_mode`) is a pure function of those facts; reading them is kept apart.
+Docker can hand GPUs over when the engine has the `nvidia` runtime (`nvidia-ctk runtime
+configure`) or when the toolkit's `nvidia-container-runtime-hook` is installed: the engine
+registers its `nvidia` device driver whenever it finds that hook on its PATH, so a machine with
+the hook alone works and must not be refused. Where the facts miss (an engine on another machine
+through DOCKER_HOST), compose's own "could not select device driver" is the last word.
 """
 
 from __future__ import annotations
@@ -22,25 +14,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from torchrig.host.compose_failure import HostError, no_toolkit_lines
 
 CPU_OVERRIDE = "docker-compose.cpu.yml"
 NVIDIA_RUNTIME = "nvidia"
 NVIDIA_HOOK = "nvidia-container-runtime-hook"
 # Where a package puts the hook; the engine, started by init, looks in these whatever our PATH.
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-TOOLKIT_FIX = "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker"
-
-
-class ModeError(Exception):
-    """`make up` cannot start in the mode asked for, or the choice itself is malformed: the
-    lines, said as an error (torchrig.voice), say what to do."""
-
-    def __init__(self, *lines: str) -> None:
-        super().__init__(lines[0])
-        self.lines = lines
 
 
 @dataclass(frozen=True)
@@ -74,7 +58,7 @@ def parse_cpu_setting(value: str) -> bool | None:
     text = value.strip()
     if text in ("", "0", "1"):
         return None if text == "" else text == "1"
-    raise ModeError(
+    raise HostError(
         f"CPU={value!r} is not 0 or 1: `make up CPU=1` starts without GPUs, `make up CPU=0` "
         "insists on GPUs, and without CPU `make up` chooses from what this machine has."
     )
@@ -86,14 +70,20 @@ def needs_engine_runtimes(forced: bool | None, host: HostGpus) -> bool:
 
 
 def choose_mode(forced: bool | None, host: HostGpus, runtimes: frozenset[str] | None) -> Mode:
-    """The mode to start in. `runtimes`: the engine's (None where `needs_engine_runtimes` said
-    they were not needed)."""
+    """The mode to start in; `runtimes` is None where `needs_engine_runtimes` said no."""
     if forced is not None:
         return Mode(cpu=forced)
     if not host.has_gpus:
         return Mode(cpu=True, notice=CPU_MODE_NOTICE)
     if runtimes is not None and NVIDIA_RUNTIME not in runtimes and host.hook is None:
-        raise ModeError(*no_toolkit_lines(host, runtimes))
+        known = ", ".join(sorted(runtimes)) or "none"
+        raise HostError(
+            *no_toolkit_lines(
+                f"this machine has NVIDIA GPUs ({host.evidence()}), but Docker cannot hand "
+                f"them to containers: it has no `{NVIDIA_RUNTIME}` runtime (it has: {known}) "
+                f"and {NVIDIA_HOOK} is not installed."
+            )
+        )
     return Mode(cpu=False)
 
 
@@ -103,29 +93,6 @@ CPU_MODE_NOTICE = (
     "  To use GPUs: install the NVIDIA driver and the NVIDIA Container Toolkit (README: "
     "Prerequisites), then `make up` again. CPU=1 or CPU=0 forces either mode.",
 )
-
-
-def no_toolkit_lines(host: HostGpus | None, runtimes: Iterable[str] | None) -> list[str]:
-    """Docker cannot hand this machine's GPUs to a container: what is missing and the fix."""
-    if host is not None and runtimes is not None:
-        known = ", ".join(sorted(runtimes)) or "none"
-        what = (
-            f"this machine has NVIDIA GPUs ({host.evidence()}), but Docker cannot hand "
-            f"them to containers: it has no `{NVIDIA_RUNTIME}` runtime (it has: {known}) and "
-            f"{NVIDIA_HOOK} is not installed."
-        )
-    else:
-        what = (
-            "Docker cannot hand GPUs to containers (compose: could not select device "
-            'driver "nvidia"): the NVIDIA Container Toolkit is missing, or Docker is not '
-            "configured for it."
-        )
-    return [
-        what,
-        "  Install the NVIDIA Container Toolkit (README: Prerequisites), then configure Docker "
-        f"for it: `{TOOLKIT_FIX}`.",
-        "  Or start without GPUs: `make up CPU=1`.",
-    ]
 
 
 def read_host_gpus(

@@ -1,15 +1,8 @@
-"""GPUs per person: which of this machine's GPUs a workstation gets (`GPUS`), and never one that
-another running workstation holds unless sharing is meant (`SHARE_GPUS=1`).
-
-- `GPUS=all` (the default), `GPUS=0,1` (host indices, as nvidia-smi numbers them) or UUIDs
-  (`GPU-...`, as `nvidia-smi -L` prints them; they survive a renumbering).
-- `GPUS=free:2`: two GPUs that no other running workstation holds, lowest index first; the
-  choice is written to `.env` (as indices), so the next `make up` keeps them.
-- What others hold is read from the engine (`workstations`: each running workstation's device
-  requests), never from files of ours, so a workstation started by plain compose counts too.
-
-The decisions are pure functions of the request, the host's GPU table (`nvidia-smi`) and the
-others' claims; reading those is kept apart.
+"""GPUs per person (`GPUS`): `all` (the default), host indices (`0,1`, nvidia-smi's numbers),
+UUIDs (`GPU-...`, which survive a renumbering), or `free:N`: N that no other running workstation
+holds, lowest index first, written to `.env` so the next `make up` keeps them. A GPU another
+running workstation holds is refused unless sharing is meant (`SHARE_GPUS=1`). What others hold
+is read from the engine (`workstations`), so one started by plain compose counts too.
 """
 
 from __future__ import annotations
@@ -20,6 +13,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import ALL, GpuClaim, Workstation
 
 VARIABLE = "GPUS"
@@ -34,43 +28,29 @@ HOW = (
 )
 
 
-class GpuError(Exception):
-    """The GPUs asked for cannot be given: the lines say why and what to do."""
-
-    def __init__(self, *lines: str) -> None:
-        super().__init__(lines[0])
-        self.lines = lines
-
-
-@dataclass(frozen=True)
-class Request:
+def parse_request(value: str | None) -> GpuClaim:
     """What GPUS asks for: every GPU, these ids, or `free` of them."""
-
-    every: bool = False
-    ids: tuple[str, ...] = ()
-    free: int = 0
-
-
-def parse_request(value: str | None) -> Request:
     text = (value or ALL).strip()
     if text == ALL:
-        return Request(every=True)
+        return GpuClaim(every=True)
     if text.startswith(FREE):
         count = text.removeprefix(FREE)
         if not INDEX.match(count) or int(count) < 1:
-            raise GpuError(f"{VARIABLE}={text}: after 'free:' comes how many GPUs, 1 or more.", HOW)
-        return Request(free=int(count))
+            raise HostError(
+                f"{VARIABLE}={text}: after 'free:' comes how many GPUs, 1 or more.", HOW
+            )
+        return GpuClaim(free=int(count))
     ids = tuple(part.strip() for part in text.split(","))
     bad = [part for part in ids if not (INDEX.match(part) or UUID.match(part))]
     if bad or not ids:
-        raise GpuError(
+        raise HostError(
             f"{VARIABLE}={text}: {', '.join(map(repr, bad)) or 'nothing'} is neither a GPU's "
             "host index nor its UUID.",
             HOW,
         )
     if len(set(ids)) != len(ids):
-        raise GpuError(f"{VARIABLE}={text} names a GPU twice.", HOW)
-    return Request(ids=ids)
+        raise HostError(f"{VARIABLE}={text} names a GPU twice.", HOW)
+    return GpuClaim(ids=ids)
 
 
 @dataclass(frozen=True)
@@ -90,12 +70,8 @@ def read_host_table() -> list[HostGpu] | None:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
-    asked = subprocess.run(
-        [smi, "--query-gpu=index,uuid", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    command = [smi, "--query-gpu=index,uuid", "--format=csv,noheader"]
+    asked = subprocess.run(command, capture_output=True, text=True, check=False)
     return parse_host_table(asked.stdout) if asked.returncode == 0 else None
 
 
@@ -110,7 +86,11 @@ def held(claim: GpuClaim, table: list[HostGpu] | None) -> set[str] | None:
     return None if claim.every else host_indices(claim.ids, table)
 
 
-def check_known(request: Request, table: list[HostGpu] | None) -> None:
+def holders(others: list[Workstation]) -> list[Workstation]:
+    return [other for other in others if other.running and other.gpus.any]
+
+
+def check_known(request: GpuClaim, table: list[HostGpu] | None) -> None:
     """Ids this machine does not have are an error (when its table can be read)."""
     if table is None or not request.ids:
         return
@@ -118,7 +98,7 @@ def check_known(request: Request, table: list[HostGpu] | None) -> None:
     unknown = [one for one in request.ids if one.lower() not in known]
     if unknown:
         have = ", ".join(f"{gpu.index} ({gpu.uuid})" for gpu in table) or "none"
-        raise GpuError(
+        raise HostError(
             f"{VARIABLE}={','.join(request.ids)}: this machine has no GPU "
             f"{', '.join(unknown)}. It has: {have}.",
             HOW,
@@ -126,27 +106,19 @@ def check_known(request: Request, table: list[HostGpu] | None) -> None:
 
 
 def overlaps(
-    request: Request, others: list[Workstation], table: list[HostGpu] | None
+    request: GpuClaim, others: list[Workstation], table: list[HostGpu] | None
 ) -> list[tuple[Workstation, str]]:
     """Each other running workstation that holds a GPU asked for, with which."""
-    wanted = None if request.every else host_indices(request.ids, table)
+    wanted = held(request, table)
     found = []
-    for other in others:
-        if not (other.running and other.gpus.any):
-            continue
-        common = shared(wanted, held(other.gpus, table))
+    for other in holders(others):
+        theirs = held(other.gpus, table)  # None (every one) stands for all
+        common = theirs if wanted is None else wanted if theirs is None else wanted & theirs
         if common is None:
             found.append((other, ALL))
         elif common:
             found.append((other, ",".join(sorted(common, key=int_first))))
     return found
-
-
-def shared(one: set[str] | None, other: set[str] | None) -> set[str] | None:
-    """The GPUs two holdings have in common; None (every one) stands for all."""
-    if one is None:
-        return other
-    return one if other is None else one & other
 
 
 def int_first(index: str) -> tuple[int, str]:
@@ -156,24 +128,19 @@ def int_first(index: str) -> tuple[int, str]:
 def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None) -> list[str]:
     """The `count` lowest host indices that no other running workstation holds."""
     if table is None:
-        raise GpuError(
+        raise HostError(
             f"{VARIABLE}=free:{count} needs this machine's GPU list, and nvidia-smi could not "
             "give it.",
             f"  Name the GPUs instead ({VARIABLE}=0,1; `make ls` shows who holds which).",
         )
-    taken: set[str] = set()
-    for other in others:
-        if other.running and other.gpus.any:
-            theirs = held(other.gpus, table)
-            taken |= {gpu.index for gpu in table} if theirs is None else theirs
+    every = {gpu.index for gpu in table}
+    taken = set().union(*(held(other.gpus, table) or every for other in holders(others)))
     free = [gpu.index for gpu in table if gpu.index not in taken]
     if len(free) < count:
-        holders = ", ".join(
-            f"{o.project} ({o.gpus.text()})" for o in others if o.running and o.gpus.any
-        )
-        raise GpuError(
+        named = ", ".join(f"{o.project} ({o.gpus.text()})" for o in holders(others))
+        raise HostError(
             f"{VARIABLE}=free:{count}: only {len(free)} of this machine's {len(table)} GPUs "
-            f"are free ({', '.join(free) or 'none'}); held by: {holders or 'nobody'}.",
+            f"are free ({', '.join(free) or 'none'}); held by: {named or 'nobody'}.",
             "  Ask for fewer, or agree with their owners (`make ls`), or share on purpose: "
             f"{SHARE_VARIABLE}=1 with {VARIABLE}=<ids>.",
         )
@@ -203,17 +170,14 @@ class Decision:
 
 
 def decide(
-    value: str | None,
-    share: bool,
-    others: list[Workstation],
-    table: list[HostGpu] | None,
+    value: str | None, share: bool, others: list[Workstation], table: list[HostGpu] | None
 ) -> Decision:
-    """GPUS for compose, or GpuError: malformed, unknown, or held by another workstation."""
+    """GPUS for compose, or HostError: malformed, unknown, or held by another workstation."""
     request = parse_request(value)
     if request.free:
         return Decision(",".join(pick_free(request.free, others, table)), picked=True)
     check_known(request, table)
     found = [] if share else overlaps(request, others, table)
     if found:
-        raise GpuError(*overlap_lines(found))
+        raise HostError(*overlap_lines(found))
     return Decision(value or ALL, picked=False)

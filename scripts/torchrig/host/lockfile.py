@@ -8,13 +8,12 @@ for its CUDA, and the index URLs are written into the lock (the Dockerfile names
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from torchrig.host import dockerfile_facts
+from torchrig.host import buildcheck
 from torchrig.voice import MAKEFILE as VOICE
 
 PYPI_TORCH_FLAVOUR = "cu130"  # the CUDA build of torch that PyPI itself serves
@@ -46,10 +45,10 @@ def uv_command(uv: str, flavour: str, output: Path, upgrade: bool = False) -> li
 
 
 def find_uv(explicit: str | None) -> str:
-    candidates = [explicit] if explicit else [".venv/bin/uv", shutil.which("uv")]
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
+    """The uv given (a path, or a name on PATH, as make's UV may be), else the venv's or PATH's."""
+    for candidate in [explicit] if explicit else [".venv/bin/uv", "uv"]:
+        if found := shutil.which(candidate):
+            return found
     raise SystemExit(
         "error: uv not found: `pip install uv` (or `make venv`, then `.venv/bin/pip install uv`)"
     )
@@ -61,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uv", help="the uv executable (default: .venv/bin/uv, then PATH)")
     parser.add_argument("--upgrade", action="store_true", help="move every pin to the newest")
     args = parser.parse_args(argv)
-    text = dockerfile_facts.read()
-    flavour = args.flavour or dockerfile_facts.default_flavour(text)
-    known = dockerfile_facts.flavours(text)
+    text = buildcheck.read_dockerfile()
+    flavour = args.flavour or buildcheck.default_flavour(text)
+    known = buildcheck.flavours(text)
     if flavour not in known:
         VOICE.error(
             f"CUDA_FLAVOUR={flavour} has no base stage in the Dockerfile; known: {', '.join(known)}"

@@ -1,36 +1,72 @@
 """What `make up` does before it starts anything, and VS Code Dev Containers before it starts the
-container (`make prepare`): `.env` on the first run (`dotenv`, with the checkout's workstation
-name from `project`), free ports when the defaults are taken (`ports`, first run only), then the
-bind-mount folders (`bind_mounts`) from compose's resolved configuration.
-
-    python3 -m torchrig.host.prepare -- docker compose -f docker-compose.yml ...
-
-When compose cannot even read its files, that is said for what it is (`compose_failure`: an old
-compose, the compose plugin missing), with compose's own message above it.
+container (`make prepare -- docker compose ...`): `.env` on the first run (`dotenv`, with
+`project`'s name), free ports where the defaults are taken (first run only; a port the user
+chose is never changed), then the bind-mount folders (`bind_mounts`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from torchrig.host import bind_mounts, compose_failure, ports, project
-from torchrig.host.workstations import SERVICE, EngineError
+from torchrig.host import bind_mounts, compose_failure, dotenv, project
+from torchrig.host.workstations import SERVICE, Compose
 from torchrig.voice import MAKEFILE as VOICE
 
 RunCompose = Callable[..., subprocess.CompletedProcess[str]]
+IsFree = Callable[[str, int], bool]
+TRIES = 100  # ports above the default tried before giving up
+
+
+def is_free(address: str, port: int) -> bool:
+    """Whether a listener could bind address:port now (what Docker's port proxy will do)."""
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((address, port))
+        except OSError:
+            return False
+    return True
+
+
+def choose(
+    ports: list[tuple[str, str, int]], given: Mapping[str, str], free: IsFree = is_free
+) -> dict[str, int]:
+    """Variable -> a free port, for each default port that is taken; the user's own stay."""
+    chosen: dict[str, int] = {}
+    in_use = {port for _, _, port in ports}
+    for variable, address, port in ports:
+        if variable in given or free(address, port):
+            continue
+        avoid = in_use | set(chosen.values())
+        for later in range(port + 1, min(port + 1 + TRIES, 65536)):
+            if later not in avoid and free(address, later):
+                chosen[variable] = later
+                break
+    return chosen
+
+
+def pick_on_first_run(config_json: str, env_file: Path) -> None:
+    """Write free ports to the `.env` just written, for the defaults that are taken."""
+    given = {**dotenv.read_values(env_file), **os.environ}
+    config = compose_failure.service_config(config_json, SERVICE)
+    for variable, port in choose(compose_failure.port_rows(config), given).items():
+        dotenv.set_value(env_file, variable, str(port), comment="the default port was taken")
+        os.environ[variable] = str(port)  # compose in this run, whatever it read already
+        VOICE.note(f"the default port for {variable} is taken here: chose {port} ({env_file})")
 
 
 def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
     """`run_compose(*args)` runs compose, with the files chosen, and captures its output."""
     try:
         settled = project.settle(env_file, Path.cwd())
-    except (project.ProjectError, EngineError) as failed:
-        VOICE.error("\n".join(failed.lines))
-        return 1
+    except compose_failure.HostError as failed:
+        return failed.said()
     config = run_compose("config", "--format", "json")
     if config.returncode != 0:
         sys.stderr.write(config.stderr)
@@ -45,20 +81,14 @@ def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
         VOICE.error("\n".join(lines))
         return 1
     if settled.written:
-        ports.pick_on_first_run(config.stdout, SERVICE, env_file)
+        pick_on_first_run(config.stdout, env_file)
     return bind_mounts.prepare_from_json(config.stdout)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("compose", nargs="+", help="the compose command, after --")
-    args = parser.parse_args(argv)
-
-    def run_compose(*arguments: str) -> subprocess.CompletedProcess[str]:
-        command = [*args.compose, *arguments]
-        return subprocess.run(command, capture_output=True, text=True, check=False)
-
-    return prepare(run_compose)
+    return prepare(Compose(parser.parse_args(argv).compose).run)
 
 
 if __name__ == "__main__":

@@ -3,18 +3,12 @@
 
     python3 -m torchrig.host.project -- docker compose -f ...   (make down, make build)
 
-- The first `make up` (or `make prepare`, `make build`) picks a readable name from the user and
-  the folder, `torchrig-alice-myproj` (`torchrig-alice` for a folder named `torchrig`), and
-  writes it to `.env` as COMPOSE_PROJECT_NAME, compose's own variable: plain `docker compose`
-  from the folder gets the same name, and setting it (shell, make or `.env`) overrides it. When
-  another folder's workstation already uses that name (the same user, two folders of one name),
-  a short hash of the folder's path is added.
-- A checkout from before names were per checkout has an `.env` without the name, and its
-  containers and volumes are compose project `torchrig` with this folder as their working
-  directory: it keeps that name, so its kept packages, caches and SSH host keys stay.
-- Before compose runs, `make up`, `make down` and `make build` stop when the name is in use by a
-  container from another folder (the engine's labels say which), naming that folder and its
-  owner: nothing is recreated or removed.
+The first run picks `torchrig-<user>-<folder>` (a hash of the folder's path added when another
+folder's workstation has it) and writes it to `.env` as COMPOSE_PROJECT_NAME, so plain
+`docker compose` gets it too. A checkout from before names were per checkout (its containers and
+volumes are project `torchrig`, from this folder) keeps that name, so its kept packages, caches
+and SSH host keys stay. `make up`, `make down` and `make build` stop before compose runs when the
+name is in use by a container from another folder, naming that folder and its owner.
 """
 
 from __future__ import annotations
@@ -25,17 +19,17 @@ import json
 import os
 import pwd
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.host import dotenv
+from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import (
     PROJECT_LABEL,
+    Compose,
     Docker,
-    EngineError,
-    inspect_containers,
+    inspect_labelled,
     parse,
     project_folders,
     run_docker,
@@ -55,14 +49,6 @@ HOW_TO_CHOOSE = (
     f"  Choose another name for this folder's workstation: set {VARIABLE}=<name> in .env (or "
     f"`make up {VARIABLE}=<name>`); lowercase letters, digits, '-' and '_'."
 )
-
-
-class ProjectError(Exception):
-    """The name cannot be used: the lines say why and what to do."""
-
-    def __init__(self, *lines: str) -> None:
-        super().__init__(lines[0])
-        self.lines = lines
 
 
 def slug(text: str) -> str:
@@ -86,30 +72,28 @@ def with_hash(name: str, folder: Path) -> str:
 
 def check_name(name: str) -> None:
     if not VALID.match(name):
-        raise ProjectError(
+        raise HostError(
             f"{VARIABLE}={name!r} is not a name compose accepts: lowercase letters, digits, '-' "
             "and '_', starting with a letter or digit.",
             HOW_TO_CHOOSE,
         )
 
 
-def user_name() -> str:
+def user_name(uid: int | None = None, unknown: str = "uid{}") -> str:
+    """The user name of `uid` (this process's by default), else `unknown` with the uid."""
+    uid = os.getuid() if uid is None else uid
     try:
-        return pwd.getpwuid(os.getuid()).pw_name
+        return pwd.getpwuid(uid).pw_name
     except KeyError:
-        return f"uid{os.getuid()}"
+        return unknown.format(uid)
 
 
 def folder_owner(folder: str) -> str:
     """Who owns a folder on this machine (user name, else uid), or '' when it is not here."""
     try:
-        uid = os.stat(folder).st_uid
+        return user_name(os.stat(folder).st_uid, "uid {}")
     except OSError:
         return ""
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return f"uid {uid}"
 
 
 def same_folder(one: str, other: Path) -> bool:
@@ -127,21 +111,21 @@ def new_name(docker: Docker, folder: Path) -> str:
         return name
     hashed = with_hash(name, folder)
     if others(project_folders(docker, hashed), folder):
-        raise ProjectError(
+        raise HostError(
             f"the names {name} and {hashed} are both in use by other folders' workstations.",
             HOW_TO_CHOOSE,
         )
     return hashed
 
 
-def first_name(docker: Docker, folder: Path) -> str:
-    """The name a first run writes: the one given for it (`make up COMPOSE_PROJECT_NAME=...`),
-    so that it sticks, else a new one."""
-    given = os.environ.get(VARIABLE)
-    if given is not None:
-        check_name(given)
-        return given
-    return new_name(docker, folder)
+def first_lines(docker: Docker, folder: Path) -> tuple[str, ...]:
+    """The name a first run writes: the one given (`make up COMPOSE_PROJECT_NAME=...`), or new."""
+    name = os.environ.get(VARIABLE)
+    if name is None:
+        name = new_name(docker, folder)
+    check_name(name)
+    why = "this checkout's workstation (make ls)"
+    return (f"# {why}; the image is {name}/workstation:latest.", f"{VARIABLE}={name}")
 
 
 def upgraded_name(docker: Docker, folder: Path, legacy: str = LEGACY_NAME) -> str | None:
@@ -159,86 +143,64 @@ class Settled:
     written: bool  # .env was written just now (the first run)
 
 
-def name_lines(name: str, why: str) -> tuple[str, ...]:
-    return (f"# {why}; the image is {name}/workstation:latest.", f"{VARIABLE}={name}")
-
-
 def settle(
     env_file: Path, folder: Path, docker: Docker = run_docker, legacy: str = LEGACY_NAME
 ) -> Settled:
     """The checkout's name: the one set (environment, then .env), else chosen now and written:
     with the rest of a first run's `.env`, or added to an `.env` from before names."""
-    written = dotenv.write_on_first_run(
-        env_file,
-        lambda: name_lines(first_name(docker, folder), "this checkout's workstation (make ls)"),
-    )
+    written = dotenv.write_on_first_run(env_file, lambda: first_lines(docker, folder))
     name = dotenv.setting(VARIABLE, env_file)
     if name is None and dotenv.env_files() is not None:
         return Settled(name=None, written=False)  # compose names it; the guard asks compose
     if name is None:  # an .env from before: keep the old name if it is this folder's
         name = upgraded_name(docker, folder, legacy) or new_name(docker, folder)
-        add_name(env_file, name, kept=name == legacy)
+        why = "kept from before: its volumes hold your packages, caches and SSH host keys"
+        kept = name == legacy
+        comment = f"this checkout's workstation ({why if kept else 'make ls'})"
+        dotenv.set_value(env_file, VARIABLE, name, comment=comment)
+        VOICE.note(f"added {VARIABLE}={name} to {env_file}" + (f" ({why})" if kept else ""))
     check_name(name)
     return Settled(name=name, written=written)
 
 
-def add_name(env_file: Path, name: str, kept: bool) -> None:
-    """Add the name to an `.env` written before names were per checkout."""
-    why = "kept from before: its volumes hold your packages, caches and SSH host keys"
-    comment = f"this checkout's workstation ({why if kept else 'make ls'})"
-    dotenv.set_value(env_file, VARIABLE, name, comment=comment)
-    VOICE.note(f"added {VARIABLE}={name} to {env_file}" + (f" ({why})" if kept else ""))
-
-
-def refusal(name: str, folder: Path, docker: Docker) -> list[str] | None:
-    """Why this folder must not touch the workstation called `name`: a container of that
-    project from another folder. None when there is none."""
-    containers = [parse(item) for item in inspect_containers(docker, f"{PROJECT_LABEL}={name}")]
+def refuse(name: str, folder: Path, docker: Docker) -> None:
+    """HostError when a container of the workstation called `name` is another folder's."""
+    containers = [parse(item) for item in inspect_labelled(docker, f"{PROJECT_LABEL}={name}")]
     foreign = [one for one in containers if one.folder and not same_folder(one.folder, folder)]
     if not foreign:
-        return None
+        return
     theirs = foreign[0]
     owner = folder_owner(theirs.folder)
     whose = f"{owner}'s" if owner else f"PUID {theirs.puid}'s"
     # Another user's folder: its name is theirs to choose, escape sequences and all.
-    return [
+    raise HostError(
         f"the workstation name {name} is in use by {harmless(whose)} workstation from "
         f"{harmless(theirs.folder)} "
         f"(container {theirs.container}, {theirs.state}): this folder ({folder}) must not "
         "touch it, so nothing was started, recreated or removed.",
         HOW_TO_CHOOSE,
-    ]
-
-
-def compose_name(compose: list[str]) -> str | None:
-    """The project name compose itself resolves (-p, environment, .env, COMPOSE_ENV_FILES)."""
-    config = subprocess.run(
-        [*compose, "config", "--format", "json"], capture_output=True, text=True, check=False
     )
+
+
+def compose_name(compose: Compose) -> str | None:
+    """The project name compose itself resolves (-p, environment, .env, COMPOSE_ENV_FILES)."""
+    config = compose.run("config", "--format", "json")
     try:
         return str(json.loads(config.stdout)["name"]) if config.returncode == 0 else None
     except (ValueError, KeyError):
         return None
 
 
-def guard(compose: list[str], env_file: Path = Path(".env")) -> int:
-    """`make down` / `make build`: the checkout's name (chosen and written on a first run, or
-    for an `.env` from before, as `make up` does), then stop when another folder's workstation
-    has it."""
-    folder = Path.cwd()
+def guard(compose: Compose, env_file: Path = Path(".env")) -> int:
+    """`make down` / `make build`: the checkout's name settled as `make up` settles it, then
+    stop when another folder's workstation has it."""
     try:
-        settle(env_file, folder)
-        given = dotenv.setting(VARIABLE, env_file)
-        if given is not None:
-            check_name(given)
-        name = compose_name(compose) or given
-        refused = refusal(name, folder, run_docker) if name else None
-    except (ProjectError, EngineError) as failed:
-        VOICE.error("\n".join(failed.lines))
-        return 1
-    if refused:
-        VOICE.error("\n".join(refused))
-        return 1
+        settled = settle(env_file, Path.cwd())
+        name = compose_name(compose) or settled.name
+        if name:
+            refuse(name, Path.cwd(), run_docker)
+    except HostError as failed:
+        return failed.said()
     return 0
 
 
@@ -246,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("compose", nargs="+", help="the compose command, after --")
     args = parser.parse_args(argv)
-    return guard(args.compose)
+    return guard(Compose(args.compose))
 
 
 if __name__ == "__main__":

@@ -1,28 +1,12 @@
 """`make up`: start the workstation in the mode this machine allows, wait until it answers, and
-say how to reach it, or why not.
+say how to reach it, or why not (`up [--cpu 0|1] [--timeout S] -- docker compose ...`).
 
-    python3 -m torchrig.host.up [--cpu 0|1] [--timeout S] -- docker compose -f ...
-
-1. The mode (`gpu_mode`): `--cpu 1`/`--cpu 0` (make's CPU=) force it; unset, a machine without
-   NVIDIA GPUs starts in CPU mode (said loudly), and one whose Docker cannot hand its GPUs over
-   stops at once with the fix. Then `prepare` (.env on the first run, with the checkout's
-   workstation name and free ports; the bind-mount folders), `claim` (the name is no other
-   folder's workstation, `project`; the GPUs asked for are no other running workstation's,
-   `gpus`) and the build's inputs (`buildcheck`: compose builds a missing image), in this one
-   process, before compose touches anything.
-2. `docker compose up -d`, its output shown as it comes and kept. When compose itself fails,
-   nothing ran, and `compose_failure` says what it was (a port taken, the engine unreachable, an
-   image missing, a compose too old); never "not ready".
-3. Waiting on the services themselves: inside the container (`torchrig.container.endpoints
-   --wait`), which polls Jupyter and sshd every 50 ms, says what the container is doing at each
-   change, and prints the URL and ssh command the moment they answer. Docker's healthcheck stays
-   for Docker's own view; waiting on it would add up to its 3 s interval.
-4. Not ready: prints the container's own `[torchrig] error:` lines and what the failing service
-   printed last (or the log's last lines) and exits non-zero. A container that exited, or that
-   Docker is restarting in a loop, is also stopped: compose's `restart: unless-stopped` restarts
-   anything that exits, which is right for a crash after hours of work and wrong for a bad
-   setting, which would only fail again. A stopped container stays stopped until the next
-   `make up`, even across a reboot.
+In this one process, before compose touches anything: the mode (`gpu_mode`), `prepare`, `claim`
+and the build's inputs (compose builds a missing image). When `docker compose up -d` itself
+fails, nothing ran, and `compose_failure` says what it was, never "not ready". The wait is inside
+the container (`torchrig.container.endpoints --wait`, every 50 ms; Docker's healthcheck would add
+up to its 3 s interval). A container that exited or that Docker restarts in a loop is stopped:
+`restart: unless-stopped` is right for a crash after hours of work and wrong for a bad setting.
 """
 
 from __future__ import annotations
@@ -33,7 +17,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +30,7 @@ from torchrig.host import (
     project,
     workstations,
 )
+from torchrig.host.workstations import Compose
 from torchrig.voice import IN_OTHERS_OUTPUT, harmless
 from torchrig.voice import MAKEFILE as VOICE
 
@@ -66,99 +50,23 @@ ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # out (torchrig.container.endpoints writes this protocol; the two sides share no code). Root
 # asks, the way root runs torchrig in the image (root_main), because this may start before the
 # entrypoint has remapped dev's uid, and dev's token file is dev's alone.
-ENDPOINTS = ["--user", "root", "/usr/bin/python3", "-I", "-S", "/usr/lib/torchrig", "endpoints"]
+ENDPOINTS = "root /usr/bin/python3 -I -S /usr/lib/torchrig endpoints"
 # Images from before that (a ready-made image can be older than this file) ask as dev, once
 # Docker's healthcheck says healthy.
-DEV_ENDPOINTS = [
-    "--user",
-    "dev",
-    "/opt/venv/bin/python",
-    "-I",
-    "-m",
-    "torchrig.container.endpoints",
-]
+DEV_ENDPOINTS = "dev /opt/venv/bin/python -I -m torchrig.container.endpoints"
 USAGE_ERROR = 2
 STATUS = "status: "
 NOT_READY = 3
 
 
-@dataclass(frozen=True)
-class Compose:
-    """The compose command `make` built (files, CPU override), and the calls made with it."""
-
-    command: Sequence[str]
-
-    def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*self.command, *args], capture_output=capture, text=True, check=False
-        )
-
-    def docker(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """The plain docker CLI (compose is its plugin): for what compose does not report."""
-        return subprocess.run([self.command[0], *args], capture_output=True, text=True, check=False)
-
-    def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run compose with its output shown as it comes (a first `up` builds for minutes) and
-        kept in `stdout`, to tell what went wrong."""
-        process = subprocess.Popen(
-            [*self.command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        kept = []
-        assert process.stdout is not None
-        for line in process.stdout:
-            sys.stderr.write(line)
-            sys.stderr.flush()
-            kept.append(line)
-        return subprocess.CompletedProcess(process.args, process.wait(), "".join(kept), "")
-
-    def ask(self, *args: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
-        """A docker command whose output lines are handled as they come (it reports progress).
-        Its output comes from inside the container, so each line is made harmless first."""
-        process = subprocess.Popen(
-            [self.command[0], *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        assert process.stdout is not None and process.stderr is not None
-        for line in process.stdout:
-            on_line(harmless(line.rstrip("\n")))
-        stderr = harmless(process.stderr.read())
-        return subprocess.CompletedProcess(process.args, process.wait(), "", stderr)
-
-    def with_file(self, name: str) -> Compose:
-        """The same command with one more compose file, unless it has it already."""
-        if any(arg == name or arg.endswith(f"/{name}") for arg in self.command):
-            return self
-        return Compose([*self.command, "-f", name])
-
-
-@dataclass(frozen=True)
-class ContainerState:
-    status: str  # created, running, restarting, exited, dead
-    health: str  # starting, healthy, unhealthy, or '' without a healthcheck
-    restarts: int
-
-    @property
-    def failed_to_start(self) -> bool:
-        """It exited, or Docker restarted it: a start that Docker would only repeat."""
-        return self.status in ("exited", "dead", "restarting") or self.restarts > 0
-
-
-def container_state(inspected: dict) -> ContainerState:
-    state = inspected.get("State") or {}
-    return ContainerState(
-        status=str(state.get("Status", "")),
-        health=str((state.get("Health") or {}).get("Status", "")),
-        restarts=int(inspected.get("RestartCount") or 0),
-    )
-
-
-def read_state(compose: Compose) -> ContainerState | None:
+def read_state(compose: Compose) -> workstations.Workstation | None:
     ids = compose.run("ps", "--all", "--quiet", SERVICE).stdout.split()
     if not ids:
         return None
     inspected = compose.docker("inspect", ids[0])
     if inspected.returncode != 0:
         return None
-    return container_state(json.loads(inspected.stdout)[0])
+    return workstations.parse(json.loads(inspected.stdout)[0])
 
 
 @dataclass(frozen=True)
@@ -197,9 +105,10 @@ def find_container(compose: Compose) -> Container | None:
     return Container(id=str(rows[0]["ID"]), published=published)
 
 
-def exec_in(container: Container, user_and_command: list[str]) -> list[str]:
-    """`docker exec --user U <id> command...`: the options go before the container."""
-    return ["exec", *user_and_command[:2], container.id, *user_and_command[2:]]
+def exec_in(container: Container, user_and_command: str) -> list[str]:
+    """`docker exec --user U <id> command...` for "U command..." (no argument has a space)."""
+    user, *command = user_and_command.split()
+    return ["exec", "--user", user, container.id, *command]
 
 
 def endpoint_arguments(container: Container) -> list[str]:
@@ -230,7 +139,7 @@ def last_words(lines: list[str]) -> list[str]:
     return [line for line in lines[started + 1 :] if line.strip() and not line.startswith(PREFIX)]
 
 
-def failure_report(state: ContainerState, timeout_s: int) -> tuple[str, str]:
+def failure_report(state: workstations.Workstation, timeout_s: int) -> tuple[str, str]:
     """(what happened, what to do) for a start that did not become ready."""
     if state.failed_to_start:
         return (
@@ -250,8 +159,7 @@ def failure_report(state: ContainerState, timeout_s: int) -> tuple[str, str]:
 
 
 def report_failure(compose: Compose, timeout_s: int, still_waiting_for: str = "") -> int:
-    """The container started but did not become ready: its own errors, and stop it if it
-    failed to start."""
+    """The container started but did not become ready: its own errors; stopped if it failed."""
     state = read_state(compose)
     if state is None:
         VOICE.error("the workstation's container is gone (removed while it started).")
@@ -283,33 +191,29 @@ def report_compose_failure(
 def read_failure_facts(compose: Compose, cpu: bool) -> compose_failure.FailureFacts:
     version = compose.run("version", "--short")
     config = compose.run("config", "--format", "json")
-    published, image, can_build = compose_failure.service_facts(config.stdout, SERVICE)
-    present = None
-    if image and not can_build:
+    workstation = compose_failure.service_config(config.stdout, SERVICE)
+    published = {port: variable for variable, _, port in compose_failure.port_rows(workstation)}
+    image, missing = workstation.get("image"), None
+    if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
+        missing = None if present else image
     return compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
         cpu_mode=cpu,
         published=published,
-        image=image,
-        image_present=present,
-        can_build=can_build,
+        missing_image=missing,
     )
 
 
 def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:
-    """GPUs or CPU mode (raises ModeError with what to do when neither can start)."""
+    """GPUs or CPU mode (HostError with what to do when neither can start)."""
     forced = gpu_mode.parse_cpu_setting(cpu_setting)
     host = gpu_mode.read_host_gpus()
     runtimes = None
     if gpu_mode.needs_engine_runtimes(forced, host):
         info = compose.docker("info", "--format", "{{json .Runtimes}}")
         if info.returncode != 0:
-            said = info.stderr.strip()
-            facts = compose_failure.FailureFacts()
-            raise gpu_mode.ModeError(
-                *(compose_failure.diagnose(said, facts) or [f"`docker info`: {said}"])
-            )
+            raise compose_failure.engine_error("info", info.stderr.strip())
         runtimes = gpu_mode.parse_runtimes(info.stdout)
     return gpu_mode.choose_mode(forced, host, runtimes)
 
@@ -345,7 +249,7 @@ def report_asking_failed(compose: Compose, timeout_s: int, output: list[str]) ->
     """The waiting command itself ended badly: the container stopped under it (its errors), or
     the asking failed, which is said as such, not as a start that was slow."""
     state = read_state(compose)
-    if state is None or state.failed_to_start or state.status != "running":
+    if state is None or state.failed_to_start or state.state != "running":
         return report_failure(compose, timeout_s)
     said = [line for line in output if line.strip()][-MAX_LINES:]
     VOICE.error(
@@ -371,22 +275,16 @@ def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int
 
 
 def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
-    """Before compose touches anything: the workstation's name is not another folder's, and the
-    GPUs asked for are not another running workstation's (`GPUS=free:N` picks, and writes them
-    to .env). Says the name."""
-    config = compose.run("config", "--format", "json")
-    if config.returncode != 0:
+    """Before compose touches anything: the name is not another folder's workstation, and the
+    GPUs asked for are not another running workstation's. Says the name."""
+    name = project.compose_name(compose)
+    if name is None:
         return 0  # prepare said why already; compose will again
-    name = str(json.loads(config.stdout).get("name", ""))
     try:
-        refused = project.refusal(name, Path.cwd(), compose.docker)
-        if refused:
-            VOICE.error("\n".join(refused))
-            return 1
+        project.refuse(name, Path.cwd(), compose.docker)
         settle_gpus(compose, name, cpu, env_file)
-    except (workstations.EngineError, gpus.GpuError) as failed:
-        VOICE.error("\n".join(failed.lines))
-        return 1
+    except compose_failure.HostError as failed:
+        return failed.said()
     VOICE.note(f"workstation {name} (this folder's; `make ls` lists every one on this machine)")
     return 0
 
@@ -412,8 +310,7 @@ def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
 
 
 def pass_build_arguments() -> int:
-    """compose builds a missing image: check the build's inputs, and pass torch's version from
-    the lock as PYTORCH_VERSION, as `make build` does."""
+    """compose builds a missing image: pass PYTORCH_VERSION as `make build` does."""
     version, problems = buildcheck.checked_torch_version(os.environ)
     for problem in problems:
         VOICE.error(problem)
@@ -441,9 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     compose = Compose(args.compose)
     try:
         mode = choose_mode(compose, args.cpu)
-    except gpu_mode.ModeError as refused:
-        VOICE.error("\n".join(refused.lines))
-        return 1
+    except compose_failure.HostError as refused:
+        return refused.said()
     if mode.notice:
         VOICE.note("\n".join(mode.notice))
     if mode.cpu:

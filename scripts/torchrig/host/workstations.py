@@ -1,16 +1,9 @@
-"""The torchrig workstations on this Docker engine, anyone's, read from the engine itself: which
-compose project each is, the folder it came from, its owner, state, ports and GPUs. `make ls`
-lists them; `project` and `gpus` ask here before `make up`, `make down` and `make build` touch
-anything.
+"""The torchrig workstations on this Docker engine, anyone's, read from the engine itself (`make
+ls`; `project` and `gpus` ask here), and `Compose`, the compose command the helpers run.
 
-    python3 -m torchrig.host.workstations        (make ls)
-
-compose labels every container and volume it makes with the project's name and its folder
-(`com.docker.compose.project`, `...project.working_dir`). A container is a torchrig workstation
-when it is compose's `workstation` service and its image is torchrig's (the image's title
-label, which a container inherits). GPUs are the container's device requests, as Docker hands
-them to the NVIDIA runtime: `device_ids` (compose puts `GPUS` there as one string, "0,1";
-`docker run --gpus '"device=0,1"'` as two), or a count (-1: all; N: the first N).
+A workstation is compose's `workstation` service with torchrig's image title label. Its GPUs are
+its device requests: `device_ids` (compose puts `GPUS` there as one string, "0,1"; `docker run
+--gpus '"device=0,1"'` as two), or a count (-1: all; N: the first N).
 """
 
 from __future__ import annotations
@@ -19,11 +12,11 @@ import argparse
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from torchrig.host import compose_failure
+from torchrig.host.compose_failure import HostError, engine_error
 from torchrig.voice import MAKEFILE as VOICE
 from torchrig.voice import harmless
 
@@ -41,24 +34,66 @@ ALL = "all"
 Docker = Callable[..., subprocess.CompletedProcess[str]]
 
 
-class EngineError(Exception):
-    """The engine could not be asked: the lines say why and what to do."""
-
-    def __init__(self, *lines: str) -> None:
-        super().__init__(lines[0])
-        self.lines = lines
-
-
 def run_docker(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
 
 
 @dataclass(frozen=True)
+class Compose:
+    """The compose command `make` built (files, CPU override), and the calls made with it."""
+
+    command: Sequence[str]
+
+    def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self.command, *args], capture_output=capture, text=True, check=False
+        )
+
+    def docker(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The plain docker CLI (compose is its plugin): for what compose does not report."""
+        return subprocess.run([self.command[0], *args], capture_output=True, text=True, check=False)
+
+    def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run compose with its output shown as it comes (a first `up` builds for minutes) and
+        kept in `stdout`, to tell what went wrong."""
+        process = subprocess.Popen(
+            [*self.command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        kept = []
+        assert process.stdout is not None
+        for line in process.stdout:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            kept.append(line)
+        return subprocess.CompletedProcess(process.args, process.wait(), "".join(kept), "")
+
+    def ask(self, *args: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
+        """A docker command whose output lines are handled as they come (it reports progress).
+        Its output comes from inside the container, so each line is made harmless first."""
+        process = subprocess.Popen(
+            [self.command[0], *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert process.stdout is not None and process.stderr is not None
+        for line in process.stdout:
+            on_line(harmless(line.rstrip("\n")))
+        stderr = harmless(process.stderr.read())
+        return subprocess.CompletedProcess(process.args, process.wait(), "", stderr)
+
+    def with_file(self, name: str) -> Compose:
+        """The same command with one more compose file, unless it has it already."""
+        if any(arg == name or arg.endswith(f"/{name}") for arg in self.command):
+            return self
+        return Compose([*self.command, "-f", name])
+
+
+@dataclass(frozen=True)
 class GpuClaim:
-    """The GPUs a container asked Docker for: every one, or these ids (host indices or UUIDs)."""
+    """GPUs asked for (a container's, or GPUS): every one, these ids (host indices or UUIDs), or
+    `free` of them (GPUS only)."""
 
     every: bool = False
     ids: tuple[str, ...] = ()
+    free: int = 0
 
     @property
     def any(self) -> bool:
@@ -99,15 +134,17 @@ class Workstation:
     ports: tuple[str, ...]  # "127.0.0.1:8888->8888"
     gpus: GpuClaim
     since: str  # when it started (running) or stopped, as the engine says (RFC 3339)
+    health: str = ""  # starting, healthy, unhealthy, or '' without a healthcheck
+    restarts: int = 0
 
     @property
     def running(self) -> bool:
         return self.state in ("running", "restarting")
 
-
-def environment(inspected: Mapping[str, Any]) -> dict[str, str]:
-    pairs = (item.split("=", 1) for item in (inspected.get("Config") or {}).get("Env") or [])
-    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2}
+    @property
+    def failed_to_start(self) -> bool:
+        """It exited, or Docker restarted it: a start that Docker would only repeat."""
+        return self.state in ("exited", "dead", "restarting") or self.restarts > 0
 
 
 def published_ports(inspected: Mapping[str, Any]) -> tuple[str, ...]:
@@ -130,15 +167,18 @@ def parse(inspected: Mapping[str, Any]) -> Workstation:
     )
     if not since or since.startswith("0001-"):  # never started
         since = inspected.get("Created", "")
+    env = [item.split("=", 1) for item in (inspected.get("Config") or {}).get("Env") or []]
     return Workstation(
         project=labels.get(PROJECT_LABEL, ""),
         folder=labels.get(FOLDER_LABEL, ""),
         container=str(inspected.get("Name", "")).lstrip("/"),
-        puid=environment(inspected).get("PUID", IMAGE_PUID),
+        puid=dict(pair for pair in env if len(pair) == 2).get("PUID", IMAGE_PUID),
         state=status,
         ports=published_ports(inspected),
         gpus=gpu_claim((inspected.get("HostConfig") or {}).get("DeviceRequests")),
         since=str(since)[:19].replace("T", " "),
+        health=str((state.get("Health") or {}).get("Status", "")),
+        restarts=int(inspected.get("RestartCount") or 0),
     )
 
 
@@ -148,38 +188,27 @@ def is_workstation(inspected: Mapping[str, Any]) -> bool:
     return labels.get(SERVICE_LABEL) == SERVICE and labels.get(name) == title
 
 
-def engine_error(command: str, said: str) -> EngineError:
-    lines = compose_failure.diagnose(said, compose_failure.FailureFacts())
-    return EngineError(
-        *(lines or [f"asking the Docker engine failed (`docker {command}`): {said}"])
-    )
-
-
-def inspect_containers(docker: Docker, *filters: str) -> list[dict[str, Any]]:
-    """`docker inspect` of every container (running or not) that matches the label filters."""
-    arguments = ["ps", "--all", "--quiet", "--no-trunc"]
-    for label in filters:
-        arguments += ["--filter", f"label={label}"]
-    listed = docker(*arguments)
+def inspect_labelled(docker: Docker, label: str, volumes: bool = False) -> list[dict[str, Any]]:
+    """`docker inspect` of every container (running or not), or volume, with the label."""
+    kind = ["volume"] if volumes else []
+    listing = ["volume", "ls"] if volumes else ["ps", "--all", "--no-trunc"]
+    listed = docker(*listing, "--quiet", "--filter", f"label={label}")
     if listed.returncode != 0:
-        raise engine_error("ps", listed.stderr.strip())
-    ids = listed.stdout.split()
-    if not ids:
-        return []
-    inspected = docker("inspect", *ids)
-    if inspected.returncode != 0:  # one removed between the two calls: ask again, once
-        return [found for one in ids for found in inspect_one(docker, one)]
-    return list(json.loads(inspected.stdout))
-
-
-def inspect_one(docker: Docker, container: str) -> list[dict[str, Any]]:
-    inspected = docker("inspect", container)
-    return list(json.loads(inspected.stdout)) if inspected.returncode == 0 else []
+        raise engine_error("volume ls" if volumes else "ps", listed.stderr.strip())
+    names = listed.stdout.split()
+    answers = [docker(*kind, "inspect", *names)] if names else []
+    if answers and answers[0].returncode != 0:  # one removed between the two calls: ask each
+        answers = [docker(*kind, "inspect", name) for name in names]
+    found = []
+    for answer in answers:
+        if answer.returncode == 0:
+            found += json.loads(answer.stdout)
+    return found
 
 
 def all_workstations(docker: Docker = run_docker) -> list[Workstation]:
     """Every torchrig workstation on the engine, by project name."""
-    found = inspect_containers(docker, f"{SERVICE_LABEL}={SERVICE}")
+    found = inspect_labelled(docker, f"{SERVICE_LABEL}={SERVICE}")
     return sorted((parse(item) for item in found if is_workstation(item)), key=lambda w: w.project)
 
 
@@ -187,25 +216,14 @@ def project_folders(docker: Docker, project: str) -> dict[str, str]:
     """Folder -> what of the project's names it: every container and volume labelled with the
     project (any image: the name is compose's, whatever runs under it)."""
     folders: dict[str, str] = {}
-    for item in inspect_containers(docker, f"{PROJECT_LABEL}={project}"):
+    for item in inspect_labelled(docker, f"{PROJECT_LABEL}={project}"):
         labels = (item.get("Config") or {}).get("Labels") or {}
         folders.setdefault(labels.get(FOLDER_LABEL, ""), f"container {item['Name'].lstrip('/')}")
-    for volume in project_volumes(docker, project):
+    for volume in inspect_labelled(docker, f"{PROJECT_LABEL}={project}", volumes=True):
         labels = volume.get("Labels") or {}
         folders.setdefault(labels.get(FOLDER_LABEL, ""), f"volume {volume['Name']}")
     folders.pop("", None)  # made by hand, not by compose
     return folders
-
-
-def project_volumes(docker: Docker, project: str) -> list[dict[str, Any]]:
-    listed = docker("volume", "ls", "--quiet", "--filter", f"label={PROJECT_LABEL}={project}")
-    if listed.returncode != 0:
-        raise engine_error("volume ls", listed.stderr.strip())
-    names = listed.stdout.split()
-    if not names:
-        return []
-    inspected = docker("volume", "inspect", *names)
-    return list(json.loads(inspected.stdout)) if inspected.returncode == 0 else []
 
 
 COLUMNS = ("NAME", "FOLDER", "PUID", "STATE", "SINCE", "PORTS", "GPUS")
@@ -214,23 +232,16 @@ COLUMNS = ("NAME", "FOLDER", "PUID", "STATE", "SINCE", "PORTS", "GPUS")
 def table(workstations: list[Workstation]) -> str:
     """`make ls`: one row per workstation, columns aligned. The cells come from other users'
     containers (a folder's name is anyone's to choose): shown harmless to the terminal."""
-    rows = [COLUMNS] + [
-        tuple(
-            harmless(cell)
-            for cell in (
-                w.project, w.folder, w.puid, w.state, w.since, " ".join(w.ports) or "-",
-                w.gpus.text(),
-            )
-        )
-        for w in workstations
-    ]  # fmt: skip
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
-    return "\n".join("  ".join(aligned(row, widths)).rstrip() for row in rows)
-
-
-def aligned(row: tuple[str, ...], widths: list[int]) -> list[str]:
-    """Each cell padded to its column's width, but the last (nothing follows it)."""
-    return [*(cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)), row[-1]]
+    rows = [COLUMNS]
+    for w in workstations:
+        cells = (w.project, w.folder, w.puid, w.state, w.since, " ".join(w.ports) or "-")
+        rows.append(tuple(harmless(cell) for cell in (*cells, w.gpus.text())))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    lines = (
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    )
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def main(argv: list[str] | None = None, docker: Docker = run_docker) -> int:
@@ -239,9 +250,8 @@ def main(argv: list[str] | None = None, docker: Docker = run_docker) -> int:
     args = parser.parse_args(argv)
     try:
         found = all_workstations(docker)
-    except EngineError as failed:
-        VOICE.error("\n".join(failed.lines))
-        return 1
+    except HostError as failed:
+        return failed.said()
     if args.json:
         for one in found:
             print(json.dumps({**one.__dict__, "gpus": one.gpus.text(), "ports": list(one.ports)}))

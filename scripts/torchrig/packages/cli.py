@@ -44,7 +44,7 @@ def show(root: Path) -> int:
         print(f"  {dist.name} {dist.version}")
     stamp = kept.read_stamp(prefix)
     lines = [
-        kept.torch_warning(kept.stale_for_torch(dists, stamp), stamp, prefix) if stamp else None,
+        kept.torch_warning(dists, stamp, prefix),
         kept.overrides_note(dists, kept.read_constraints(Path(stack.CONSTRAINTS_FILE))),
         *(
             f"{old} holds the kept packages of another Python, set aside when the image changed"

@@ -1,16 +1,11 @@
-"""The kept venv on the packages volume: made, refreshed and judged at every start, listed and
-reset on request (`make packages`, `make packages-reset`).
+"""The kept venv on the packages volume, run as dev: made, refreshed and judged at every start,
+listed and reset (`make packages`, `make packages-reset`). Standard library only.
 
-Run as dev (the entrypoint's dev steps, `torchrig packages`); standard library only.
-
-Judging whether the kept packages still fit the image:
-- another Python: a venv is made for one Python version (its site-packages is named after it,
-  its compiled modules are built for it). After a rebuild onto another Python the start moves
-  the old venv aside, whole (venv-python3.11/), makes a fresh one and says so: nothing is lost,
-  and no import finds a module built for the other Python.
-- another torch: packages that depend on the stack and were installed before this torch arrived
-  may have been built against the old one. The kept venv remembers which torch it last saw and
-  since when (`Stamp`); until such packages are reinstalled (or reset), each start names them.
+A venv is made for one Python: after a rebuild onto another, the start moves the old venv aside
+whole (venv-python3.11/) and makes a fresh one, so no import finds a module built for the other
+Python. Packages that need the stack and were installed before this torch arrived may have been
+built against the old one: the venv remembers which torch it last saw and since when (`Stamp`),
+and each start names them until they are reinstalled.
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ import shutil
 import sys
 import venv
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -37,6 +32,7 @@ STAMP = "torchrig-stack.json"
 # What a dist-info's INSTALLER says when it is a record of the image's, not a kept package
 # (wrappers.py writes them for uv while it runs).
 IMAGE_RECORD_INSTALLER = "torchrig-image-record"
+VENV_VERSION = re.compile(r"^\s*version(?:_info)?\s*=\s*(\d+)\.(\d+)", re.MULTILINE)
 REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 WRAPPER = """\
 #!{python}
@@ -70,15 +66,8 @@ class Prepared:
     warnings: list[str]
 
 
-def image_site(image_prefix: str = sitedir.IMAGE_PREFIX) -> Path:
-    return Path(sitedir.site_packages(image_prefix))
-
-
 def kept_site(prefix: Path, version: tuple[int, int] | None = None) -> Path:
     return Path(sitedir.site_packages(str(prefix), version or sys.version_info))
-
-
-# --- what is installed -------------------------------------------------------------------------
 
 
 def requirement_name(requirement: str) -> str:
@@ -87,13 +76,17 @@ def requirement_name(requirement: str) -> str:
     return stack.normalize(match.group(1)) if match else ""
 
 
-def read_dist(dist_info: Path) -> KeptDist | None:
-    """A kept distribution, or None for an image record or an unreadable dist-info."""
+def is_image_record(dist_info: Path) -> bool:
     try:
         installer = (dist_info / "INSTALLER").read_text(encoding="utf-8").strip()
     except OSError:
-        installer = ""
-    if installer == IMAGE_RECORD_INSTALLER:
+        return False
+    return installer == IMAGE_RECORD_INSTALLER
+
+
+def read_dist(dist_info: Path) -> KeptDist | None:
+    """A kept distribution, or None for an image record or an unreadable dist-info."""
+    if is_image_record(dist_info):
         return None
     try:
         metadata = HeaderParser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8"))
@@ -112,14 +105,10 @@ def read_dist(dist_info: Path) -> KeptDist | None:
 def kept_dists(site: Path) -> list[KeptDist]:
     """The distributions installed in a kept site-packages, by name."""
     try:
-        entries = sorted(site.glob("*.dist-info"))
+        dists = [read_dist(entry) for entry in site.glob("*.dist-info")]
     except OSError:
         return []
-    dists = [read_dist(entry) for entry in entries]
     return sorted((d for d in dists if d is not None), key=lambda d: stack.normalize(d.name))
-
-
-# --- judging the fit -----------------------------------------------------------------------------
 
 
 def read_stamp(prefix: Path) -> Stamp | None:
@@ -131,8 +120,7 @@ def read_stamp(prefix: Path) -> Stamp | None:
 
 
 def write_stamp(prefix: Path, stamp: Stamp) -> None:
-    text = json.dumps({"torch": stamp.torch, "since": stamp.since, "before": stamp.before})
-    (prefix / STAMP).write_text(text + "\n", encoding="utf-8")
+    (prefix / STAMP).write_text(json.dumps(asdict(stamp)) + "\n", encoding="utf-8")
 
 
 def next_stamp(previous: Stamp | None, image_torch: str, now: float) -> Stamp:
@@ -144,12 +132,11 @@ def next_stamp(previous: Stamp | None, image_torch: str, now: float) -> Stamp:
     return previous
 
 
-def stale_for_torch(dists: Iterable[KeptDist], stamp: Stamp) -> list[KeptDist]:
-    """Kept packages that need the stack and were installed before this torch arrived."""
-    return [d for d in dists if d.requires_stack and d.installed_at < stamp.since]
-
-
-def torch_warning(stale: list[KeptDist], stamp: Stamp, prefix: Path) -> str | None:
+def torch_warning(dists: Iterable[KeptDist], stamp: Stamp | None, prefix: Path) -> str | None:
+    """Names the kept packages that need the stack and were installed before this torch."""
+    if stamp is None:
+        return None
+    stale = [d for d in dists if d.requires_stack and d.installed_at < stamp.since]
     if not stale:
         return None
     named = ", ".join(f"{d.name} {d.version}" for d in stale)
@@ -179,16 +166,11 @@ def overrides_note(dists: Iterable[KeptDist], pinned: dict[str, str]) -> str | N
 def venv_version(prefix: Path) -> tuple[int, int] | None:
     """The Python a venv was made for, from its pyvenv.cfg (`version`, or uv's `version_info`)."""
     try:
-        lines = (prefix / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+        text = (prefix / "pyvenv.cfg").read_text(encoding="utf-8")
     except OSError:
         return None
-    for line in lines:
-        key, _, value = line.partition("=")
-        if key.strip() in ("version", "version_info"):
-            parts = value.strip().split(".")
-            if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-                return int(parts[0]), int(parts[1])
-    return None
+    found = VENV_VERSION.search(text)
+    return (int(found[1]), int(found[2])) if found else None
 
 
 def set_aside(prefix: Path, version: tuple[int, int]) -> Path:
@@ -202,21 +184,9 @@ def set_aside(prefix: Path, version: tuple[int, int]) -> Path:
     return target
 
 
-def set_aside_warning(moved: Path, count: int, was: tuple[int, int], now: tuple[int, int]) -> str:
-    return (
-        f"the kept packages were made for Python {was[0]}.{was[1]} and this image runs Python "
-        f"{now[0]}.{now[1]}: moved them, {count} package(s), to {moved} (nothing deleted) and "
-        "made a fresh venv for this Python: reinstall what you need there; `make packages-reset`"
-        " removes the old ones."
-    )
-
-
 def set_aside_venvs(root: Path) -> list[Path]:
     """The kept venvs moved aside for another Python, for `make packages` to name."""
     return sorted(p for p in root.glob(f"{sitedir.KEPT_VENV}-python*") if p.is_dir())
-
-
-# --- making and refreshing the kept venv ---------------------------------------------------------
 
 
 def ensure_venv(prefix: Path) -> bool:
@@ -226,11 +196,6 @@ def ensure_venv(prefix: Path) -> bool:
         return False
     venv.EnvBuilder(symlinks=True, with_pip=False, clear=False).create(str(prefix))
     return True
-
-
-def write_image_pth(site: Path, image: Path) -> None:
-    line = f"import sys, site; {str(image)!r} in sys.path or site.addsitedir({str(image)!r})\n"
-    (site / IMAGE_PTH).write_text(line, encoding="utf-8")
 
 
 def wrapper_names(version: tuple[int, int]) -> tuple[str, ...]:
@@ -247,18 +212,11 @@ def write_wrappers(prefix: Path, version: tuple[int, int]) -> None:
         path.chmod(0o755)
 
 
-def remove_image_records(site: Path) -> int:
+def remove_image_records(site: Path) -> None:
     """The records of the image's packages a uv run left behind (it was killed): removed."""
-    removed = 0
     for dist_info in site.glob("*.dist-info"):
-        try:
-            installer = (dist_info / "INSTALLER").read_text(encoding="utf-8").strip()
-        except OSError:
-            continue
-        if installer == IMAGE_RECORD_INSTALLER:
+        if is_image_record(dist_info):
             shutil.rmtree(dist_info, ignore_errors=True)
-            removed += 1
-    return removed
 
 
 def prepare(
@@ -281,10 +239,17 @@ def prepare(
     made_for = venv_version(prefix)
     if made_for is not None and made_for != version:
         count = len(kept_dists(kept_site(prefix, made_for)))
-        warnings.append(set_aside_warning(set_aside(prefix, made_for), count, made_for, version))
+        warnings.append(
+            f"the kept packages were made for Python {made_for[0]}.{made_for[1]} and this image "
+            f"runs Python {version[0]}.{version[1]}: moved them, {count} package(s), to "
+            f"{set_aside(prefix, made_for)} (nothing deleted) and made a fresh venv for this "
+            "Python: reinstall what you need there; `make packages-reset` removes the old ones."
+        )
     made = ensure_venv(prefix)
     site = kept_site(prefix, version)
-    write_image_pth(site, Path(sitedir.site_packages(image_prefix, version)))
+    image = sitedir.site_packages(image_prefix, version)
+    line = f"import sys, site; {image!r} in sys.path or site.addsitedir({image!r})\n"
+    (site / IMAGE_PTH).write_text(line, encoding="utf-8")
     write_wrappers(prefix, version)
     remove_image_records(site)
     dists = kept_dists(site)
@@ -292,7 +257,7 @@ def prepare(
     if "torch" in pinned:
         stamp = next_stamp(read_stamp(prefix), pinned["torch"], now)
         write_stamp(prefix, stamp)
-        warnings.append(torch_warning(stale_for_torch(dists, stamp), stamp, prefix))
+        warnings.append(torch_warning(dists, stamp, prefix))
     notes = [
         f"kept packages: made a fresh venv for them in {prefix} (pip, uv and %pip install there)"
         if made

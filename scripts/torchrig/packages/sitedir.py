@@ -1,10 +1,7 @@
-"""Where the kept packages are, and how every Python that is not root sees them.
-
-The image's site-packages holds a root-owned `.pth` file that calls `add_kept_packages` at every
-interpreter start (site.py runs `.pth` lines that start with `import`). Processes run as dev with
-the image's Python (torchrun and its workers, JupyterLab, `/opt/venv/bin/python`) then find the
-kept packages before the image's own, so an upgrade dev installed wins, as it does in the kept
-venv's own Python. Root's interpreters skip it: root never imports what dev can write.
+"""Where the kept packages are, and how every Python that is not root sees them: the image's
+site-packages holds a root-owned `.pth` file that calls `add_kept_packages` at every interpreter
+start, so torchrun's workers, Jupyter and `/opt/venv/bin/python` run as dev find an upgrade dev
+installed before the image's own. Root never imports what dev can write.
 
 Imported at every interpreter start, so this module stays small: os, sys and site only.
 """
@@ -44,18 +41,11 @@ def kept_first(before: list[str], after: list[str], image_site: str) -> list[str
     return [*before[:at], *added, *before[at:]]
 
 
-def is_roots() -> bool:
-    """Whether root runs this process: any of its real, effective and saved uids is 0."""
-    return 0 in os.getresuid()
-
-
 def add_kept_packages(root: str = KEPT_ROOT, image_prefix: str = IMAGE_PREFIX) -> None:
-    """Put the kept site-packages in front of the image's on sys.path, for every user but root.
-
-    Already on sys.path (the kept venv's own Python, whose `.pth` brought the image's
-    site-packages in) or not there (kept packages off, or the venv made for another Python,
-    whose site-packages has another name): nothing."""
-    if is_roots():
+    """Put the kept site-packages in front of the image's on sys.path, for every user but root
+    (any of its real, effective and saved uids 0). Already on sys.path (the kept venv's own
+    Python) or not there (kept packages off, or made for another Python): nothing."""
+    if 0 in os.getresuid():
         return
     kept = site_packages(kept_prefix(root))
     if kept in sys.path or not os.path.isdir(kept):

@@ -1,12 +1,9 @@
 """The image's stack (torch, torchvision, triton, the nvidia-* libraries), pinned.
 
-At build time the image writes the versions it installed to a root-owned constraints file
-(`constraints_text`); PIP_CONSTRAINT and UV_CONSTRAINT name it in the container, so pip and uv
-refuse, within a second and before downloading anything, an install that would replace or
-downgrade one of them: `pip install torch==<another>` leaves torch as it was. Their refusal names
-the package but not the way past it: `refused` finds the pins a failed install ran into, and
-`override_hint` says how to override on purpose, and what that risks.
-
+At build time the image writes the versions it installed to a root-owned constraints file that
+PIP_CONSTRAINT and UV_CONSTRAINT name, so pip and uv refuse an install that would replace one of
+them. Their refusal names the package but not the way past it: `refused` finds the pins a failed
+install ran into, and `override_hint` says how to override on purpose, and what that risks.
 Standard library only: root runs it at build time with `python3 -I -S`.
 """
 

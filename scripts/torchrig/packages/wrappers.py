@@ -1,17 +1,10 @@
-"""`pip` and `uv` as dev runs them in the kept venv: the real tool, plus two things.
-
-- After a refusal that ran into the image's pinned stack, one line says what was kept and how
-  to override on purpose (pip and uv name the package, not the way past the pin).
-- uv sees only the target environment's own site-packages (astral-sh/uv#2500), not what a `.pth`
-  adds: in the kept venv it would find no torch and fetch the whole stack again, gigabytes. So
-  while `uv pip install` (and the commands that read the environment) runs on the kept venv,
-  the kept site-packages holds a record of each of the image's distributions: a dist-info with
-  its METADATA and a RECORD of the record alone. uv then resolves against the stack as pip
-  does, installs only what is new, and an upgrade replaces just the record, the image's files
-  staying where they are. The records go again when uv ends (and at the next start, if it was
-  killed), so pip never sees them.
-
-The wrapper scripts in the kept venv's bin (kept.py writes them) call `main`.
+"""`pip` and `uv` as dev runs them in the kept venv (kept.py writes the scripts that call
+`main`): the real tool, plus a line after a refusal by the pinned stack saying how to override on
+purpose, and for uv the image's records. uv sees only the target environment's own site-packages
+(astral-sh/uv#2500), so in the kept venv it would fetch the whole stack again; while a `uv pip`
+command that reads the environment runs, a record of each image distribution (a dist-info with
+its METADATA) stands in the kept site-packages, and goes when uv ends (or at the next start).
+docs/architecture.md says why nothing simpler works.
 """
 
 from __future__ import annotations
@@ -27,7 +20,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from torchrig.packages import kept, stack
+from torchrig.packages import kept, sitedir, stack
 from torchrig.voice import IN_OTHERS_OUTPUT, Voice
 
 # Inside pip's and uv's output.
@@ -55,16 +48,10 @@ def uv_needs_image_records(args: Sequence[str], environ: Mapping[str, str], pref
     """True when uv is about to resolve against, or list, the kept venv."""
     if uv_pip_command(args) not in UV_READS_ENVIRONMENT:
         return False
-    for option in UV_OTHER_TARGET:
-        if any(arg == option or arg.startswith(f"{option}=") for arg in args):
-            return False
+    if any(arg.split("=", 1)[0] in UV_OTHER_TARGET for arg in args):
+        return False
     target = environ.get("VIRTUAL_ENV", "")
     return bool(target) and os.path.realpath(target) == os.path.realpath(prefix)
-
-
-def record_name(name: str, version: str) -> str:
-    """A dist-info folder name as wheels spell it: 'nvidia_nccl_cu13-2.29.7.dist-info'."""
-    return f"{stack.normalize(name).replace('-', '_')}-{version}.dist-info"
 
 
 def write_image_records(site: Path, image: Path) -> list[Path]:
@@ -76,7 +63,8 @@ def write_image_records(site: Path, image: Path) -> list[Path]:
         if not name or stack.normalize(name) in present:
             continue
         present.add(stack.normalize(name))
-        folder = site / record_name(name, version)
+        # A dist-info folder name as wheels spell it: nvidia_nccl_cu13-2.29.7.dist-info
+        folder = site / f"{stack.normalize(name).replace('-', '_')}-{version}.dist-info"
         try:
             folder.mkdir()
         except FileExistsError:
@@ -143,12 +131,6 @@ def read_some(fd: int) -> bytes:
         raise
 
 
-def tool_command(tool: str, args: Sequence[str]) -> list[str]:
-    if tool == "uv":
-        return [UV, *args]
-    return [sys.executable, "-m", "pip", *args]
-
-
 def main(
     tool: str,
     args: Sequence[str],
@@ -156,13 +138,13 @@ def main(
     constraints: Path = Path(stack.CONSTRAINTS_FILE),
 ) -> int:
     prefix = Path(sys.prefix)
-    site = kept.kept_site(prefix)
-    command = tool_command(tool, args)
+    command = [UV, *args] if tool == "uv" else [sys.executable, "-m", "pip", *args]
     if tool == "uv" and not os.access(UV, os.X_OK):
         VOICE.error(f"uv is not in this image ({UV})")
         return 127
+    image = Path(sitedir.site_packages(sitedir.IMAGE_PREFIX))
     records = tool == "uv" and uv_needs_image_records(args, environ, prefix)
-    with image_records(site, kept.image_site()) if records else contextlib.nullcontext():
+    with image_records(kept.kept_site(prefix), image) if records else contextlib.nullcontext():
         code, output = run_keeping_output(command)
     if code != 0:
         pinned = kept.read_constraints(constraints)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
@@ -11,7 +10,10 @@ import pytest
 from torchrig.host import bind_mounts
 
 
-def test_missing_bind_sources_are_created_and_volumes_ignored(tmp_path: Path) -> None:
+def test_missing_bind_sources_are_created_and_volumes_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # nothing handed over
     existing = tmp_path / "workspace"
     existing.mkdir()
     config = {
@@ -30,9 +32,10 @@ def test_missing_bind_sources_are_created_and_volumes_ignored(tmp_path: Path) ->
         }
     }
     sources = bind_mounts.bind_sources(config)
-    assert sources == [existing, tmp_path / "ck" / "a"]
-    assert bind_mounts.create_missing(sources) == [tmp_path / "ck" / "a"]
+    assert sources == {"/workspace": existing, "/checkpoints": tmp_path / "ck" / "a"}
+    assert bind_mounts.prepare_mounts(config) == 0
     assert (tmp_path / "ck" / "a").is_dir()
+    assert capsys.readouterr().err.endswith(f"created {tmp_path / 'ck' / 'a'}\n")
 
 
 def test_root_owned_workspace_is_handed_to_dev_and_data_left_alone(tmp_path: Path) -> None:
@@ -52,7 +55,7 @@ def test_root_owned_workspace_is_handed_to_dev_and_data_left_alone(tmp_path: Pat
             }
         }
     }
-    assert bind_mounts.writable_sources(config) == [workspace]
+    assert bind_mounts.writable_mounts(config) == {workspace: "WORKSPACE_DIR"}
     assert bind_mounts.dev_ids(config) == (1234, 2345)
     if os.geteuid() != 0:
         pytest.skip("chown to another user needs root")
@@ -121,7 +124,7 @@ def test_a_root_file_hard_linked_into_the_tree_is_left_alone(tmp_path: Path) -> 
     workspace.mkdir()
     os.link(elsewhere, workspace / "link")
     handed = bind_mounts.hand_root_owned_to([workspace], 1234, 2345)
-    assert (handed.changed, handed.left_alone) == (1, [workspace / "link"])
+    assert (handed.changed, handed.left_alone) == (1, [str(workspace / "link")])
     assert elsewhere.stat().st_uid == 0
 
 
@@ -154,14 +157,13 @@ def test_make_up_as_root_refuses_to_hand_over_a_system_directory(
             }
         }
     }
-    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(config)))
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     # Nothing may reach a real chown here, whatever the code under test does.
     chowned: list[object] = []
     monkeypatch.setattr(bind_mounts, "hand_root_owned_to", lambda *args: chowned.append(args))
     for name in ("chown", "lchown", "fchown"):
         monkeypatch.setattr(os, name, lambda *args, **kwargs: chowned.append(args))
-    assert bind_mounts.main() == 1
+    assert bind_mounts.prepare_from_json(json.dumps(config)) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("error: WORKSPACE_DIR=/root is the system directory /root")

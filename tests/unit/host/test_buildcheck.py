@@ -1,11 +1,12 @@
-"""`make build`'s input checks: the extra CA and the CUDA flavour."""
+"""`make build`'s input checks: the extra CA and the CUDA flavour; what the Dockerfile declares
+once: the CUDA flavours, their bases, the default."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from torchrig.host import buildcheck, dockerfile_facts
+from torchrig.host import buildcheck
 
 from .repo import DOCKERFILE, REPO
 
@@ -43,7 +44,7 @@ def test_print_torch_version_gives_the_default_lock_s_torch(
     monkeypatch.delenv("CUDA_FLAVOUR", raising=False)
     monkeypatch.delenv("EXTRA_CA_CERT", raising=False)
     assert buildcheck.main(["--print-torch-version"]) == 0
-    lock = (REPO / "locks" / f"{dockerfile_facts.default_flavour(DOCKERFILE)}.txt").read_text()
+    lock = (REPO / "locks" / f"{buildcheck.default_flavour(DOCKERFILE)}.txt").read_text()
     (pin,) = [line.split()[0] for line in lock.splitlines() if line.startswith("torch==")]
     assert capsys.readouterr().out == pin.removeprefix("torch==") + "\n"
 
@@ -53,7 +54,7 @@ def test_print_torch_version_fails_with_one_line_for_a_lock_without_torch(
 ) -> None:
     (tmp_path / "Dockerfile").write_text(DOCKERFILE)
     (tmp_path / "locks").mkdir()
-    (tmp_path / "locks" / f"{dockerfile_facts.default_flavour(DOCKERFILE)}.txt").write_text("")
+    (tmp_path / "locks" / f"{buildcheck.default_flavour(DOCKERFILE)}.txt").write_text("")
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("CUDA_FLAVOUR", raising=False)
     monkeypatch.delenv("EXTRA_CA_CERT", raising=False)
@@ -62,3 +63,18 @@ def test_print_torch_version_fails_with_one_line_for_a_lock_without_torch(
     assert out == ""
     assert err.startswith("error: locks/") and "pins no single torch version" in err
     assert err.count("\n") == 1
+
+
+def test_dockerfile_declares_flavours_once_and_a_default_with_a_lock() -> None:
+    flavours = buildcheck.flavours(DOCKERFILE)
+    assert len(flavours) == len(set(flavours)) >= 2
+    default = buildcheck.default_flavour(DOCKERFILE)
+    assert default in flavours
+    assert (REPO / "locks" / f"{default}.txt").is_file()
+
+
+def test_every_flavour_uses_a_slim_base_image() -> None:
+    bases = [line for line in DOCKERFILE.splitlines() if line.startswith("FROM nvidia/cuda:")]
+    assert len(bases) == len(buildcheck.flavours(DOCKERFILE))  # one base per flavour
+    for line in bases:
+        assert "-base-ubuntu24.04 AS cuda-cu" in line, line

@@ -99,16 +99,11 @@ def test_no_nvidia_driver_in_cpu_mode_blames_the_compose_that_kept_the_gpus() ->
 
 def test_a_published_image_that_is_not_here_and_cannot_be_pulled() -> None:
     image = "localhost:1/torchrig:absent"
-    said = diagnosed(PULL_FAILED, image=image, image_present=False, can_build=False)
+    said = diagnosed(PULL_FAILED, missing_image=image)
     assert said.startswith(f"error: the image {image} is not on this machine, and pulling it")
     assert "connect: connection refused" in said.splitlines()[0]
     assert "TORCHRIG_IMAGE" in said
     assert "without PUBLISHED=1" in said
-
-
-def test_an_image_compose_could_build_is_not_called_missing() -> None:
-    facts = FailureFacts(image="torchrig/workstation:latest", image_present=False, can_build=True)
-    assert compose_failure.diagnose("failed to solve: something", facts) is None
 
 
 @pytest.mark.parametrize("version", ["2.20.2", "v2.23.3", "1.29.2"])
@@ -130,12 +125,12 @@ def test_no_compose_plugin_at_all() -> None:
 
 def test_the_engine_unreachable_wins_over_what_follows_from_it() -> None:
     """With no engine, the image cannot be inspected either: that is not the cause."""
-    facts = FailureFacts(image="x", image_present=False, can_build=False)
+    facts = FailureFacts(missing_image="x")
     said = "\n".join(compose_failure.diagnose(DAEMON_DOWN, facts) or [])
     assert "does not answer" in said
 
 
-def test_service_facts_from_compose_config() -> None:
+def test_the_service_and_its_ports_from_compose_config() -> None:
     config = {
         "services": {
             "workstation": {
@@ -147,8 +142,10 @@ def test_service_facts_from_compose_config() -> None:
             }
         }
     }
-    published, image, can_build = compose_failure.service_facts(json.dumps(config), "workstation")
-    assert published == {18888: "JUPYTER_PORT", 12222: "SSH_PORT"}
-    assert image == "ghcr.io/o/torchrig:2.13.0-cu130"
-    assert can_build is False
-    assert compose_failure.service_facts("not json", "workstation") == ({}, None, True)
+    workstation = compose_failure.service_config(json.dumps(config), "workstation")
+    assert workstation["image"] == "ghcr.io/o/torchrig:2.13.0-cu130"
+    assert compose_failure.port_rows(workstation) == [
+        ("JUPYTER_PORT", "127.0.0.1", 18888),
+        ("SSH_PORT", "127.0.0.1", 12222),
+    ]
+    assert compose_failure.service_config("not json", "workstation") == {}

@@ -37,13 +37,13 @@ def test_dotenv_prefers_ed25519_and_skips_empty_files(tmp_path: Path) -> None:
 def test_dotenv_never_overwrites(tmp_path: Path) -> None:
     path = tmp_path / ".env"
     path.write_text("PUID=4242\n")
-    assert dotenv.main(["--path", str(path)]) == 0
+    dotenv.write_on_first_run(str(path))
     assert path.read_text() == "PUID=4242\n"
 
 
 def test_dotenv_writes_when_absent(tmp_path: Path) -> None:
     path = tmp_path / ".env"
-    assert dotenv.main(["--path", str(path)]) == 0
+    dotenv.write_on_first_run(str(path))
     assert path.read_text().startswith("# Written by `make up`")
 
 
@@ -56,7 +56,7 @@ def test_no_dotenv_when_compose_reads_other_env_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COMPOSE_ENV_FILES", str(tmp_path / "stack.env"))
-    assert dotenv.main(["--path", str(tmp_path / ".env")]) == 0
+    dotenv.write_on_first_run(str(tmp_path / ".env"))
     assert not (tmp_path / ".env").exists()
 
 
@@ -74,7 +74,7 @@ def test_a_new_dotenv_is_readable_by_its_owner_alone_whatever_the_umask(tmp_path
     path = tmp_path / ".env"
     old = os.umask(0o002)  # a umask that would leave it world-readable
     try:
-        assert dotenv.main(["--path", str(path)]) == 0
+        dotenv.write_on_first_run(str(path))
     finally:
         os.umask(old)
     assert mode_of(path) == 0o600
@@ -84,7 +84,7 @@ def test_an_existing_world_readable_dotenv_is_tightened_with_a_notice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = existing(tmp_path / ".env", "JUPYTER_TOKEN=secret\n", 0o644)
-    assert dotenv.main(["--path", str(path)]) == 0
+    dotenv.write_on_first_run(str(path))
     assert mode_of(path) == 0o600
     assert path.read_text() == "JUPYTER_TOKEN=secret\n"
     notice = capsys.readouterr().err.splitlines()[0]
@@ -98,7 +98,7 @@ def test_a_private_dotenv_is_left_without_a_notice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = existing(tmp_path / ".env", "PUID=4242\n", 0o600)
-    assert dotenv.main(["--path", str(path)]) == 0
+    dotenv.write_on_first_run(str(path))
     assert mode_of(path) == 0o600
     assert "tightened" not in capsys.readouterr().err
 
@@ -108,14 +108,14 @@ def test_a_symlinked_dotenv_is_not_followed_and_said_so(
 ) -> None:
     target = existing(tmp_path / "shared.env", "PUID=4242\n", 0o644)
     (tmp_path / ".env").symlink_to(target)
-    assert dotenv.main(["--path", str(tmp_path / ".env")]) == 0
+    dotenv.write_on_first_run(str(tmp_path / ".env"))
     assert mode_of(target) == 0o644  # what it points to is not ours to decide
     assert "is a symlink, left as it is" in capsys.readouterr().err
 
 
 def test_a_dangling_symlink_is_never_written_through(tmp_path: Path) -> None:
     (tmp_path / ".env").symlink_to(tmp_path / "elsewhere")
-    assert dotenv.main(["--path", str(tmp_path / ".env")]) == 0
+    dotenv.write_on_first_run(str(tmp_path / ".env"))
     assert not (tmp_path / "elsewhere").exists()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from torchrig.host import dockerfile_facts, lockfile
+from torchrig.host import buildcheck, lockfile
 
 from .repo import DOCKERFILE, REPO
 
@@ -31,7 +31,7 @@ def test_lock_refuses_unknown_flavours(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_checked_in_lock_pins_everything_with_hashes_and_not_this_project() -> None:
-    lock = (REPO / "locks" / f"{dockerfile_facts.default_flavour(DOCKERFILE)}.txt").read_text()
+    lock = (REPO / "locks" / f"{buildcheck.default_flavour(DOCKERFILE)}.txt").read_text()
     requirements = [line for line in lock.splitlines() if line and line[0].isalnum()]
     assert all("==" in line for line in requirements)
     names = {line.split("==")[0] for line in requirements}

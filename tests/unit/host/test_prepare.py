@@ -1,8 +1,10 @@
-"""What `make up` and `make prepare` do before anything starts: .env, then the bind mounts."""
+"""What `make up` and `make prepare` do before anything starts: .env, free ports on the first run
+(only the defaults move, and only when taken), then the bind mounts."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from pathlib import Path
 
@@ -49,3 +51,55 @@ def test_a_config_compose_cannot_read_is_said_for_what_it_is(
     run_compose = compose_answering({"config": (15, f"{compose_said}\n"), "version": (0, version)})
     assert prepare.prepare(run_compose, tmp_path / ".env") == 1
     assert f"{compose_said}\n{error}" in capsys.readouterr().err  # compose's words, then ours
+
+
+DEFAULTS = [("JUPYTER_PORT", "127.0.0.1", 8888), ("SSH_PORT", "127.0.0.1", 2222)]
+
+
+def taken(*busy: int) -> prepare.IsFree:
+    return lambda address, port: port not in busy
+
+
+def test_free_defaults_stay() -> None:
+    assert prepare.choose(DEFAULTS, {}, taken()) == {}
+
+
+def test_a_taken_default_moves_to_the_next_free_port() -> None:
+    assert prepare.choose(DEFAULTS, {}, taken(8888, 8889, 2222)) == {
+        "JUPYTER_PORT": 8890,
+        "SSH_PORT": 2223,
+    }
+
+
+def test_a_port_the_user_chose_is_never_changed() -> None:
+    assert prepare.choose(DEFAULTS, {"JUPYTER_PORT": "8888"}, taken(8888)) == {}
+
+
+def test_a_port_held_right_now_is_seen_as_taken() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        assert not prepare.is_free("127.0.0.1", port)
+    assert prepare.is_free("127.0.0.1", port)
+
+
+def test_the_first_run_writes_the_ports_it_chose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("COMPOSE_ENV_FILES", "JUPYTER_PORT", "SSH_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    env_file = tmp_path / ".env"
+    env_file.write_text("PUID=4242\n")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        published = [{"target": 8888, "published": str(port), "host_ip": "127.0.0.1"}]
+        config = json.dumps({"services": {"workstation": {"ports": published}}})
+        prepare.pick_on_first_run(config, env_file)
+    chosen = int(env_file.read_text().split("JUPYTER_PORT=")[1])
+    assert chosen > port
+    assert f"the default port for JUPYTER_PORT is taken here: chose {chosen}" in (
+        capsys.readouterr().err
+    )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from torchrig.host import project
+from torchrig.host.compose_failure import HostError
 
 from .engine import FakeEngine, volume, workstation
 
@@ -39,7 +40,7 @@ def test_the_name_is_readable_and_one_compose_accepts(user: str, folder: str, na
 
 @pytest.mark.parametrize("bad", ["Alice", "-x", "a/b", "", "a b"])
 def test_a_name_compose_refuses_is_a_clear_error(bad: str) -> None:
-    with pytest.raises(project.ProjectError) as failed:
+    with pytest.raises(HostError) as failed:
         project.check_name(bad)
     assert "is not a name compose accepts" in failed.value.lines[0]
     assert "COMPOSE_PROJECT_NAME=<name> in .env" in failed.value.lines[1]
@@ -64,7 +65,7 @@ def test_a_name_given_on_the_first_run_is_the_one_written(
     assert project.settle(alice / ".env", ALICE, engine).name == "alice-exp"  # it stuck
     monkeypatch.setenv("COMPOSE_PROJECT_NAME", "Alice")
     (alice / ".env").unlink()
-    with pytest.raises(project.ProjectError):
+    with pytest.raises(HostError):
         project.settle(alice / ".env", ALICE, engine)
     assert not (alice / ".env").exists()
 
@@ -80,7 +81,7 @@ def test_the_name_set_wins_and_is_checked(alice: Path, monkeypatch: pytest.Monke
     (alice / ".env").write_text("COMPOSE_PROJECT_NAME=mine\n")
     assert project.settle(alice / ".env", ALICE, FakeEngine()).name == "mine"
     monkeypatch.setenv("COMPOSE_PROJECT_NAME", "Not/Valid")
-    with pytest.raises(project.ProjectError):
+    with pytest.raises(HostError):
         project.settle(alice / ".env", ALICE, FakeEngine())
 
 
@@ -124,8 +125,9 @@ def test_another_folder_s_workstation_is_refused_naming_folder_and_owner(tmp_pat
     theirs = tmp_path / "bob" / "torchrig"
     theirs.mkdir(parents=True)
     engine = FakeEngine([workstation(project="torchrig-x", folder=str(theirs))])
-    lines = project.refusal("torchrig-x", ALICE, engine)
-    assert lines is not None
+    with pytest.raises(HostError) as refused:
+        project.refuse("torchrig-x", ALICE, engine)
+    lines = refused.value.lines
     owner = project.folder_owner(str(theirs))
     assert f"in use by {owner}'s workstation from {theirs}" in lines[0]
     assert "nothing was started, recreated or removed" in lines[0]
@@ -134,13 +136,14 @@ def test_another_folder_s_workstation_is_refused_naming_folder_and_owner(tmp_pat
 
 def test_the_owner_of_a_folder_not_on_this_machine_is_its_puid() -> None:
     engine = FakeEngine([workstation(project="torchrig-x", folder="/nowhere/torchrig")])
-    lines = project.refusal("torchrig-x", ALICE, engine)
-    assert lines is not None and "in use by PUID 4242's workstation" in lines[0]
+    with pytest.raises(HostError) as refused:
+        project.refuse("torchrig-x", ALICE, engine)
+    assert "in use by PUID 4242's workstation" in refused.value.lines[0]
 
 
 def test_this_folder_s_own_workstation_is_not_refused() -> None:
     engine = FakeEngine([workstation(project="torchrig-alice", folder=str(ALICE))])
-    assert project.refusal("torchrig-alice", ALICE, engine) is None
+    project.refuse("torchrig-alice", ALICE, engine)
 
 
 def test_an_engine_that_cannot_be_asked_stops_the_first_run_and_writes_nothing(
@@ -148,6 +151,6 @@ def test_an_engine_that_cannot_be_asked_stops_the_first_run_and_writes_nothing(
 ) -> None:
     engine = FakeEngine()
     engine.down = True
-    with pytest.raises(project.EngineError):
+    with pytest.raises(HostError):
         project.settle(alice / ".env", ALICE, engine)
     assert not (alice / ".env").exists()

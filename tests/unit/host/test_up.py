@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from torchrig.host import gpu_mode, up
+from torchrig.host.workstations import Compose
 
 SETTING_ERROR = "[torchrig] error: SSH_PUBLIC_KEY (line 1): there is text before the key type"
 
@@ -57,22 +58,8 @@ def test_without_error_lines_the_last_lines_are_shown() -> None:
     assert shown == ["line 48", "line 49", "Traceback (most recent call last):"]
 
 
-@pytest.mark.parametrize(("state", "restarts", "failed"), [
-    ({"Status": "restarting", "ExitCode": 1}, 3, True),
-    ({"Status": "exited", "ExitCode": 1}, 0, True),
-    ({"Status": "running", "Health": {"Status": "starting"}}, 2, True),  # between two restarts
-    ({"Status": "running", "Health": {"Status": "unhealthy"}}, 0, False),
-    ({"Status": "running", "Health": {"Status": "starting"}}, 0, False),
-])  # fmt: skip
-def test_a_failed_start_is_one_docker_would_only_repeat(
-    state: dict, restarts: int, failed: bool
-) -> None:
-    parsed = up.container_state({"State": state, "RestartCount": restarts})
-    assert parsed.failed_to_start is failed
-
-
 @dataclass(frozen=True)
-class FakeCompose(up.Compose):
+class FakeCompose(Compose):
     """Canned answers by the longest matching start of a call's arguments ("ps --all --quiet",
     or just "up"); remembers every call (compose's and docker's alike)."""
 
@@ -102,7 +89,7 @@ class FakeCompose(up.Compose):
             on_line(line)
         return subprocess.CompletedProcess(args, code, "", out if code else "")
 
-    def with_file(self, name: str) -> up.Compose:
+    def with_file(self, name: str) -> Compose:
         self.files.append(name)
         return self
 
@@ -311,6 +298,21 @@ def test_a_published_image_that_cannot_be_pulled_is_said_so(
     assert f"error: the image {image} is not on this machine" in capsys.readouterr().err
 
 
+def test_an_image_compose_could_build_is_not_called_missing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {"services": {"workstation": {"image": "torchrig/workstation:latest", "build": {}}}}
+    compose = ready_compose(
+        up=(17, "failed to solve: something\n"),
+        config=(0, json.dumps(config)),
+        **{"image inspect": (1, "Error: No such image")},
+    )
+    assert run_main(monkeypatch, compose, cpu="1") == 17
+    err = capsys.readouterr().err
+    assert "is not on this machine" not in err
+    assert "`docker compose up` failed (exit 17)" in err
+
+
 def test_an_image_from_before_the_wait_falls_back_to_docker_s_health(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -335,13 +337,6 @@ def test_ps_output_of_older_compose_is_one_json_list() -> None:
     assert up.host_address({"URL": "::", "PublishedPort": 8888}) == "[::]:8888"
 
 
-def test_the_cpu_override_is_added_once() -> None:
-    plain = up.Compose(["docker", "compose", "-f", "docker-compose.yml"])
-    with_cpu = plain.with_file("docker-compose.cpu.yml")
-    assert with_cpu.command[-2:] == ["-f", "docker-compose.cpu.yml"]
-    assert with_cpu.with_file("docker-compose.cpu.yml") is with_cpu
-
-
 def test_when_asking_the_running_container_fails_that_is_what_is_said(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -360,7 +355,7 @@ def test_what_the_container_says_reaches_the_terminal_without_escape_sequences()
     assert up.error_lines(logs) == ["[torchrig] error: hook failed\\x1b]0;owned\\x07 \\x9b2J"]
     # A token or status line the container prints while `make up` waits, through a real pipe.
     heard: list[str] = []
-    done = up.Compose(["sh"]).ask(
+    done = Compose(["sh"]).ask(
         "-c", r"printf 'status: \033[2Jwaiting\n'; printf '\033]52;c;eA==\007' >&2",
         on_line=heard.append,
     )  # fmt: skip

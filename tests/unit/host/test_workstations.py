@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from torchrig.host import workstations
+from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import GpuClaim
 
 from .engine import RECORDED, FakeEngine, workstation
@@ -74,7 +75,7 @@ def test_the_listing_has_a_row_per_workstation_with_every_column() -> None:
 def test_an_engine_that_cannot_be_asked_is_said_with_the_fix() -> None:
     engine = FakeEngine()
     engine.down = True
-    with pytest.raises(workstations.EngineError) as failed:
+    with pytest.raises(HostError) as failed:
         workstations.all_workstations(engine)
     assert "does not answer: is it running?" in failed.value.lines[0]
 
@@ -89,3 +90,24 @@ def test_another_user_s_folder_name_reaches_the_terminal_as_text() -> None:
     lines = workstations.table([workstations.parse(workstation(folder=folder))])
     assert "\x1b" not in lines and "\x07" not in lines
     assert "/home/mallory/\\x1b]0;owned\\x07torchrig" in lines
+
+
+@pytest.mark.parametrize(("state", "restarts", "failed"), [
+    ({"Status": "restarting", "ExitCode": 1}, 3, True),
+    ({"Status": "exited", "ExitCode": 1}, 0, True),
+    ({"Status": "running", "Health": {"Status": "starting"}}, 2, True),  # between two restarts
+    ({"Status": "running", "Health": {"Status": "unhealthy"}}, 0, False),
+    ({"Status": "running", "Health": {"Status": "starting"}}, 0, False),
+])  # fmt: skip
+def test_a_failed_start_is_one_docker_would_only_repeat(
+    state: dict, restarts: int, failed: bool
+) -> None:
+    parsed = workstations.parse({"State": state, "RestartCount": restarts})
+    assert parsed.failed_to_start is failed
+
+
+def test_the_cpu_override_is_added_once() -> None:
+    plain = workstations.Compose(["docker", "compose", "-f", "docker-compose.yml"])
+    with_cpu = plain.with_file("docker-compose.cpu.yml")
+    assert with_cpu.command[-2:] == ["-f", "docker-compose.cpu.yml"]
+    assert with_cpu.with_file("docker-compose.cpu.yml") is with_cpu

@@ -78,15 +78,14 @@ def test_a_refusal_by_the_pins_gets_the_override_hint(
     refusal.write_text(PIP_REFUSAL)
     # pip prints the conflict on stdout; the hint comes after it, on stderr.
     program = f"import sys; print(open({str(refusal)!r}).read()); sys.exit(1)"
+    run = wrappers.run_keeping_output  # the tool itself is this program
     monkeypatch.setattr(
-        wrappers, "tool_command", lambda tool, args: [sys.executable, "-c", program]
+        wrappers, "run_keeping_output", lambda _: run([sys.executable, "-c", program])
     )
     assert wrappers.main("pip", ["install", "torch==2.12.0"], {}, pins) == 1
     err = capfd.readouterr().err
     assert "[torchrig] kept torch 2.13.0" in err and "`PIP_CONSTRAINT= pip install ...`" in err
     # Any other failure: pip's own message alone.
-    monkeypatch.setattr(
-        wrappers, "tool_command", lambda tool, args: [sys.executable, "-c", "raise SystemExit(2)"]
-    )
+    program = "raise SystemExit(2)"
     assert wrappers.main("pip", ["install", "nothing"], {}, pins) == 2
     assert "[torchrig]" not in capfd.readouterr().err

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from torchrig.host import dockerfile_facts
+from torchrig.host import buildcheck
 
 REPO = Path(__file__).resolve().parents[3]
 WORKFLOW = REPO / ".github" / "workflows" / "images.yml"
-DOCKERFILE = dockerfile_facts.read(REPO / "Dockerfile")
+DOCKERFILE = buildcheck.read_dockerfile(REPO / "Dockerfile")
 
 
 def workflow() -> dict[str, Any]:
@@ -61,18 +61,18 @@ def pinned_torch() -> str:
 
 
 def test_matrix_is_the_dockerfiles_flavours() -> None:
-    assert image_job()["strategy"]["matrix"]["flavour"] == dockerfile_facts.flavours(DOCKERFILE)
+    assert image_job()["strategy"]["matrix"]["flavour"] == buildcheck.flavours(DOCKERFILE)
 
 
 def test_latest_goes_to_the_dockerfiles_default_flavour() -> None:
-    assert workflow()["env"]["DEFAULT_FLAVOUR"] == dockerfile_facts.default_flavour(DOCKERFILE)
+    assert workflow()["env"]["DEFAULT_FLAVOUR"] == buildcheck.default_flavour(DOCKERFILE)
     tags = step("meta")["with"]["tags"]
     assert "type=raw,value=latest,enable=${{ matrix.flavour == env.DEFAULT_FLAVOUR }}" in tags
     assert "type=raw,value=${{ steps.lock.outputs.torch }}-${{ matrix.flavour }}" in tags
 
 
 def test_lock_step_reads_the_torch_version_the_image_installs(tmp_path: Path) -> None:
-    flavour = dockerfile_facts.default_flavour(DOCKERFILE)
+    flavour = buildcheck.default_flavour(DOCKERFILE)
     output = tmp_path / "github_output"
     result = run_lock_step(REPO, flavour, output)
     assert result.returncode == 0, result.stdout + result.stderr
