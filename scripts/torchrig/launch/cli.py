@@ -14,7 +14,7 @@ import argparse
 import os
 
 from torchrig.checkpoint.stop import RESUMABLE_EXIT
-from torchrig.launch import child, environment, hosts, options, plan, rank_exit, rendezvous
+from torchrig.launch import child, hosts, options, plan, rank_exit
 from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
 from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
@@ -43,12 +43,12 @@ def run(args: argparse.Namespace) -> int:
         plan.check_script(request)
         environ = dict(os.environ)
         gpus = plan.count_visible_gpus(environ)
-        route = rendezvous.check_rendezvous(request.torchrun)
+        route = plan.check_rendezvous(request.torchrun)
         launch_plan = plan.build_plan(request, environ, gpus, os.cpu_count() or 1, route)
     except (LaunchError, HostsError) as exc:
         VOICE.error(str(exc))
         return 2
-    exposure = rendezvous.exposure_here(request.torchrun)
+    exposure = plan.exposure_here(request.torchrun)
     if exposure is not None:
         VOICE.warning(exposure)
     print(f"+ {launch_plan.display()}", flush=True)
@@ -80,7 +80,7 @@ def restarts_were_left_off(
 ) -> bool:
     """A failure, not a stop, under launch's default of no restarts: worth a hint."""
     defaulted = request.max_restarts is None and (
-        environment.set_by_environment("--max-restarts", environ) is None
+        plan.set_by_environment("--max-restarts", environ) is None
     )
     failed = result.status not in (0, RESUMABLE_EXIT) and not result.stopped
     return defaulted and failed
