@@ -1,14 +1,6 @@
-"""Data helpers for resumable distributed training.
-
-`ResumableDistributedSampler` is `DistributedSampler` with a position: it knows how many samples
-of the current epoch the job has consumed, saves that in a checkpoint, and after a resume skips
-exactly those, splitting the rest over however many processes the job now has.
-
-`SyntheticImages` is an image-classification dataset whose sample i is a pure function of
-(seed, i), so runs are reproducible bit for bit with no files on disk.
-
-Torch is imported lazily so `import torchrig.data` stays cheap; the classes need it when used.
-"""
+"""Data helpers for resumable distributed training: `ResumableDistributedSampler` (a
+`DistributedSampler` that resumes mid-epoch on any number of processes) and `SyntheticImages`
+(sample i a pure function of (seed, i)). torch is imported when used."""
 
 from __future__ import annotations
 

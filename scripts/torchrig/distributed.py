@@ -1,15 +1,9 @@
 """Process-group set-up for torchrun jobs that survives torchrun's own restarts.
 
-torchrun (`--max-restarts N`) restarts every worker when one dies. The restarted workers talk to
-the same TCPStore as the failed attempt, hosted by torchrun's agent, and the keys the old attempt
-left there (each rank's gloo/NCCL address under the default group's prefix) are still present. A
-new worker can read a dead peer's address before the peer has overwritten it and then fails in
-`init_process_group` ("Gloo connectFullMesh failed ... Connection refused") or hangs. Giving each
-attempt its own key space, a `PrefixStore` named after `TORCHELASTIC_RESTART_COUNT`, removes the
-stale keys from view; that is what `init_distributed` does.
-
-The module imports only the standard library at import time; torch is imported inside functions.
-"""
+Restarted workers talk to the same agent-hosted TCPStore as the failed attempt, whose keys (each
+rank's gloo/NCCL address) are still there: a new worker can read a dead peer's address and fail
+("Gloo connectFullMesh failed") or hang. `init_distributed` gives each attempt its own key space,
+a `PrefixStore` named after `TORCHELASTIC_RESTART_COUNT`. torch is imported inside functions."""
 
 from __future__ import annotations
 

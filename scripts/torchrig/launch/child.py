@@ -1,20 +1,11 @@
 """torchrun as a child of `torchrig launch`, so that a scheduler sees a resumable stop as 75.
 
 torchrun exits 1 whatever its workers exited with, a stop that every worker saved and answered
-with RESUMABLE_EXIT (75) included. Slurm's `RequeueExit=75` and a Kubernetes podFailurePolicy
-rule on exit code 75 need that 75. So launch runs torchrun as its child instead of becoming it:
-
-- each stop signal launch gets (SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2) is passed on to
-  torchrun, which passes it on to its workers; under Kubernetes launch is the container's PID 1,
-  the only process the kubelet signals. torchrun is told to handle SIGUSR1/SIGUSR2 too (its
-  `--signals-to-handle`, where this torch has it), or their default action would kill it;
-- the workers get RESUMABLE_NOTES_ENV, a private folder; each that exits resumably leaves a note
-  there (torchrig.checkpoint.stop.exit_resumable), and a worker that starts (StopSignals.install)
-  removes its note of an earlier round, so a restart round that fails is not taken for a stop;
-- torchrun failed and every local worker left its note: launch exits 75. Otherwise launch exits
-  with torchrun's own status (a signal's death as 128 + its number, as a shell reports it).
-  The notes and that rule are the stop protocol's, in torchrig.checkpoint.stop (`launch_status`).
-"""
+with RESUMABLE_EXIT (75) included; Slurm's `RequeueExit=75` and a Kubernetes podFailurePolicy need
+the 75. So launch passes each stop signal on to torchrun (under Kubernetes launch is PID 1, the
+only process the kubelet signals), gives the workers a notes folder (RESUMABLE_NOTES_ENV), and
+exits by the stop protocol's rule (torchrig.checkpoint.stop's `launch_status`): 75 when torchrun
+failed and every local worker left its note, else torchrun's own status."""
 
 from __future__ import annotations
 

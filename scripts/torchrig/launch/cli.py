@@ -1,12 +1,4 @@
-"""The `torchrig launch` command: parse, plan, print the torchrun command line, run it.
-
-    torchrig launch [--nproc-per-node N] [--max-restarts N] [--threads N] [--collective-timeout S]
-                    [--hostfile FILE | --hosts a,b] [--dry-run] [torchrun flags...]
-                    script.py [script args...]
-
-Flags given explicitly win over the defaults; every other torchrun flag passes through unchanged.
-With --hostfile or --hosts the same launch runs on every host over SSH (hosts.py).
-"""
+"""The `torchrig launch` command: parse, plan, print the torchrun command line, run it."""
 
 from __future__ import annotations
 

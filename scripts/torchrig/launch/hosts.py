@@ -1,19 +1,13 @@
 """`torchrig launch --hostfile FILE`: the same launch on every host, from one of them, over SSH.
 
-What it runs on host i, in the launcher's folder, under the remote wrapper:
+Host i runs, in the launcher's folder, under the remote wrapper:
 
     torchrig launch --nnodes 1:N --rdzv-backend c10d --rdzv-endpoint FIRST:29400
                     --rdzv-id RUN --rdzv-conf is_host=<i == 0> [--nproc-per-node SLOTS] ...
 
-so each host makes its own local plan (its GPUs, its cores, its route to the endpoint) and
-torchrun's c10d rendezvous on the first host joins them; nothing here schedules anything. Elastic
-by default: a job of N hosts runs on 1 to N of them, shrinks when one dies and grows when it comes
-back (the launcher starts it again when it answers). `--nnodes N` fixes the size instead, and the
-others then wait for a lost host to come back.
-
-This module writes each host's share of the request (options.py writes the options); checking
-the hosts, running them and taking them down is torchrig.multihost's (run.py).
-"""
+so each host makes its own local plan and torchrun's c10d rendezvous on the first host joins
+them. Elastic by default: a job of N hosts runs on 1 to N of them (`--nnodes N` fixes the size).
+Checking, running and taking the hosts down is torchrig.multihost's."""
 
 from __future__ import annotations
 

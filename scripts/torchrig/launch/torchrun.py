@@ -1,8 +1,5 @@
-"""torchrun's own flags: which pass through, how they are collected, and what they say.
-
-`torchrig launch` accepts every torchrun flag (with dashes or underscores) and hands it to torchrun
-unchanged and in order; a test compares this table with torchrun's own parser. They are parsed
-once, into `TorchrunFlags`, which answers every question launch asks of them and writes them back.
+"""torchrun's own flags: every one passes through unchanged and in order (a test compares this
+table with torchrun's parser), parsed once into `TorchrunFlags`, which answers launch's questions.
 """
 
 from __future__ import annotations

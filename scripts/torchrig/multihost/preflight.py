@@ -1,16 +1,9 @@
 """The checks before a multi-host start, so a mistake is one clear line, not a hung rendezvous.
 
-Every host's facts (probe.py, over SSH, all at once) side by side. A host that SSH cannot reach,
-or that refuses the key, is named with the fix; so is a host whose torch, NCCL, Python or
-torchrig differs from the others, whose copy of the script differs, whose clock is off, or that
-cannot reach the rendezvous port on the first host; and a first host whose rendezvous port is
-already taken. All of it pure functions of the probes' answers, except `preflight_problems`,
-which asks them.
-
-Warnings, which do not stop the launch: a host with a public address, where the job's ports are
-open to whoever can reach them (torch's stores listen on every interface, and torch unpickles
-the rendezvous state it reads from them).
-"""
+Every host's facts (probe.py, over SSH, all at once) side by side: a host SSH cannot reach, a
+torch, NCCL, Python, torchrig or script that differs, a clock that is off, a rendezvous port
+that is unreachable or taken, a login shell that misreads POSIX quoting. A host with a public
+address is warned of (torch's stores listen on every interface and unpickle what they read)."""
 
 from __future__ import annotations
 

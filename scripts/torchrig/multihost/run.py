@@ -1,13 +1,6 @@
-"""The sequence of every multi-host run, shared by `torchrig launch --hostfile` and
-`torchrig verify --hostfile`: say what will run where, check every host (preflight.py), then run
-one command per host together (fanout.py), each under the remote wrapper (remote.py) that takes
-it down when its SSH link ends.
-
-What differs between the two is what they pass in: the commands (launch writes them), where the
-lines go (a `Printer`: the terminal, or a buffer verify reads) and how a host that ends early is
-treated (a `JobPolicy`: an elastic job goes on without a lost host and takes it back; a probe
-with a deadline stops at the first loss).
-"""
+"""The sequence of every multi-host run (`launch --hostfile`, `verify --hostfile`): say what runs
+where, check every host (preflight.py), then run one command per host (fanout.py) under the
+remote wrapper. What differs is passed in: the commands, a `Printer`, a `JobPolicy`."""
 
 from __future__ import annotations
 
