@@ -7,13 +7,15 @@ Host i runs, in the launcher's folder, under the remote wrapper:
 
 so each host makes its own local plan and torchrun's c10d rendezvous on the first host joins
 them. Elastic by default: a job of N hosts runs on 1 to N of them (`--nnodes N` fixes the size).
-Checking, running and taking the hosts down is torchrig.multihost's."""
+Every multi-host run (`verify --hostfile` too) goes through `run_job`: say what runs where, check
+every host (multihost.preflight), then one command per host under the remote wrapper (fanout)."""
 
 from __future__ import annotations
 
 import secrets
+import shlex
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint
@@ -21,10 +23,40 @@ from torchrig.interpreter import module_command
 from torchrig.launch.options import Launch, launch_argv
 from torchrig.launch.plan import LaunchError, LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
-from torchrig.multihost import fanout, run
+from torchrig.multihost import fanout, preflight
 from torchrig.multihost.fanout import JobPolicy, Printer
 from torchrig.multihost.hostfile import Host
-from torchrig.multihost.run import HostJob, JobOutcome, Rendezvous
+
+# As a usage error: nothing was started.
+PREFLIGHT_FAILED = 2
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the hosts meet and how many of them the job needs: the same for every host."""
+
+    endpoint: Endpoint
+    run_id: str
+    nnodes: str  # "MIN:MAX" or "N"
+
+
+@dataclass(frozen=True)
+class HostJob:
+    """One command per host, each run in `cwd` on that host."""
+
+    hosts: list[Host]  # the first holds the rendezvous
+    rendezvous: Rendezvous
+    commands: dict[str, list[str]]  # host name -> its command
+    python: str  # the Python with torchrig on the hosts: it runs the probe and the wrapper
+    cwd: str
+    script: str | None = None  # a file every host must hold alike; None: nothing to compare
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    code: int  # the job's exit status; PREFLIGHT_FAILED when the preflight stopped it
+    problems: list[str] = field(default_factory=list)  # the preflight's, one line each
+
 
 # Flags the fan-out sets per host.
 SET_PER_HOST = ("--nnodes", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf")
@@ -133,4 +165,49 @@ def run_on_hosts(
     assert launch.hosts, "a launch on this machine has no hosts to run on"
     job = host_job(launch.request, launch.hosts, launch.remote_python or sys.executable, cwd)
     printer = printer or Printer([host.name for host in launch.hosts])
-    return run.run(job, printer, policy or JobPolicy(), launch.dry_run)
+    return run_job(job, printer, policy or JobPolicy(), launch.dry_run)
+
+
+def ssh_commands(job: HostJob) -> dict[str, list[str]]:
+    """host -> the `ssh` command that runs its command under the remote wrapper, in `cwd`."""
+    return {
+        host: fanout.ssh_command(
+            host, module_command(job.python, "torchrig.multihost.remote", "--", *command), job.cwd
+        )
+        for host, command in job.commands.items()
+    }
+
+
+def summary(job: HostJob) -> str:
+    names = ", ".join(host.name + (f" ({host.slots})" if host.slots else "") for host in job.hosts)
+    where = job.rendezvous
+    return (
+        f"{len(job.hosts)} host(s): {names}; rendezvous {where.endpoint} (run id {where.run_id}), "
+        f"nodes {where.nnodes}"
+    )
+
+
+def run_job(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = False) -> JobOutcome:
+    """Say what runs where; with `dry_run` print each host's command and stop. Otherwise the
+    preflight, and when it finds nothing, every host's command under `policy`, whose essential
+    hosts always include the first (it holds the rendezvous)."""
+    commands = ssh_commands(job)
+    printer.note(summary(job))
+    if dry_run:
+        for host, argv in commands.items():
+            printer(host, "out", "+ " + shlex.join(argv))
+        return JobOutcome(0)
+    problems = preflight.preflight_problems(
+        job.hosts,
+        job.rendezvous.endpoint,
+        job.python,
+        job.cwd,
+        job.script,
+        printer.warning,
+    )
+    if problems:
+        for problem in problems:
+            printer.note(problem)
+        return JobOutcome(PREFLIGHT_FAILED, problems)
+    policy = replace(policy, essential={*policy.essential, job.hosts[0].name})
+    return JobOutcome(fanout.FanOut(commands, printer, policy).run())
