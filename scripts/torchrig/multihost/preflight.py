@@ -25,12 +25,12 @@ CONNECT_FOR_S = 30.0
 # c10d drops a node whose heartbeat is older than 3 x 5 s by the reader's clock; clocks further
 # apart than this eat most of that margin.
 MAX_CLOCK_SKEW_S = 5.0
-# What must be the same on every host for the ranks to work together, and the fix when it is not.
+# What must be the same on every host for the ranks to work together, as the fix names it.
 SAME_EVERYWHERE = {
-    "torch": "run the same image (or torch build) on every host",
-    "nccl": "run the same image (or NCCL) on every host",
-    "python": "run the same image (or Python) on every host",
-    "torchrig": "run the same image (or torchrig) on every host",
+    "torch": "torch build",
+    "nccl": "NCCL",
+    "python": "Python",
+    "torchrig": "torchrig",
 }
 SSH_FAILURES = (
     (r"Could not resolve hostname|Name or service not known|not known",
@@ -60,10 +60,9 @@ def exposure_warning(where: str, public: Sequence[Sequence[str]], ports: str) ->
     )
 
 
-def unreachable_message(endpoint: network.Endpoint, detail: str, where: str = "") -> str:
-    origin = f"{where} " if where else ""
+def unreachable_message(endpoint: network.Endpoint, detail: str) -> str:
     return (
-        f"{origin}cannot reach the rendezvous endpoint {endpoint} ({detail}): a firewall dropping "
+        f"cannot reach the rendezvous endpoint {endpoint} ({detail}): a firewall dropping "
         f"TCP port {endpoint.port}? open it (and the ports gloo/NCCL use) between the nodes, or "
         "give --rdzv-endpoint an address every node reaches"
     )
@@ -96,15 +95,14 @@ def grouped(by_value: Mapping[str, list[str]], describe: Callable[[str], str] = 
 
 def version_problems(facts: Mapping[str, Mapping[str, Any]]) -> list[str]:
     problems = []
-    for key, fix in SAME_EVERYWHERE.items():
+    for key, what in SAME_EVERYWHERE.items():
         by_value = differences(facts, key)
         if by_value:
-            problems.append(f"{key} differs between hosts: {grouped(by_value)}: {fix}")
+            problems.append(
+                f"{key} differs between hosts: {grouped(by_value)}: run the same image (or {what}) "
+                "on every host"
+            )
     return problems
-
-
-def short_hash(digest: str) -> str:
-    return f"sha256 {digest[:12]}"
 
 
 def script_problems(facts: Mapping[str, Mapping[str, Any]], script: str) -> list[str]:
@@ -113,9 +111,10 @@ def script_problems(facts: Mapping[str, Mapping[str, Any]], script: str) -> list
     present = {host: host_facts for host, host_facts in facts.items() if host not in missing}
     by_hash = differences(present, "script_sha256")
     if by_hash:
+        hashes = grouped(by_hash, lambda digest: f"sha256 {digest[:12]}")
         problems.append(
-            f"{script} differs between hosts: {grouped(by_hash, short_hash)}: put the same code "
-            "on every host (a shared folder, or the same git commit)"
+            f"{script} differs between hosts: {hashes}: put the same code on every host (a shared "
+            "folder, or the same git commit)"
         )
     return problems
 
