@@ -68,12 +68,9 @@ class ResumableDistributedSampler:
             self.start = 0
             self.consumed = 0
 
-    def _indices(self) -> list[int]:
-        order = epoch_permutation(self.num_samples_total, self.seed, self.epoch, self.shuffle)
-        return rank_share(order[self.start :], self.rank, self.num_replicas)
-
     def __iter__(self) -> Iterator[int]:
-        return iter(self._indices())
+        order = epoch_permutation(self.num_samples_total, self.seed, self.epoch, self.shuffle)
+        return iter(rank_share(order[self.start :], self.rank, self.num_replicas))
 
     def __len__(self) -> int:
         return (self.num_samples_total - self.start) // self.num_replicas

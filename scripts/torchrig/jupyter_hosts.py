@@ -34,20 +34,16 @@ def host_of(host_header: str) -> str | None:
     return host.rstrip(".")
 
 
-def is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 def host_allowed(host_header: str, names: Collection[str]) -> bool:
     """Whether a request with this Host header may reach Jupyter (see the module docstring)."""
     host = host_of(host_header)
     if host is None:
         return False
-    return is_address(host) or host in {name.lower().rstrip(".") for name in names}
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host in {name.lower().rstrip(".") for name in names}
+    return True
 
 
 class ForeignHost(Matcher):

@@ -103,20 +103,12 @@ def rendezvous_for(
     """On the first host, at the address the others use (its SSH HostName unless
     --rdzv-endpoint says otherwise), torchrun's port 29400 unless given."""
     check_flags(flags)
-    endpoint = flags.rdzv_endpoint or parse_address(first_address)
-    nnodes = node_range(flags.nnodes, len(hosts))
-    return Rendezvous(endpoint, flags.rdzv_id or run_id or new_run_id(), nnodes)
-
-
-def parse_address(address: str) -> Endpoint:
     try:
-        return network.parse_endpoint(address)
+        endpoint = flags.rdzv_endpoint or network.parse_endpoint(first_address)
     except ValueError as exc:
         raise LaunchError(f"--rdzv-endpoint {exc}") from None
-
-
-def new_run_id() -> str:
-    return f"torchrig-{secrets.token_hex(4)}"
+    run_id = flags.rdzv_id or run_id or f"torchrig-{secrets.token_hex(4)}"
+    return Rendezvous(endpoint, run_id, node_range(flags.nnodes, len(hosts)))
 
 
 def rdzv_conf(flags: TorchrunFlags, is_host: bool) -> str:
