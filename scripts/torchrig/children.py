@@ -58,10 +58,6 @@ class Child:
     killed: bool = False
     stuck: bool = False
 
-    @property
-    def merged(self) -> bool:
-        return self.stderr is self.stdout
-
 
 def start(
     argv: Sequence[str],
@@ -188,7 +184,7 @@ def descendants_of(child: Child) -> list[int]:
 
 def outcome_of(child: Child) -> Outcome:
     stdout = read_all(child.stdout)
-    stderr = stdout if child.merged else read_all(child.stderr)
+    stderr = stdout if child.stderr is child.stdout else read_all(child.stderr)
     return Outcome(
         None if child.killed else child.process.returncode,
         stdout,

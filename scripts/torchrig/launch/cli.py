@@ -1,12 +1,10 @@
 """The `torchrig launch` command: parse, plan, print the torchrun command line, run it.
 
-torchrun runs as launch's child, so that a scheduler sees a resumable stop as 75: torchrun exits 1
-whatever its workers exited with, a stop that every worker saved and answered with RESUMABLE_EXIT
-(75) included; Slurm's `RequeueExit=75` and a Kubernetes podFailurePolicy need the 75. So launch
-passes each stop signal on to torchrun (under Kubernetes launch is PID 1, the only process the
-kubelet signals), gives the workers a notes folder (RESUMABLE_NOTES_ENV), and exits by the stop
-protocol's rule (torchrig.checkpoint.stop's `launch_status`): 75 when torchrun failed and every
-local worker left its note, else torchrun's own status.
+torchrun runs as launch's child: it exits 1 whatever its workers did, a stop that every worker
+saved and answered with RESUMABLE_EXIT (75) included, and Slurm's `RequeueExit=75` or a Kubernetes
+podFailurePolicy need the 75. So launch passes each stop signal on to torchrun (under Kubernetes
+it is PID 1, the only process the kubelet signals), gives the workers a notes folder, and exits by
+the stop protocol's rule (torchrig.checkpoint.stop's `launch_status`).
 """
 
 from __future__ import annotations

@@ -284,10 +284,10 @@ class FanOut:
         self.drain_deadline: float | None = None
 
     def start(self, host: str, rejoining: bool = False) -> None:
-        options: dict[str, Any] = {}
-        if rejoining:
-            options = {"quiet": True, "on_started": self.announce_rejoin}
-        self.sessions[host] = Session.start(host, self.commands[host], self.printer, **options)
+        on_started = self.announce_rejoin if rejoining else None
+        self.sessions[host] = Session.start(
+            host, self.commands[host], self.printer, quiet=rejoining, on_started=on_started
+        )
 
     def announce_rejoin(self, host: str) -> None:
         self.away.pop(host, None)
