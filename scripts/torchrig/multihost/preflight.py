@@ -253,7 +253,7 @@ def preflight_problems(
     python: str,
     cwd: str,
     script: str | None,
-    warn: Callable[[str], None] | None = None,
+    warn: Callable[[str], None],
 ) -> list[str]:
     """Every host's probe, side by side: the problems that stop the start. `warn` gets what
     does not stop it (a host with a public address)."""
@@ -273,7 +273,6 @@ def preflight_problems(
     if problems:
         return problems  # the rest compares hosts, which needs all of them
     skews = {host: answer["time"] - answer["received"] for host, answer in facts.items()}
-    if warn is not None:
-        for warning in exposure_warnings(facts, endpoint):
-            warn(warning)
+    for warning in exposure_warnings(facts, endpoint):
+        warn(warning)
     return problems_of(facts, skews, script, endpoint)
