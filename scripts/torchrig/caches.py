@@ -1,19 +1,11 @@
 """Where the running user's caches go: torch.compile's (inductor), Triton's and Hugging Face's.
 
-Each user's caches live under that user's own cache home: `$XDG_CACHE_HOME`, else `$HOME/.cache`.
 A compile cache holds code that is imported and pickles that are loaded, so whoever can write it
-can run code as whoever reads it: root must never read dev's, and under Apptainer or pyxis (any
-uid, a read-only image) the caches must be the user's own. The image's environment therefore
-names no cache folder; a root-owned `.pth` file in the image's site-packages calls
-`follow_user` at every interpreter start instead. Torch's own default for its compile cache is
-`/tmp/torchinductor_<user>`, a shared folder where another user can make that folder first:
-never used here while the user has a home to write to.
-
-dev's processes get the same variables, under the cache volume, from the container's start
-(`cache_environment`), so SSH and login sessions, Jupyter and the start hooks see them too.
-
-Imported at every interpreter start: the standard library's os alone.
-"""
+runs code as whoever reads it: root must never read dev's, and under Apptainer or pyxis the caches
+must be the user's own. So the image's environment names no cache folder; a root-owned `.pth`
+hook calls `follow_user` at every interpreter start instead, putting them under the user's cache
+home (never torch's default `/tmp/torchinductor_<user>`, which another user can make first).
+Imported at every interpreter start: `os` alone."""
 
 from __future__ import annotations
 

@@ -1,21 +1,13 @@
 """Child processes with a deadline, killed with their whole process group: the one runner.
 
-A hung NCCL all-reduce, a start hook waiting on the network or a benchmark stuck on a lock must
-become an answer, not a hung command. Every child here:
-- gets a session of its own, so that killing its group takes whatever it started with it and
-  nothing else, and a terminal's Ctrl-C reaches only us (then we kill the children);
-- writes to temporary files, not pipes: a chatty child (NCCL_DEBUG=INFO) would fill a pipe and
-  block, which would look like a hang, and a program it left running in the background cannot
-  hold our reading open;
-- is killed with its group at the deadline (SIGKILL; SIGTERM first where the caller wants a
-  clean-up: `terminate`), and with every process below it that moved to a session of its own
-  (torchrun starts its workers so: they would hold the GPU);
-- is then waited for only briefly: one stuck in the kernel (D state: a wedged GPU driver or
-  network filesystem) does not die of SIGKILL, and waiting for it would hang us past the
-  deadline, so it is reported as stuck and left behind.
-
-Standard library and `facts` only: root's start (`python3 -I -S`) uses it too.
-"""
+A hung NCCL all-reduce or a start hook waiting on the network must become an answer, not a hung
+command. Every child gets a session of its own (killing its group takes what it started, and a
+terminal's Ctrl-C reaches only us); writes to temporary files, not pipes (a chatty child would
+fill a pipe and block; a program it left in the background cannot hold our reading open); is
+killed with its group at the deadline, with every process below it that moved to a session of
+its own (torchrun's workers, which hold the GPU); and is then waited for only briefly: one stuck
+in the kernel (D state: a wedged driver or filesystem) does not die of SIGKILL, so it is
+reported as stuck and left behind. Standard library and `facts` only (root's start uses it)."""
 
 from __future__ import annotations
 
@@ -65,10 +57,6 @@ class Child:
     started: float = field(default_factory=time.monotonic)
     killed: bool = False
     stuck: bool = False
-
-    @property
-    def merged(self) -> bool:
-        return self.stderr is self.stdout
 
 
 def start(
@@ -196,7 +184,7 @@ def descendants_of(child: Child) -> list[int]:
 
 def outcome_of(child: Child) -> Outcome:
     stdout = read_all(child.stdout)
-    stderr = stdout if child.merged else read_all(child.stderr)
+    stderr = stdout if child.stderr is child.stdout else read_all(child.stderr)
     return Outcome(
         None if child.killed else child.process.returncode,
         stdout,

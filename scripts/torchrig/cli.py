@@ -1,10 +1,8 @@
 """The `torchrig` command: a thin dispatcher over one module per capability.
 
-Each command module exposes `add_arguments(parser)` and `run(args) -> int` and imports only the
-standard library at module level, so `torchrig --help` stays instant on machines without torch.
-A module whose exit codes give 2 a meaning of its own (`torchrig verify`: "no GPU") sets
-`USAGE_ERROR_EXIT` to the code its usage errors should exit with instead of argparse's 2.
-"""
+Each command module has `add_arguments(parser)` and `run(args) -> int` and imports only the
+standard library at module level, so `torchrig --help` stays instant. `USAGE_ERROR_EXIT` in a
+module sets the code its usage errors exit with (`torchrig verify` gives 2 a meaning of its own)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
-"""Data helpers for resumable distributed training.
-
-`ResumableDistributedSampler` is `DistributedSampler` with a position: it knows how many samples
-of the current epoch the job has consumed, saves that in a checkpoint, and after a resume skips
-exactly those, splitting the rest over however many processes the job now has.
-
-`SyntheticImages` is an image-classification dataset whose sample i is a pure function of
-(seed, i), so runs are reproducible bit for bit with no files on disk.
-
-Torch is imported lazily so `import torchrig.data` stays cheap; the classes need it when used.
-"""
+"""Data helpers for resumable distributed training: `ResumableDistributedSampler` (a
+`DistributedSampler` that resumes mid-epoch on any number of processes) and `SyntheticImages`
+(sample i a pure function of (seed, i)). torch is imported when used."""
 
 from __future__ import annotations
 
@@ -28,33 +20,19 @@ def epoch_permutation(num_samples: int, seed: int, epoch: int, shuffle: bool = T
 
 
 def rank_share(remaining: list[int], rank: int, world_size: int) -> list[int]:
-    """Rank `rank`'s part of `remaining`, interleaved: rank r takes positions r, r+W, r+2W...
-
-    Interleaving keeps what the ranks have consumed together a prefix of `remaining` after every
-    batch (k batches of b samples on W ranks are exactly remaining[: k*b*W]), which is what lets a
-    resume with another world size carry on from a single "consumed" count. Every rank gets the
-    same number of samples, so no rank runs out of batches before the others (which would leave
-    DDP waiting in a collective); the fewer than W samples that do not divide evenly are the only
-    ones left out of the epoch.
-    """
+    """Rank `rank`'s part of `remaining`, interleaved (r, r+W, r+2W...): what the ranks consumed
+    together stays a prefix of `remaining` (k batches of b on W ranks are remaining[: k*b*W]), so a
+    resume on another world size carries on from one "consumed" count. Every rank gets as many
+    samples (none runs out first and leaves DDP waiting); fewer than W are left out."""
     per_rank = len(remaining) // world_size
     return remaining[rank : per_rank * world_size : world_size]
 
 
 class ResumableDistributedSampler:
-    """Shuffles a dataset per epoch, shards it over ranks, and resumes mid-epoch.
-
-    Use it like `DistributedSampler` and tell it what the training loop consumed:
-
-        sampler.set_epoch(epoch)
-        for batch in loader:
-            ...train...
-            sampler.advance(len(batch))        # samples this rank consumed
-
-    `state_dict()` is {"epoch": e, "consumed": n}, n counting samples of epoch e consumed by all
-    ranks together; `load_state_dict` on a job of any size continues after those n samples. The
-    state counts what the loop consumed, not what the DataLoader prefetched.
-    """
+    """`DistributedSampler` that resumes mid-epoch: call `advance(len(batch))` after each batch
+    the loop consumed (not what the DataLoader prefetched). `state_dict()` is {"epoch": e,
+    "consumed": n}, n samples of epoch e consumed by all ranks together; `load_state_dict` on a
+    job of any size continues after them."""
 
     def __init__(
         self,
@@ -90,12 +68,9 @@ class ResumableDistributedSampler:
             self.start = 0
             self.consumed = 0
 
-    def _indices(self) -> list[int]:
-        order = epoch_permutation(self.num_samples_total, self.seed, self.epoch, self.shuffle)
-        return rank_share(order[self.start :], self.rank, self.num_replicas)
-
     def __iter__(self) -> Iterator[int]:
-        return iter(self._indices())
+        order = epoch_permutation(self.num_samples_total, self.seed, self.epoch, self.shuffle)
+        return iter(rank_share(order[self.start :], self.rank, self.num_replicas))
 
     def __len__(self) -> int:
         return (self.num_samples_total - self.start) // self.num_replicas
@@ -136,11 +111,8 @@ class ResumableDistributedSampler:
 
 
 class SyntheticImages:
-    """`length` random images with labels; sample i depends only on (seed, i).
-
-    Each item is (image float32 [3, size, size], label int64). The label is mixed into the image
-    (a per-class brightness offset) so the loss actually falls and a broken training loop shows.
-    """
+    """`length` (image float32 [3, size, size], label int64) pairs; sample i depends only on
+    (seed, i). A per-class brightness offset makes the loss fall, so a broken loop shows."""
 
     def __init__(self, length: int, image_size: int, num_classes: int, seed: int = 0) -> None:
         if length < 1 or image_size < 1 or num_classes < 1:

@@ -1,15 +1,9 @@
 """Process-group set-up for torchrun jobs that survives torchrun's own restarts.
 
-torchrun (`--max-restarts N`) restarts every worker when one dies. The restarted workers talk to
-the same TCPStore as the failed attempt, hosted by torchrun's agent, and the keys the old attempt
-left there (each rank's gloo/NCCL address under the default group's prefix) are still present. A
-new worker can read a dead peer's address before the peer has overwritten it and then fails in
-`init_process_group` ("Gloo connectFullMesh failed ... Connection refused") or hangs. Giving each
-attempt its own key space, a `PrefixStore` named after `TORCHELASTIC_RESTART_COUNT`, removes the
-stale keys from view; that is what `init_distributed` does.
-
-The module imports only the standard library at import time; torch is imported inside functions.
-"""
+Restarted workers talk to the same agent-hosted TCPStore as the failed attempt, whose keys (each
+rank's gloo/NCCL address) are still there: a new worker can read a dead peer's address and fail
+("Gloo connectFullMesh failed") or hang. `init_distributed` gives each attempt its own key space,
+a `PrefixStore` named after `TORCHELASTIC_RESTART_COUNT`. torch is imported inside functions."""
 
 from __future__ import annotations
 
@@ -61,11 +55,9 @@ def collective_timeout(environ: dict[str, str] | None = None) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _env_int(name: str, environ: dict[str, str], default: int | None = None) -> int:
+def _env_int(name: str, environ: dict[str, str], default: int = 0) -> int:
     raw = environ.get(name)
-    if raw is None or raw == "":
-        if default is None:
-            raise ValueError(f"environment variable {name} is not set")
+    if not raw:
         return default
     try:
         return int(raw)
@@ -76,11 +68,6 @@ def _env_int(name: str, environ: dict[str, str], default: int | None = None) -> 
 def launched_by_torchrun(environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     return all(env.get(name) for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"))
-
-
-def attempt_prefix(restart_count: int) -> str:
-    """The store prefix of one torchrun attempt; distinct attempts never share a key."""
-    return f"torchrig/attempt_{restart_count}/"
 
 
 def default_backend(device_type: str) -> str:
@@ -97,7 +84,7 @@ def _attempt_store(environ: dict[str, str], restart_count: int, timeout: timedel
         is_master=False,
         timeout=timeout,
     )
-    return dist.PrefixStore(attempt_prefix(restart_count), store)
+    return dist.PrefixStore(f"torchrig/attempt_{restart_count}/", store)
 
 
 def init_distributed(
@@ -105,13 +92,8 @@ def init_distributed(
     backend: str | None = None,
     environ: dict[str, str] | None = None,
 ) -> DistInfo:
-    """Join (or, run without torchrun, create) the default process group.
-
-    Under torchrun the group is formed over a per-attempt prefix of torchrun's store, so a job
-    restarted by `--max-restarts` forms its group again instead of tripping over the keys of the
-    attempt that crashed. Run as a plain `python script.py`, it makes a group of one, so the same
-    training code (DDP, collectives, checkpoint saving) runs unchanged.
-    """
+    """Join the default process group, over a per-attempt prefix of torchrun's store; run as a
+    plain `python script.py`, make a group of one, so the same training code runs unchanged."""
     import torch.distributed as dist
 
     env = dict(os.environ if environ is None else environ)
@@ -127,7 +109,7 @@ def init_distributed(
     rank = _env_int("RANK", env)
     world_size = _env_int("WORLD_SIZE", env)
     local_rank = _env_int("LOCAL_RANK", env, default=rank)
-    restart_count = _env_int(RESTART_COUNT_ENV, env, default=0)
+    restart_count = _env_int(RESTART_COUNT_ENV, env)
     if device_type == "cuda":
         # Before the group exists, so NCCL binds each rank to its own GPU, not all to GPU 0.
         import torch
@@ -152,13 +134,9 @@ def init_distributed(
 
 
 def shutdown_distributed() -> None:
-    """Leave the process group together: call it on every rank at a clean finish.
-
-    The barrier first: a rank that tears gloo down and exits while a peer is still on its way
-    here closes connections under the peer's gloo threads, which can abort the peer's process
-    ("terminate called without an active exception"). After a failure, skip this and let the
-    process exit: its peers may be gone, and the barrier would wait for them.
-    """
+    """Leave the process group together, on every rank at a clean finish (not after a failure:
+    the barrier would wait for peers that may be gone). The barrier first: a rank that tears gloo
+    down while a peer is on its way here can abort the peer's process."""
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -178,12 +156,8 @@ def all_reduce_mean(value: torch.Tensor) -> torch.Tensor:
 
 
 def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
-    """Give every rank `src`'s buffers (BatchNorm running statistics and the like).
-
-    DDP does this before every forward; FSDP does not, so with FSDP each rank's running
-    statistics drift apart and a checkpoint (which stores one rank's copy) would hand the others
-    different values on resume. One broadcast per dtype keeps it to a few small messages.
-    """
+    """Give every rank `src`'s buffers (BatchNorm running statistics...): DDP does it before every
+    forward, FSDP does not, and a checkpoint stores one rank's copy. One broadcast per dtype."""
     import torch
     import torch.distributed as dist
 
@@ -195,20 +169,14 @@ def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
     for buffers in by_dtype.values():
         flat = torch.cat([b.detach().reshape(-1) for b in buffers])
         dist.broadcast(flat, src=src)
-        offset = 0
-        for buffer in buffers:
-            buffer.data.copy_(flat[offset : offset + buffer.numel()].view_as(buffer))
-            offset += buffer.numel()
+        for buffer, part in zip(buffers, flat.split([b.numel() for b in buffers]), strict=True):
+            buffer.data.copy_(part.view_as(buffer))
 
 
 def shard_model(model: torch.nn.Module, min_unit_params: int = 1_000_000, **fsdp_kwargs) -> None:
-    """Apply FSDP2's `fully_shard` bottom-up: a submodule becomes its own unit once it holds at
-    least `min_unit_params` parameters not already in a unit below it, then the root.
-
-    Each unit's weights are all-gathered only while it runs, so peak memory is about one unit's
-    full weights plus every rank's shard; units that are too small would only add communication.
-    Changes `model` in place; `fsdp_kwargs` go to every `fully_shard` call (e.g. `mp_policy`).
-    """
+    """Apply FSDP2's `fully_shard` bottom-up, in place: a submodule becomes its own unit once it
+    holds `min_unit_params` parameters not in a unit below it (smaller units would only add
+    communication), then the root. `fsdp_kwargs` go to every `fully_shard` (e.g. `mp_policy`)."""
     from torch.distributed.fsdp import fully_shard
 
     if min_unit_params < 1:

@@ -1,23 +1,10 @@
 """Jupyter server extension: the Host-header (DNS-rebinding) check, kept on inside the container.
 
-jupyter_server checks the Host header only while it listens on loopback; in a container it must
-listen on 0.0.0.0 (Docker publishes the port to the container's interface), which turns its check
-off. Turned back on (`ServerApp.allow_remote_access=False`) it would accept loopback addresses
-only, and so refuse a user who opened the port to the network (BIND_ADDR) and browses to the
-workstation's address. So this check replaces it and allows what a DNS-rebinding page cannot
-forge, plus the names the user asked for:
-
-- an IP address (IPv4, or IPv6 in brackets): a page can rebind a name to a new address, but a
-  browser sends an address as the Host only when the user typed that address;
-- the names in `ServerApp.local_hostnames` (jupyter_server's own list, `localhost` by default;
-  JUPYTER_HOSTNAMES adds to it).
-
-Every other request gets 403 before any handler runs: Jupyter's API, the kernels' websockets,
-and the servers behind jupyter-server-proxy (TensorBoard) alike, token or no token
-(JUPYTER_ALLOW_NO_TOKEN=1 is exactly when the check matters most). Loaded by the command line that
-`torchrig.container.jupyter` builds. It runs inside Jupyter's server (with tornado),
-not at start-up, so it lives outside `container/`, whose modules use the standard library only.
-"""
+jupyter_server checks the Host header only while it listens on loopback; in a container it listens
+on 0.0.0.0, which turns the check off, and turned back on it would refuse the workstation's own
+address. So this check allows what a DNS-rebinding page cannot forge, an IP address (a browser
+sends one only when the user typed it), plus `ServerApp.local_hostnames` (JUPYTER_HOSTNAMES adds
+to it); every other request gets 403 before any handler runs (the API, kernels, proxied servers)."""
 
 from __future__ import annotations
 
@@ -47,20 +34,16 @@ def host_of(host_header: str) -> str | None:
     return host.rstrip(".")
 
 
-def is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 def host_allowed(host_header: str, names: Collection[str]) -> bool:
     """Whether a request with this Host header may reach Jupyter (see the module docstring)."""
     host = host_of(host_header)
     if host is None:
         return False
-    return is_address(host) or host in {name.lower().rstrip(".") for name in names}
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host in {name.lower().rstrip(".") for name in names}
+    return True
 
 
 class ForeignHost(Matcher):

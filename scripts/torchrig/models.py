@@ -1,8 +1,5 @@
-"""Models for the training example and the benchmarks: torchvision's, or a tiny built-in CNN.
-
-torchvision is imported only when a torchvision model is asked for, so the tiny model (and the
-tests that use it) work on machines where torchvision is missing or does not match torch.
-"""
+"""Models for the training example and the benchmarks: torchvision's (imported only when asked
+for), or a tiny built-in CNN."""
 
 from __future__ import annotations
 

@@ -1,13 +1,6 @@
 """The workstation's mounts: where each is in the container, what fills it from the host, and
-whether dev writes there. Both sides of Docker ask here.
-
-docker-compose.yml mounts exactly these (tests/unit/test_mounts.py holds the two together). On
-the host, `make prepare` creates the bind mounts' folders and, as root, hands those dev writes to
-dev (host/bind_mounts.py); in the container, the start hands what Docker created empty as root,
-and dev's volumes, to dev, and checks that dev can use each bind mount (container/entrypoint.py).
-
-Standard library only: `host/` imports this under plain python3.
-"""
+whether dev writes there. Both sides of Docker ask here; docker-compose.yml mounts exactly these
+(tests/unit/test_mounts.py holds the two together). Standard library only."""
 
 from __future__ import annotations
 

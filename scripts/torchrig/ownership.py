@@ -1,23 +1,13 @@
 """Handing a tree to another owner as root: the one rule both sides of Docker follow.
 
-Root changes owners inside trees that someone else controls: `make up` as root hands the root-owned
-files of the workspace to the container's dev (host/bind_mounts.py), and the container's start
-hands dev's home, state dir and SSH host keys to PUID/PGID (container/accounts.py). The tree's
-owner may have prepared it, so:
-
-- no symlink is followed. Each directory is held open (os.fwalk) and its entries are changed by
-  name inside it, so a directory swapped for a symlink mid-walk is neither followed nor changed
-  through. A symlink itself changes owner; what it points to does not.
-- a regular file with more than one hard link is left alone. It may be another's file (root's own
-  start-up code, /etc/shadow) linked into the tree, and a chown would hand over that file too.
-  Where the kernel lets users hard-link files they do not own (`fs.protected_hardlinks=0`, its
-  default, though systemd distributions set 1) that is the whole attack.
-- a regular file or directory is checked and changed through one descriptor, opened without
-  following a symlink: the file whose links were counted is the file that changes, even if its
-  name is swapped meanwhile.
-
-Standard library only: both sides import it (the host's plain python3, root's `python3 -I -S`).
-"""
+The tree's owner may have prepared it, so:
+- no symlink is followed: each directory is held open (os.fwalk) and its entries are changed by
+  name inside it; a symlink itself changes owner, not its target;
+- a regular file with more than one hard link is left alone: it may be another's file (root's
+  code, /etc/shadow) linked in, where `fs.protected_hardlinks=0` lets users do that;
+- a file is checked and changed through one descriptor opened without following a symlink, so
+  the file whose links were counted is the file that changes.
+Standard library only: both sides import it."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""Byte sizes: the binary units, and the one way a size is written for a person.
-
-Every part of the package asks here (the banner, `torchrig verify`, `torchrig status`, the
-checkpoint manager and `torchrig ckpt`). Standard library only, nothing imported: the container's
-start and the checkpoint code both read it.
-"""
+"""Byte sizes: the binary units, and the one way a size is written for a person. Imports nothing."""
 
 from __future__ import annotations
 

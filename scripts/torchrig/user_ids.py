@@ -1,8 +1,5 @@
-"""PUID/PGID, the numeric user and group ids the container's `dev` takes, parsed one way on
-both sides of Docker: by `make up` on the host (`torchrig.host.bind_mounts`, to hand root-owned
-bind mounts to dev) and by the container's start-up (`torchrig.container.settings`, to remap
-dev). Standard library only, with no other torchrig import: both sides import it.
-"""
+"""PUID/PGID, the numeric ids the container's `dev` takes, parsed one way on both sides of Docker
+(`host.bind_mounts`, `container.settings`). Standard library only."""
 
 from __future__ import annotations
 

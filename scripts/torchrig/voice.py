@@ -1,20 +1,9 @@
 """How torchrig's own programs speak to a person: a line on stderr, `<speaker> <level>: <text>`.
 
-- speaker: `torchrig <command>:` for a subcommand (argparse's own errors read the same);
-  `[torchrig]` where torchrig speaks inside another program's output (the container's start in
-  `docker logs`, a torchrun worker between torchrun's lines, the kept venv's pip and uv, the
-  multi-host wrapper on each host); none for the Makefile's helpers (make named the target).
-- level: `error:` when it stops, `warning:` when it goes on but something is wrong, none for a
-  note (what it did, what it waits for).
-
-Results (a report, a listing, JSON, a URL) go to stdout with print, never through here. Library
-code that runs inside the user's own process (`torchrig.checkpoint`) does not print at all: it
-warns (`warnings.warn`), which the user can filter, and keeps diagnostics to `logging` (see
-docs/architecture.md, "How torchrig speaks").
-
-Standard library only, and only what every interpreter has loaded already: the container's
-start, the host's helpers and torchrig.launch.rank_exit (in every worker) import it.
-"""
+speaker: `torchrig <command>:`, or `[torchrig]` inside another program's output, or none for the
+Makefile's helpers; level: `error:` when it stops, `warning:` when it goes on, none for a note.
+Results go to stdout with print (docs/architecture.md, "How torchrig speaks"). Only what every
+interpreter has loaded already: rank_exit imports it in every worker."""
 
 from __future__ import annotations
 

@@ -1,21 +1,34 @@
 """The `torchrig launch` command: parse, plan, print the torchrun command line, run it.
 
-    torchrig launch [--nproc-per-node N] [--max-restarts N] [--threads N] [--collective-timeout S]
-                    [--hostfile FILE | --hosts a,b] [--dry-run] [torchrun flags...]
-                    script.py [script args...]
-
-Flags given explicitly win over the defaults; every other torchrun flag passes through unchanged.
-With --hostfile or --hosts the same launch runs on every host over SSH (hosts.py).
+torchrun runs as launch's child: it exits 1 whatever its workers did, a stop that every worker
+saved and answered with RESUMABLE_EXIT (75) included, and Slurm's `RequeueExit=75` or a Kubernetes
+podFailurePolicy need the 75. So launch passes each stop signal on to torchrun (under Kubernetes
+it is PID 1, the only process the kubelet signals), gives the workers a notes folder, and exits by
+the stop protocol's rule (torchrig.checkpoint.stop's `launch_status`).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
 
-from torchrig.checkpoint.stop import RESUMABLE_EXIT
-from torchrig.launch import child, environment, hosts, options, plan, rank_exit, rendezvous
+from torchrig.checkpoint.stop import (
+    RESUMABLE_EXIT,
+    RESUMABLE_NOTES_ENV,
+    handle_stop_signals,
+    launch_status,
+)
+from torchrig.launch import hosts, options, plan, rank_exit
 from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
+from torchrig.launch.torchrun import TORCHRUN_MODULE
 from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
 from torchrig.voice import Voice
@@ -43,12 +56,12 @@ def run(args: argparse.Namespace) -> int:
         plan.check_script(request)
         environ = dict(os.environ)
         gpus = plan.count_visible_gpus(environ)
-        route = rendezvous.check_rendezvous(request.torchrun)
+        route = plan.check_rendezvous(request.torchrun)
         launch_plan = plan.build_plan(request, environ, gpus, os.cpu_count() or 1, route)
     except (LaunchError, HostsError) as exc:
         VOICE.error(str(exc))
         return 2
-    exposure = rendezvous.exposure_here(request.torchrun)
+    exposure = plan.exposure_here(request.torchrun)
     if exposure is not None:
         VOICE.warning(exposure)
     print(f"+ {launch_plan.display()}", flush=True)
@@ -57,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     if launch.dry_run:
         return 0
     # torchrun as a child, not exec'd: it exits 1 for a resumable stop, launch exits 75.
-    result = child.run_torchrun(launch_plan.argv, {**environ, **launch_plan.env_updates})
+    result = run_torchrun(launch_plan.argv, {**environ, **launch_plan.env_updates})
     if restarts_were_left_off(request, environ, result):
         VOICE.note(NOT_RESTARTED)
     return result.status
@@ -76,11 +89,75 @@ NOT_RESTARTED = (
 
 
 def restarts_were_left_off(
-    request: plan.LaunchRequest, environ: dict[str, str], result: child.TorchrunResult
+    request: plan.LaunchRequest, environ: dict[str, str], result: TorchrunResult
 ) -> bool:
     """A failure, not a stop, under launch's default of no restarts: worth a hint."""
     defaulted = request.max_restarts is None and (
-        environment.set_by_environment("--max-restarts", environ) is None
+        plan.set_by_environment("--max-restarts", environ) is None
     )
     failed = result.status not in (0, RESUMABLE_EXIT) and not result.stopped
     return defaulted and failed
+
+
+# torchrun's own default set, plus the stop signals it would otherwise die of.
+TORCHRUN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+SIGNALS_FLAG = "--signals-to-handle"
+
+
+def torch_handles_more_signals() -> bool:
+    """Whether this torch's torchrun has --signals-to-handle (read from its source: importing
+    torch takes seconds)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return False
+    run = Path(spec.origin).parent / "distributed" / "run.py"
+    try:
+        return SIGNALS_FLAG in run.read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def with_stop_signals_handled(argv: list[str], supported: bool) -> list[str]:
+    """torchrun's command line with SIGUSR1/SIGUSR2 handled too, unless the user chose the set.
+    `argv` is [python, (its flags,) -m, torch.distributed.run, ...flags, script, ...]."""
+    if not supported or any(
+        arg.split("=", 1)[0] in (SIGNALS_FLAG, "--signals_to_handle") for arg in argv
+    ):
+        return argv
+    at = argv.index(TORCHRUN_MODULE) + 1
+    return [*argv[:at], f"{SIGNALS_FLAG}={','.join(TORCHRUN_SIGNALS)}", *argv[at:]]
+
+
+@dataclass(frozen=True)
+class TorchrunResult:
+    status: int  # launch's exit status
+    stopped: bool  # launch itself got a stop signal meanwhile (passed on to torchrun)
+
+
+def run_torchrun(argv: list[str], environ: Mapping[str, str]) -> TorchrunResult:
+    """Run torchrun, pass the stop signals on to it, and return launch's exit status."""
+    argv = with_stop_signals_handled(argv, torch_handles_more_signals())
+    children: list[subprocess.Popen[bytes]] = []
+    pending: list[int] = []  # signals that came before torchrun existed
+    received: list[int] = []
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
+        if not children:
+            pending.append(signum)
+        elif children[0].poll() is None:
+            children[0].send_signal(signum)
+
+    # Installed before torchrun starts, so that no stop can kill launch and orphan torchrun.
+    previous = handle_stop_signals(forward)
+    try:
+        with tempfile.TemporaryDirectory(prefix="torchrig-launch-") as notes:
+            children.append(subprocess.Popen(argv, env={**environ, RESUMABLE_NOTES_ENV: notes}))
+            for signum in pending:
+                children[0].send_signal(signum)
+            code = children[0].wait()
+            status = launch_status(code, (path.name for path in Path(notes).iterdir()))
+            return TorchrunResult(status, stopped=bool(received))
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

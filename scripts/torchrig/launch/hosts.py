@@ -1,25 +1,21 @@
 """`torchrig launch --hostfile FILE`: the same launch on every host, from one of them, over SSH.
 
-What it runs on host i, in the launcher's folder, under the remote wrapper:
+Host i runs, in the launcher's folder, under the remote wrapper:
 
     torchrig launch --nnodes 1:N --rdzv-backend c10d --rdzv-endpoint FIRST:29400
                     --rdzv-id RUN --rdzv-conf is_host=<i == 0> [--nproc-per-node SLOTS] ...
 
-so each host makes its own local plan (its GPUs, its cores, its route to the endpoint) and
-torchrun's c10d rendezvous on the first host joins them; nothing here schedules anything. Elastic
-by default: a job of N hosts runs on 1 to N of them, shrinks when one dies and grows when it comes
-back (the launcher starts it again when it answers). `--nnodes N` fixes the size instead, and the
-others then wait for a lost host to come back.
-
-This module writes each host's share of the request (options.py writes the options); checking
-the hosts, running them and taking them down is torchrig.multihost's (run.py).
-"""
+so each host makes its own local plan and torchrun's c10d rendezvous on the first host joins
+them. Elastic by default: a job of N hosts runs on 1 to N of them (`--nnodes N` fixes the size).
+Every multi-host run (`verify --hostfile` too) goes through `run_job`: say what runs where, check
+every host (multihost.preflight), then one command per host under the remote wrapper (fanout)."""
 
 from __future__ import annotations
 
 import secrets
+import shlex
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint
@@ -27,10 +23,40 @@ from torchrig.interpreter import module_command
 from torchrig.launch.options import Launch, launch_argv
 from torchrig.launch.plan import LaunchError, LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
-from torchrig.multihost import fanout, run
+from torchrig.multihost import fanout, preflight
 from torchrig.multihost.fanout import JobPolicy, Printer
 from torchrig.multihost.hostfile import Host
-from torchrig.multihost.run import HostJob, JobOutcome, Rendezvous
+
+# As a usage error: nothing was started.
+PREFLIGHT_FAILED = 2
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """Where the hosts meet and how many of them the job needs: the same for every host."""
+
+    endpoint: Endpoint
+    run_id: str
+    nnodes: str  # "MIN:MAX" or "N"
+
+
+@dataclass(frozen=True)
+class HostJob:
+    """One command per host, each run in `cwd` on that host."""
+
+    hosts: list[Host]  # the first holds the rendezvous
+    rendezvous: Rendezvous
+    commands: dict[str, list[str]]  # host name -> its command
+    python: str  # the Python with torchrig on the hosts: it runs the probe and the wrapper
+    cwd: str
+    script: str | None = None  # a file every host must hold alike; None: nothing to compare
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    code: int  # the job's exit status; PREFLIGHT_FAILED when the preflight stopped it
+    problems: list[str] = field(default_factory=list)  # the preflight's, one line each
+
 
 # Flags the fan-out sets per host.
 SET_PER_HOST = ("--nnodes", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf")
@@ -77,20 +103,12 @@ def rendezvous_for(
     """On the first host, at the address the others use (its SSH HostName unless
     --rdzv-endpoint says otherwise), torchrun's port 29400 unless given."""
     check_flags(flags)
-    endpoint = flags.rdzv_endpoint or parse_address(first_address)
-    nnodes = node_range(flags.nnodes, len(hosts))
-    return Rendezvous(endpoint, flags.rdzv_id or run_id or new_run_id(), nnodes)
-
-
-def parse_address(address: str) -> Endpoint:
     try:
-        return network.parse_endpoint(address)
+        endpoint = flags.rdzv_endpoint or network.parse_endpoint(first_address)
     except ValueError as exc:
         raise LaunchError(f"--rdzv-endpoint {exc}") from None
-
-
-def new_run_id() -> str:
-    return f"torchrig-{secrets.token_hex(4)}"
+    run_id = flags.rdzv_id or run_id or f"torchrig-{secrets.token_hex(4)}"
+    return Rendezvous(endpoint, run_id, node_range(flags.nnodes, len(hosts)))
 
 
 def rdzv_conf(flags: TorchrunFlags, is_host: bool) -> str:
@@ -139,4 +157,49 @@ def run_on_hosts(
     assert launch.hosts, "a launch on this machine has no hosts to run on"
     job = host_job(launch.request, launch.hosts, launch.remote_python or sys.executable, cwd)
     printer = printer or Printer([host.name for host in launch.hosts])
-    return run.run(job, printer, policy or JobPolicy(), launch.dry_run)
+    return run_job(job, printer, policy or JobPolicy(), launch.dry_run)
+
+
+def ssh_commands(job: HostJob) -> dict[str, list[str]]:
+    """host -> the `ssh` command that runs its command under the remote wrapper, in `cwd`."""
+    return {
+        host: fanout.ssh_command(
+            host, module_command(job.python, "torchrig.multihost.remote", "--", *command), job.cwd
+        )
+        for host, command in job.commands.items()
+    }
+
+
+def summary(job: HostJob) -> str:
+    names = ", ".join(host.name + (f" ({host.slots})" if host.slots else "") for host in job.hosts)
+    where = job.rendezvous
+    return (
+        f"{len(job.hosts)} host(s): {names}; rendezvous {where.endpoint} (run id {where.run_id}), "
+        f"nodes {where.nnodes}"
+    )
+
+
+def run_job(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = False) -> JobOutcome:
+    """Say what runs where; with `dry_run` print each host's command and stop. Otherwise the
+    preflight, and when it finds nothing, every host's command under `policy`, whose essential
+    hosts always include the first (it holds the rendezvous)."""
+    commands = ssh_commands(job)
+    printer.note(summary(job))
+    if dry_run:
+        for host, argv in commands.items():
+            printer(host, "out", "+ " + shlex.join(argv))
+        return JobOutcome(0)
+    problems = preflight.preflight_problems(
+        job.hosts,
+        job.rendezvous.endpoint,
+        job.python,
+        job.cwd,
+        job.script,
+        printer.warning,
+    )
+    if problems:
+        for problem in problems:
+            printer.note(problem)
+        return JobOutcome(PREFLIGHT_FAILED, problems)
+    policy = replace(policy, essential={*policy.essential, job.hosts[0].name})
+    return JobOutcome(fanout.FanOut(commands, printer, policy).run())

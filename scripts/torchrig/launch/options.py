@@ -1,11 +1,6 @@
-"""`torchrig launch`'s options: read once from the command line into one `Launch` (the
-`LaunchRequest`, and where it runs), and the request written back out as arguments for the same
-command elsewhere (`--hostfile` runs it on every host).
-
-Reader and writer sit together, so an option is added in this file alone; a test reads back what
-the writer wrote for a request with every field set. torchrun's own flags are `TorchrunFlags`'s
-(torchrun.py), which reads and writes them the same way.
-"""
+"""`torchrig launch`'s options: read once into one `Launch`, and the request written back out as
+arguments for the same command elsewhere (`--hostfile`). Reader and writer sit together, so an
+option is added in this file alone."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """The local plan: from what the user asked and what the machine has to a torchrun command line.
 
-A pure function (`build_plan`) of the request, the environment and the machine's counts, so every
-default is tested without starting anything. GPUs are counted when the command runs, from NVML and
-CUDA_VISIBLE_DEVICES as CUDA reads it (torchrig.facts), or from torch when NVML cannot say.
+`build_plan` is pure, so every default is tested without starting anything. A scheduler's `PET_*`
+variables (torchrun reads each flag from one; Kubeflow sets them in every pod) are never
+overridden by a default. A multi-node launch by hand has its endpoint checked before torchrun
+starts, so a mistake is one clear line, not a hung rendezvous.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
-from torchrig.facts import nvml
-from torchrig.facts.network import Route
+from torchrig.facts import network, nvml
+from torchrig.facts.network import Reach, Route
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
 from torchrig.interpreter import module_command
-from torchrig.launch import environment
 from torchrig.launch.torchrun import TORCHRUN_MODULE, TorchrunFlags
+from torchrig.multihost.preflight import exposure_warning, unreachable_message
 
 # torchrun's own default. A restart runs the script again from its start, which only a script
 # that resumes from its checkpoints turns into progress; such a script asks for restarts
@@ -41,6 +42,24 @@ SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 class LaunchError(ValueError):
     """Bad input to `torchrig launch`: the message says what to change."""
+
+
+def pet_variable(flag: str) -> str:
+    """'--nproc-per-node' -> 'PET_NPROC_PER_NODE' (torchrun's own naming rule)."""
+    return "PET_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+def set_by_environment(flag: str, environ: Mapping[str, str]) -> str | None:
+    """The value torchrun will take for `flag` from the environment, or None."""
+    return environ.get(pet_variable(flag), "").strip() or None
+
+
+def multi_node_by_environment(environ: Mapping[str, str]) -> bool:
+    """A scheduler asked for more than one node, or named a rendezvous on another machine."""
+    elsewhere = ("--master-addr", "--rdzv-endpoint", "--node-rank")
+    if any(set_by_environment(flag, environ) for flag in elsewhere):
+        return True
+    return set_by_environment("--nnodes", environ) not in (None, "1", "1:1")
 
 
 @dataclass
@@ -102,12 +121,12 @@ def choose_nproc(requested: str | None, gpu_count: int, cpu_count: int) -> int:
 
 def nproc_from_environment(environ: Mapping[str, str]) -> str | None:
     """PET_NPROC_PER_NODE as torchrun would take it, checked here so a typo fails before start."""
-    value = environment.set_by_environment("--nproc-per-node", environ)
+    value = set_by_environment("--nproc-per-node", environ)
     if value is None:
         return None
     if value in NPROC_WORDS or (value.isdigit() and int(value) >= 1):
         return value
-    variable = environment.pet_variable("--nproc-per-node")
+    variable = pet_variable("--nproc-per-node")
     raise LaunchError(f"{variable}={value!r}: expected a whole number >= 1, auto, gpu or cpu")
 
 
@@ -136,14 +155,14 @@ def build_plan(
     nproc = choose_nproc(request.nproc_per_node or nproc_env, gpu_count, cpu_count)
     argv = module_command(sys.executable, TORCHRUN_MODULE)
     flags = request.torchrun
-    multi_node = flags.multi_node or environment.multi_node_by_environment(environ)
+    multi_node = flags.multi_node or multi_node_by_environment(environ)
     if not multi_node:
         argv.append("--standalone")
     if request.nproc_per_node is not None or nproc_env is None:
         argv += ["--nproc-per-node", str(nproc)]
     if request.max_restarts is not None:
         argv += ["--max-restarts", str(request.max_restarts)]
-    elif environment.set_by_environment("--max-restarts", environ) is None:
+    elif set_by_environment("--max-restarts", environ) is None:
         argv += ["--max-restarts", str(DEFAULT_MAX_RESTARTS)]
     argv += rendezvous_defaults(flags, environ, route)
     argv += [*flags.argv(), request.script, *request.script_args]
@@ -161,7 +180,7 @@ def rendezvous_defaults(
     if flags.rdzv_endpoint is None:
         return []
     argv = []
-    backend = flags.rdzv_backend or environment.set_by_environment("--rdzv-backend", environ)
+    backend = flags.rdzv_backend or set_by_environment("--rdzv-backend", environ)
     if backend is None and not flags.static:
         argv += ["--rdzv-backend", "c10d"]
     if flags.local_addr is None and route and not route.loopback:
@@ -200,3 +219,38 @@ def worker_environment(
     elif TIMEOUT_ENV not in environ:
         env[TIMEOUT_ENV] = str(DEFAULT_TIMEOUT_S)
     return env
+
+
+def check_rendezvous(flags: TorchrunFlags, timeout_s: float = 5.0) -> Route | None:
+    """This node's route to the endpoint (None without one). Errors now for what torchrun would
+    only report after its 60 s timeout: a name that does not resolve, an endpoint that drops
+    connections (a refusal is fine: the endpoint's own launch has not started yet)."""
+    endpoint = flags.rdzv_endpoint
+    if endpoint is None:
+        return None
+    route = network.route_to(endpoint.host)
+    if route is None:
+        raise LaunchError(
+            f"--rdzv-endpoint {endpoint}: {endpoint.host!r} does not resolve on this machine: "
+            "give its address, or add it to DNS or /etc/hosts"
+        )
+    is_local = route.loopback or network.resolve(endpoint.host) == route.address
+    if not is_local:
+        outcome, detail = network.reach(endpoint, timeout_s)
+        if outcome == Reach.UNREACHABLE:
+            raise LaunchError(unreachable_message(endpoint, detail))
+    return route
+
+
+def exposure_here(flags: TorchrunFlags) -> str | None:
+    """The warning for this machine, when it has a public address; else None."""
+    public = network.public_addresses()
+    if not public:
+        return None
+    ports = "the rendezvous store on a free port, the workers' store on another"
+    if flags.rdzv_endpoint is not None:
+        ports = (
+            f"the rendezvous store on port {flags.rdzv_endpoint.port} of its host, the workers' "
+            "store on a free port"
+        )
+    return exposure_warning("this machine", public, ports)

@@ -1,30 +1,17 @@
 """A rank ends with its script's status, not with whatever Python's teardown does after it.
 
-Why: a rank whose script returned can still die in Python's teardown: torch's C++ destructors
-(gloo's threads freeing the last collective's work, a process group nobody destroyed) abort with
-"terminate called without an active exception" (SIGABRT), more often on a busy machine. torchrun
-counts that as a failure and, with restarts left, runs the whole finished job again, or exits 1
-after a good training; `mp.spawn` fails the run. A forked multiprocessing child never meets this:
-it ends with `os._exit` right after its target.
+A rank whose script returned can still die in Python's teardown: torch's C++ destructors (gloo's
+threads, a process group nobody destroyed) abort with "terminate called without an active
+exception" (SIGABRT), more often on a busy machine. torchrun counts that as a failure (and with
+restarts left runs the finished job again); `mp.spawn` fails the run.
 
-What: once the script is done, Python's teardown runs as usual up to its `atexit` functions (it
-waits for the script's non-daemon threads, then runs the functions the script and its libraries
-registered). The last of them, registered here before the script starts, flushes every file left
-open and ends the process with the script's status by `os._exit`, before the C++ teardown that
-aborts. A rank whose status is unknown (a KeyboardInterrupt) goes through the full teardown.
-
-Where, one process per rank, both started by the image's `.pth` line at every interpreter start:
-
-- a torchrun worker (`python -u script.py ...` or `python -u -m module ...`, under plain torchrun
-  and `torchrig launch` alike) execs itself, same pid, into `python -u -P -c RUN script.py ...`,
-  where RUN calls `main`, which runs the script with runpy as `python script.py` would;
-- a child of `mp.spawn` (`--multiprocessing-fork`) that used torch: multiprocessing's own entry,
-  `multiprocessing.spawn.spawn_main`, is wrapped to learn the child's exit status.
-
-Local rank 0 of a restart round says which round it is (torchrun's lines above name what failed).
-
-`TORCHRIG_RANK_EXIT=off` turns it all off. Standard library only at import time.
-"""
+So the last `atexit` function, registered before the script starts, flushes every open file and
+ends the process with the script's status by `os._exit`, before the C++ teardown. A rank whose
+status is unknown (a KeyboardInterrupt) goes through the full teardown. Started by the image's
+`.pth` line at every interpreter start: a torchrun worker (`python -u script.py` or `-u -m
+module`) execs itself, same pid, into `python -u -P -c RUN script.py ...`, which runs the script
+with runpy; a child of `mp.spawn` that used torch has `multiprocessing.spawn.spawn_main` wrapped
+to learn its status. `TORCHRIG_RANK_EXIT=off` turns it all off. Standard library only."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""torchrun's own flags: which pass through, how they are collected, and what they say.
-
-`torchrig launch` accepts every torchrun flag (with dashes or underscores) and hands it to torchrun
-unchanged and in order; a test compares this table with torchrun's own parser. They are parsed
-once, into `TorchrunFlags`, which answers every question launch asks of them and writes them back.
+"""torchrun's own flags: every one passes through unchanged and in order (a test compares this
+table with torchrun's parser), parsed once into `TorchrunFlags`, which answers launch's questions.
 """
 
 from __future__ import annotations
@@ -23,35 +20,19 @@ Flag = tuple[str, str | None]
 
 # torchrun's own flags (torch 2.13) that pass through untouched: name -> takes a value.
 # --nproc-per-node, --max-restarts and --standalone are handled by torchrig launch itself.
-TORCHRUN_FLAGS: dict[str, bool] = {
-    "--nnodes": True,
-    "--rdzv-backend": True,
-    "--rdzv-endpoint": True,
-    "--rdzv-id": True,
-    "--rdzv-conf": True,
-    "--monitor-interval": True,
-    "--start-method": True,
-    "--event-log-handler": True,
-    "--role": True,
-    "--log-dir": True,
-    "--redirects": True,
-    "--tee": True,
-    "--local-ranks-filter": True,
-    "--duplicate-stdout-filters": True,
-    "--duplicate-stderr-filters": True,
-    "--node-rank": True,
-    "--master-addr": True,
-    "--master-port": True,
-    "--local-addr": True,
-    "--logs-specs": True,
-    "--numa-binding": True,
-    "--signals-to-handle": True,
-    "--shutdown-timeout": True,
-    "--module": False,
-    "--no-python": False,
-    "--run-path": False,
-    "--virtual-local-rank": False,
-}
+WITH_VALUE = (
+    "--nnodes", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf",
+    "--monitor-interval", "--start-method", "--event-log-handler", "--role", "--log-dir",
+    "--redirects", "--tee", "--local-ranks-filter", "--duplicate-stdout-filters",
+    "--duplicate-stderr-filters", "--node-rank", "--master-addr", "--master-port",
+    "--local-addr", "--logs-specs", "--numa-binding", "--signals-to-handle", "--shutdown-timeout",
+)  # fmt: skip
+BARE = ("--module", "--no-python", "--run-path", "--virtual-local-rank")
+TORCHRUN_FLAGS: dict[str, bool] = dict.fromkeys(WITH_VALUE, True) | dict.fromkeys(BARE, False)
+
+# The fields of TorchrunFlags that are a flag's last value as given.
+VALUE_FIELDS = ("nnodes", "rdzv_backend", "rdzv_id", "rdzv_conf", "local_addr", "master_addr",
+                "master_port", "node_rank")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -88,19 +69,13 @@ class TorchrunFlags:
                 endpoint = network.parse_endpoint(last["--rdzv-endpoint"])
             except ValueError as exc:
                 raise ValueError(f"--rdzv-endpoint {exc}") from None
+        values = {name: last.get("--" + name.replace("_", "-")) for name in VALUE_FIELDS}
         return cls(
             given=given,
-            nnodes=last.get("--nnodes"),
             rdzv_endpoint=endpoint,
-            rdzv_backend=last.get("--rdzv-backend"),
-            rdzv_id=last.get("--rdzv-id"),
-            rdzv_conf=last.get("--rdzv-conf"),
-            local_addr=last.get("--local-addr"),
-            master_addr=last.get("--master-addr"),
-            master_port=last.get("--master-port"),
-            node_rank=last.get("--node-rank"),
             module="--module" in last,
             no_python="--no-python" in last,
+            **values,
         )
 
     @property

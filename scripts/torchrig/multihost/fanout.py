@@ -1,11 +1,9 @@
-"""One OpenSSH `ssh` per host: commands started together, output prefixed, taken down together.
+"""One OpenSSH `ssh` per host (the user's ~/.ssh/config for ports, users, keys, jump hosts):
+commands started together, output prefixed, taken down together.
 
-No pdsh or MPI: the `ssh` client the image already has (it comes with openssh-server), and the
-user's ~/.ssh/config for ports, users, keys and jump hosts. Every session keeps its stdin open; the
-remote end (remote.py) stops its command when that stdin ends, so closing it is how a host is
-told to stop, and a launcher that dies (even by SIGKILL) stops every host, since its end of every
-pipe closes with it. `ssh` runs in a session of its own, so a Ctrl-C reaches only the launcher,
-which then takes every host down in order.
+Every session keeps its stdin open; the remote end (remote.py) stops its command when that stdin
+ends, so a launcher that dies (even by SIGKILL) stops every host. `ssh` runs in a session of its
+own, so a Ctrl-C reaches only the launcher, which then takes every host down in order.
 """
 
 from __future__ import annotations
@@ -82,12 +80,9 @@ def read_lines(stream: IO[bytes], emit: Callable[[str], None]) -> None:
 
 @dataclass
 class Session:
-    """One `ssh` process: its output read on two threads, its stdin held open until closed.
-
-    A quiet session (a host that is being tried again) holds its lines back until the remote
-    wrapper says it started: until then they are `ssh`'s own complaints about a host that is
-    still away, which the job reports once, not every few seconds.
-    """
+    """One `ssh` process, its output read on two threads. A quiet one (a host tried again) holds
+    its lines back until the remote wrapper says it started: before that they are `ssh`'s
+    complaints about a host still away, which the job reports once, not every few seconds."""
 
     host: str
     process: subprocess.Popen[bytes]
@@ -133,9 +128,6 @@ class Session:
             else:
                 self.on_line(self.host, stream, text)
 
-    def poll(self) -> int | None:
-        return self.process.poll()
-
     def close_stdin(self) -> None:
         with contextlib.suppress(OSError):
             if self.process.stdin is not None:
@@ -154,23 +146,18 @@ class Session:
 
 
 def take_down(sessions: Iterable[Session], grace_s: float) -> None:
-    """Ask every host to stop (end of stdin), wait, then end the `ssh` processes themselves.
-
-    A second Ctrl-C while waiting skips the wait: the connections drop, which the remote ends
-    take as the same request to stop.
-    """
+    """Ask every host to stop (end of stdin), wait, then kill the `ssh` processes (a second
+    Ctrl-C skips the wait: the remote ends take the dropped connections as the same request)."""
     sessions = list(sessions)
     for session in sessions:
         session.close_stdin()
     try:
         deadline = time.monotonic() + grace_s
-        while any(session.poll() is None for session in sessions):
-            if time.monotonic() > deadline:
-                break
+        while any(s.process.poll() is None for s in sessions) and time.monotonic() <= deadline:
             time.sleep(0.1)
     finally:
         for session in sessions:
-            if session.poll() is None:
+            if session.process.poll() is None:
                 session.kill()
             session.finish()
 
@@ -227,11 +214,9 @@ def capture_all(
     hold_open: Iterable[str] = (),
     on_line: LineHandler | None = None,
 ) -> dict[str, Captured]:
-    """Run one command per host at once and collect their output.
-
-    The hosts in `hold_open` keep their stdin until every other host has finished (a listener
-    the others connect to); at the deadline everything still running is stopped.
-    """
+    """Run one command per host at once and collect their output. The hosts in `hold_open` (a
+    listener the others connect to) keep their stdin until every other host has finished; at
+    the deadline everything still running is stopped."""
     results = {host: Captured(code=None) for host in commands}
 
     def collect(host: str, stream: str, text: str) -> None:
@@ -248,16 +233,16 @@ def capture_all(
     try:
         while time.monotonic() < deadline:
             others = [sessions[host] for host in sessions if host not in held]
-            if all(session.poll() is not None for session in others):
+            if all(session.process.poll() is not None for session in others):
                 for host in held:
                     sessions[host].close_stdin()
                 held = set()
-            if all(session.poll() is not None for session in sessions.values()):
+            if all(session.process.poll() is not None for session in sessions.values()):
                 break
             time.sleep(0.05)
     finally:
         for host, session in sessions.items():
-            stopped = session.poll() is None
+            stopped = session.process.poll() is None
             if stopped:
                 session.close_stdin()
                 session.kill()
@@ -299,10 +284,10 @@ class FanOut:
         self.drain_deadline: float | None = None
 
     def start(self, host: str, rejoining: bool = False) -> None:
-        options: dict[str, Any] = {}
-        if rejoining:
-            options = {"quiet": True, "on_started": self.announce_rejoin}
-        self.sessions[host] = Session.start(host, self.commands[host], self.printer, **options)
+        on_started = self.announce_rejoin if rejoining else None
+        self.sessions[host] = Session.start(
+            host, self.commands[host], self.printer, quiet=rejoining, on_started=on_started
+        )
 
     def announce_rejoin(self, host: str) -> None:
         self.away.pop(host, None)
@@ -333,7 +318,7 @@ class FanOut:
 
     def step(self, now: float) -> int | None:
         for host, session in list(self.sessions.items()):
-            if session.poll() is None:
+            if session.process.poll() is None:
                 continue
             code = session.finish()
             del self.sessions[host]

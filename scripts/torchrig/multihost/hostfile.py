@@ -1,15 +1,8 @@
 """Which machines a multi-host launch runs on: a hostfile, or `--hosts a,b`.
 
-The hostfile has DeepSpeed's (and MPI's) format, one host per line:
-
-    # comments, whole-line or after a host
-    gpu-box-1 slots=4
-    gpu-box-2 slots=4
-    gpu-box-3          # no slots: torchrig launch's default there (one process per GPU)
-
-A host is a name `ssh` understands: a DNS name, an address, or a `Host` alias of ~/.ssh/config,
-which is where ports and users per host belong. `slots=N` is that host's process count.
-"""
+The hostfile has DeepSpeed's (and MPI's) format, one `host [slots=N]` per line, `#` comments. A
+host is a name `ssh` understands (ports and users belong in ~/.ssh/config); `slots=N` is that
+host's process count (default: launch's, one process per GPU)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
 """The checks before a multi-host start, so a mistake is one clear line, not a hung rendezvous.
 
-Every host's facts (probe.py, over SSH, all at once) side by side. A host that SSH cannot reach,
-or that refuses the key, is named with the fix; so is a host whose torch, NCCL, Python or
-torchrig differs from the others, whose copy of the script differs, whose clock is off, or that
-cannot reach the rendezvous port on the first host; and a first host whose rendezvous port is
-already taken. All of it pure functions of the probes' answers, except `preflight_problems`,
-which asks them.
-
-Warnings, which do not stop the launch: a host with a public address, where the job's ports are
-open to whoever can reach them (torch's stores listen on every interface, and torch unpickles
-the rendezvous state it reads from them).
-"""
+Every host's facts (probe.py, over SSH, all at once) side by side: a host SSH cannot reach, a
+torch, NCCL, Python, torchrig or script that differs, a clock that is off, a rendezvous port
+that is unreachable or taken, a login shell that misreads POSIX quoting. A host with a public
+address is warned of (torch's stores listen on every interface and unpickle what they read)."""
 
 from __future__ import annotations
 
@@ -32,12 +25,12 @@ CONNECT_FOR_S = 30.0
 # c10d drops a node whose heartbeat is older than 3 x 5 s by the reader's clock; clocks further
 # apart than this eat most of that margin.
 MAX_CLOCK_SKEW_S = 5.0
-# What must be the same on every host for the ranks to work together, and the fix when it is not.
+# What must be the same on every host for the ranks to work together, as the fix names it.
 SAME_EVERYWHERE = {
-    "torch": "run the same image (or torch build) on every host",
-    "nccl": "run the same image (or NCCL) on every host",
-    "python": "run the same image (or Python) on every host",
-    "torchrig": "run the same image (or torchrig) on every host",
+    "torch": "torch build",
+    "nccl": "NCCL",
+    "python": "Python",
+    "torchrig": "torchrig",
 }
 SSH_FAILURES = (
     (r"Could not resolve hostname|Name or service not known|not known",
@@ -67,10 +60,9 @@ def exposure_warning(where: str, public: Sequence[Sequence[str]], ports: str) ->
     )
 
 
-def unreachable_message(endpoint: network.Endpoint, detail: str, where: str = "") -> str:
-    origin = f"{where} " if where else ""
+def unreachable_message(endpoint: network.Endpoint, detail: str) -> str:
     return (
-        f"{origin}cannot reach the rendezvous endpoint {endpoint} ({detail}): a firewall dropping "
+        f"cannot reach the rendezvous endpoint {endpoint} ({detail}): a firewall dropping "
         f"TCP port {endpoint.port}? open it (and the ports gloo/NCCL use) between the nodes, or "
         "give --rdzv-endpoint an address every node reaches"
     )
@@ -103,15 +95,14 @@ def grouped(by_value: Mapping[str, list[str]], describe: Callable[[str], str] = 
 
 def version_problems(facts: Mapping[str, Mapping[str, Any]]) -> list[str]:
     problems = []
-    for key, fix in SAME_EVERYWHERE.items():
+    for key, what in SAME_EVERYWHERE.items():
         by_value = differences(facts, key)
         if by_value:
-            problems.append(f"{key} differs between hosts: {grouped(by_value)}: {fix}")
+            problems.append(
+                f"{key} differs between hosts: {grouped(by_value)}: run the same image (or {what}) "
+                "on every host"
+            )
     return problems
-
-
-def short_hash(digest: str) -> str:
-    return f"sha256 {digest[:12]}"
 
 
 def script_problems(facts: Mapping[str, Mapping[str, Any]], script: str) -> list[str]:
@@ -120,9 +111,10 @@ def script_problems(facts: Mapping[str, Mapping[str, Any]], script: str) -> list
     present = {host: host_facts for host, host_facts in facts.items() if host not in missing}
     by_hash = differences(present, "script_sha256")
     if by_hash:
+        hashes = grouped(by_hash, lambda digest: f"sha256 {digest[:12]}")
         problems.append(
-            f"{script} differs between hosts: {grouped(by_hash, short_hash)}: put the same code "
-            "on every host (a shared folder, or the same git commit)"
+            f"{script} differs between hosts: {hashes}: put the same code on every host (a shared "
+            "folder, or the same git commit)"
         )
     return problems
 
@@ -261,7 +253,7 @@ def preflight_problems(
     python: str,
     cwd: str,
     script: str | None,
-    warn: Callable[[str], None] | None = None,
+    warn: Callable[[str], None],
 ) -> list[str]:
     """Every host's probe, side by side: the problems that stop the start. `warn` gets what
     does not stop it (a host with a public address)."""
@@ -281,7 +273,6 @@ def preflight_problems(
     if problems:
         return problems  # the rest compares hosts, which needs all of them
     skews = {host: answer["time"] - answer["received"] for host, answer in facts.items()}
-    if warn is not None:
-        for warning in exposure_warnings(facts, endpoint):
-            warn(warning)
+    for warning in exposure_warnings(facts, endpoint):
+        warn(warning)
     return problems_of(facts, skews, script, endpoint)

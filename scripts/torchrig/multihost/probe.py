@@ -3,12 +3,9 @@
     python -m torchrig.multihost.probe --cwd DIR [--script PATH] --endpoint HOST:PORT
                                     (--listen | --connect-for S)
 
-`torchrig launch --hostfile` runs it on every host at once, over SSH. The first host (--listen)
-binds the rendezvous port, as torchrun's store will, and holds it until its stdin ends; every other
-host (--connect-for) connects to it, retrying while the connection is refused (the listener may not
-be up yet). Standard library only, and torch is not imported: versions come from the installed
-packages' metadata, so the probe takes a fraction of a second even where torch is broken.
-"""
+The first host (--listen) binds the rendezvous port until its stdin ends; every other host
+connects to it, retrying while refused. torch is not imported (versions come from the packages'
+metadata), so the probe is quick even where torch is broken."""
 
 from __future__ import annotations
 

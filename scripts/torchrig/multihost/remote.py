@@ -2,14 +2,10 @@
 
     python -m torchrig.multihost.remote -- COMMAND [ARGS...]
 
-`torchrig launch --hostfile` runs this on every host over SSH. OpenSSH forwards no signal to a
-remote command that has no TTY, and a TTY would mangle the output; what does reach the remote side
-is the end of its stdin, when the launcher closes its end or the connection drops. So this wrapper
-keeps COMMAND's stdin apart and watches its own: at EOF (or on SIGTERM/SIGINT/SIGHUP) it sends
-SIGTERM to COMMAND (torchrun stops its workers), waits a grace period, then SIGKILLs every process
-still below it. It is a child subreaper, so workers that lost their parent are still below it.
-Its exit status is COMMAND's, or 143 when it was stopped.
-"""
+OpenSSH forwards no signal to a remote command without a TTY (and a TTY would mangle the output),
+but the end of stdin does reach it. So at EOF (or SIGTERM/SIGINT/SIGHUP) this sends SIGTERM to
+COMMAND, waits a grace period, then SIGKILLs everything below it (a child subreaper, so orphaned
+workers stay below it). Exits with COMMAND's status, or 143 when stopped."""
 
 from __future__ import annotations
 

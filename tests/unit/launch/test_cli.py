@@ -1,11 +1,25 @@
-"""The `torchrig launch` command: argument errors, --dry-run, and becoming torchrun."""
+"""The `torchrig launch` command: argument errors, --dry-run, and torchrun as its child: launch's
+exit status from torchrun's and the workers' notes, the signals torchrun handles, and for real: a
+stand-in torchrun gets launch's stop signals and its workers' notes turn into 75."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
+from torchrig.checkpoint.stop import (
+    RESUMABLE_NOTES_ENV,
+    StopSignals,
+    every_worker_stopped_resumably,
+    launch_status,
+    note_resumable_exit,
+)
 from torchrig.cli import main
 from torchrig.distributed import TIMEOUT_ENV
 from torchrig.launch import cli, plan
@@ -13,6 +27,8 @@ from torchrig.launch.options import request_from_args
 from torchrig.launch.plan import LaunchRequest
 
 from .test_plan import eight_gpus, parse
+
+SCRIPTS = str(Path(cli.__file__).resolve().parents[2])
 
 
 @pytest.mark.parametrize(
@@ -41,7 +57,7 @@ def test_dry_run_prints_the_command_and_runs_nothing(tmp_path: Path, capsys, mon
     script.write_text("raise SystemExit('must not run')\n")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     monkeypatch.setattr(plan.nvml, "read_inventory", eight_gpus)
-    monkeypatch.setattr(cli.child, "run_torchrun", lambda *a: pytest.fail("dry run executed"))
+    monkeypatch.setattr(cli, "run_torchrun", lambda *a: pytest.fail("dry run executed"))
     assert main(["launch", "--dry-run", str(script), "--steps", "5"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("+ ")
@@ -54,8 +70,8 @@ def test_run_runs_torchrun_with_the_environment(tmp_path: Path, monkeypatch, cap
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     calls = []
-    result = cli.child.TorchrunResult(75, stopped=True)
-    monkeypatch.setattr(cli.child, "run_torchrun", lambda *a: calls.append(a) or result)
+    result = cli.TorchrunResult(75, stopped=True)
+    monkeypatch.setattr(cli, "run_torchrun", lambda *a: calls.append(a) or result)
     # launch's status is the child's decision (75: every worker stopped resumably).
     assert main(["launch", "--nproc-per-node", "2", str(script)]) == 75
     ((argv, env),) = calls
@@ -83,8 +99,8 @@ def test_a_failure_under_the_default_says_it_was_not_restarted(
     script.write_text("")
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
-    result = cli.child.TorchrunResult(status, stopped=stopped)
-    monkeypatch.setattr(cli.child, "run_torchrun", lambda *a: result)
+    result = cli.TorchrunResult(status, stopped=stopped)
+    monkeypatch.setattr(cli, "run_torchrun", lambda *a: result)
     assert main(["launch", "--nproc-per-node", "1", *args, str(script)]) == status
     err = capsys.readouterr().err
     assert ("not restarted" in err and "--max-restarts 3" in err) is hint
@@ -112,3 +128,135 @@ def test_an_endpoint_that_does_not_resolve_stops_the_launch(tmp_path: Path, caps
     assert main(["launch", "--nnodes", "2", "--rdzv-endpoint", "nowhere.invalid:29400",
                  str(script)]) == 2  # fmt: skip
     assert "'nowhere.invalid' does not resolve on this machine" in capsys.readouterr().err
+
+
+# --- torchrun as launch's child ------------------------------------------------------------
+
+TORCHRUN = [sys.executable, "-P", "-m", "torch.distributed.run"]
+
+
+def test_every_local_rank_must_have_stopped_resumably() -> None:
+    assert every_worker_stopped_resumably(["local-rank-0-of-2", "local-rank-1-of-2"])
+    assert every_worker_stopped_resumably(["local-rank-0-of-1"])
+    assert not every_worker_stopped_resumably([])
+    assert not every_worker_stopped_resumably(["local-rank-1-of-2"])  # rank 0 failed
+    assert not every_worker_stopped_resumably(["local-rank-0-of-2", "local-rank-1-of-3"])
+    assert not every_worker_stopped_resumably(["local-rank-0-of-1", "stray"])
+
+
+def test_exit_status_is_75_only_for_a_failed_torchrun_whose_workers_all_stopped() -> None:
+    both = ["local-rank-0-of-2", "local-rank-1-of-2"]
+    assert launch_status(1, both) == 75
+    assert (
+        launch_status(-signal.SIGTERM, both) == 75
+    )  # torchrun died of the signal after they saved
+    assert launch_status(0, both) == 0  # finished: the notes came from a restart round before
+    assert launch_status(1, both[:1]) == 1
+    assert launch_status(1, []) == 1
+    assert launch_status(-signal.SIGKILL, []) == 128 + signal.SIGKILL
+
+
+def test_torchrun_is_told_to_handle_sigusr1_and_sigusr2_unless_the_user_chose() -> None:
+    argv = [*TORCHRUN, "--standalone", "train.py", "--steps", "5"]
+    handled = cli.with_stop_signals_handled(argv, supported=True)
+    flag = "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
+    assert handled == [*TORCHRUN, flag, "--standalone", "train.py", "--steps", "5"]
+    assert cli.with_stop_signals_handled(argv, supported=False) == argv
+    chosen = [*TORCHRUN, "--signals_to_handle", "SIGTERM", "train.py"]
+    assert cli.with_stop_signals_handled(chosen, supported=True) == chosen
+
+
+def test_this_torch_has_the_flag() -> None:
+    pytest.importorskip("torch")
+    assert cli.torch_handles_more_signals()
+
+
+def test_a_note_names_the_local_rank_and_is_left_only_under_launch(tmp_path: Path) -> None:
+    note_resumable_exit({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"})  # not launched: nothing
+    note_resumable_exit(
+        {RESUMABLE_NOTES_ENV: str(tmp_path), "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    )
+    assert [p.name for p in tmp_path.iterdir()] == ["local-rank-1-of-2"]
+    note_resumable_exit({RESUMABLE_NOTES_ENV: str(tmp_path / "gone")})  # never fails the exit
+
+
+def test_a_restarted_worker_forgets_its_note_from_the_round_before(tmp_path: Path) -> None:
+    # Round 0: both workers stopped resumably; torchrun restarted them (--max-restarts), and
+    # round 1 fails without a stop. The old notes must not turn that failure into 75.
+    for rank in ("0", "1"):
+        note_resumable_exit(
+            {RESUMABLE_NOTES_ENV: str(tmp_path), "LOCAL_RANK": rank, "LOCAL_WORLD_SIZE": "2"}
+        )
+    restarted = {RESUMABLE_NOTES_ENV: str(tmp_path), "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "3"}
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in restarted.items():
+                patch.setenv(name, value)
+            StopSignals().install().uninstall()  # what a worker does at its start
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    assert [p.name for p in tmp_path.iterdir()] == ["local-rank-0-of-2"]
+    assert launch_status(1, [p.name for p in tmp_path.iterdir()]) == 1
+
+
+# A stand-in for torchrun: two "workers" (itself) that, on a stop signal, leave their notes and
+# exit 1 as torchrun does; `up` shows its handlers are installed.
+STAND_IN = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from pathlib import Path
+    from torchrig.checkpoint.stop import note_resumable_exit
+    def stop(signum, frame):
+        Path("got").write_text(signal.Signals(signum).name)
+        if sys.argv[1] == "resumable":
+            for rank in ("0", "1"):
+                note_resumable_exit({**os.environ, "LOCAL_RANK": rank, "LOCAL_WORLD_SIZE": "2"})
+        sys.exit(1)
+    for name in ("SIGTERM", "SIGUSR1"):
+        signal.signal(getattr(signal, name), stop)
+    Path("up").touch()
+    time.sleep(60)
+    """
+)
+
+LAUNCHER = textwrap.dedent(
+    """
+    import os, sys
+    from torchrig.launch import cli
+    cli.with_stop_signals_handled = lambda argv, supported: argv
+    stand_in = [sys.executable, "-c", sys.argv[1], sys.argv[2]]
+    sys.exit(cli.run_torchrun(stand_in, dict(os.environ)).status)
+    """
+)
+
+
+def launch_stand_in(tmp_path: Path, mode: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": SCRIPTS}
+    process = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER, STAND_IN, mode], cwd=tmp_path, env=env
+    )
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "up").exists():
+        assert process.poll() is None and time.monotonic() < deadline, "stand-in did not start"
+        time.sleep(0.05)
+    return process
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGUSR1])
+def test_launch_passes_a_stop_on_and_exits_75_when_every_worker_stopped_resumably(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
+    process = launch_stand_in(tmp_path, "resumable")
+    process.send_signal(stop)
+    assert process.wait(timeout=60) == 75
+    assert (tmp_path / "got").read_text() == stop.name
+
+
+def test_launch_exits_with_torchrun_s_status_when_the_workers_did_not_stop_resumably(
+    tmp_path: Path,
+) -> None:
+    process = launch_stand_in(tmp_path, "failed")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 1

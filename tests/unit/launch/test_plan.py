@@ -8,10 +8,22 @@ import sys
 import pytest
 from torchrig.cli import build_parser
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
-from torchrig.facts.network import Route
+from torchrig.facts import network
+from torchrig.facts.network import Reach, Route
 from torchrig.facts.nvml import NvmlSnapshot, read_inventory
 from torchrig.launch.options import request_from_args
-from torchrig.launch.plan import LaunchError, build_plan, choose_nproc, count_visible_gpus
+from torchrig.launch.plan import (
+    LaunchError,
+    build_plan,
+    check_rendezvous,
+    choose_nproc,
+    count_visible_gpus,
+    exposure_here,
+    multi_node_by_environment,
+    pet_variable,
+    set_by_environment,
+)
+from torchrig.launch.torchrun import TorchrunFlags
 
 from ..facts.fake_nvml import FakeNvml, board
 
@@ -195,3 +207,126 @@ def test_a_schedulers_c10d_gets_the_rejoin_fix() -> None:
     plan = multi_node_plan(environ=environ)
     assert plan.env_updates[STORE_FIX] == "1"
     assert "--rdzv-backend" not in plan.argv  # torchrun reads PET_RDZV_BACKEND itself
+
+
+# --- a scheduler's PET_* variables: torchrun reads them; launch's defaults must not override them
+
+# What Kubeflow's Trainer (TrainJob, v2) injects into every pod of a 2-node job.
+TRAINJOB_POD = {
+    "PET_NNODES": "2",
+    "PET_NPROC_PER_NODE": "4",
+    "PET_NODE_RANK": "1",
+    "PET_MASTER_ADDR": "job-node-0-0.job",
+    "PET_MASTER_PORT": "29500",
+}
+
+
+def test_variable_names_follow_torchruns_rule() -> None:
+    assert pet_variable("--nproc-per-node") == "PET_NPROC_PER_NODE"
+    assert pet_variable("--max-restarts") == "PET_MAX_RESTARTS"
+    assert set_by_environment("--nnodes", {"PET_NNODES": " "}) is None
+
+
+def test_a_trainjob_pod_leaves_the_job_shape_to_the_environment() -> None:
+    plan = plan_for("train.py", environ=TRAINJOB_POD, gpus=8, cpus=16)
+    # No --standalone (a second node is coming), and no --nproc-per-node that would beat the
+    # operator's 4; OMP threads are still split by the operator's process count.
+    assert torchrun_part(plan.argv) == ["--max-restarts", "0", "train.py"]
+    assert plan.env_updates["OMP_NUM_THREADS"] == "4"
+
+
+def test_explicit_flags_still_win_over_the_environment() -> None:
+    plan = plan_for("--nproc-per-node", "2", "--max-restarts", "0", "t.py", environ=TRAINJOB_POD)
+    assert torchrun_part(plan.argv) == ["--nproc-per-node", "2", "--max-restarts", "0", "t.py"]
+
+
+def test_max_restarts_from_the_environment_is_left_to_torchrun() -> None:
+    plan = plan_for("t.py", environ={"PET_MAX_RESTARTS": "7"}, gpus=1)
+    assert torchrun_part(plan.argv) == ["--standalone", "--nproc-per-node", "1", "t.py"]
+
+
+@pytest.mark.parametrize(
+    ("environ", "multi"),
+    [({"PET_NNODES": "1"}, False), ({"PET_NNODES": "1:1"}, False), ({"PET_NNODES": "2"}, True),
+     ({"PET_NNODES": "1:4"}, True), ({"PET_RDZV_ENDPOINT": "head:29400"}, True),
+     ({"PET_MASTER_ADDR": "10.0.0.1"}, True), ({}, False)],
+)  # fmt: skip
+def test_multi_node_by_environment(environ: dict[str, str], multi: bool) -> None:
+    assert multi_node_by_environment(environ) is multi
+
+
+@pytest.mark.parametrize("value", ["0", "four", "-1", "2.5"])
+def test_a_malformed_process_count_in_the_environment_is_named(value: str) -> None:
+    with pytest.raises(LaunchError, match=f"PET_NPROC_PER_NODE='{value}'"):
+        plan_for("t.py", environ={"PET_NPROC_PER_NODE": value})
+
+
+def test_word_process_counts_from_the_environment_are_understood() -> None:
+    plan = plan_for("t.py", environ={"PET_NPROC_PER_NODE": "gpu"}, gpus=2, cpus=8)
+    assert plan.env_updates["OMP_NUM_THREADS"] == "4"
+    assert "--nproc-per-node" not in plan.argv
+
+
+# --- a multi-node launch by hand: the endpoint checked, the warning for a public address -----
+
+
+def given(*argv: str) -> TorchrunFlags:
+    """torchrun flags as `torchrig launch` reads them (LaunchError for a bad value)."""
+    return request_from_args(parse(*argv, "t.py")).torchrun
+
+
+# --- by hand, on one node -------------------------------------------------------------------
+
+
+def test_no_endpoint_nothing_to_check() -> None:
+    assert check_rendezvous(given("--nnodes", "2")) is None
+
+
+def test_a_local_endpoint_gives_its_route() -> None:
+    route = check_rendezvous(given("--rdzv-endpoint", "127.0.0.1:1"))
+    assert route is not None and route.loopback
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [("no-such-host.invalid:29400", "'no-such-host.invalid' does not resolve on this machine"),
+     ("head:port", "--rdzv-endpoint 'head:port': the port must be a number")],
+)  # fmt: skip
+def test_endpoints_that_cannot_work_are_refused(endpoint: str, message: str) -> None:
+    with pytest.raises(LaunchError, match=message):
+        check_rendezvous(given("--rdzv-endpoint", endpoint))
+
+
+def test_an_endpoint_that_drops_connections_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(network, "route_to", lambda host: Route("10.0.0.5", "eth0"))
+    monkeypatch.setattr(network, "resolve", lambda host: "10.0.0.1")
+    monkeypatch.setattr(
+        network, "reach", lambda endpoint, timeout: (Reach.UNREACHABLE, "no answer within 5 s")
+    )
+    with pytest.raises(LaunchError) as raised:
+        check_rendezvous(given("--rdzv-endpoint", "head:29400"))
+    assert str(raised.value).startswith(
+        "cannot reach the rendezvous endpoint head:29400 (no answer within 5 s): a firewall "
+        "dropping TCP port 29400? open it"
+    )
+
+
+def test_an_endpoint_that_refuses_is_waited_for_by_torchrun(monkeypatch) -> None:
+    monkeypatch.setattr(network, "route_to", lambda host: Route("10.0.0.5", "eth0"))
+    monkeypatch.setattr(network, "resolve", lambda host: "10.0.0.1")
+    monkeypatch.setattr(network, "reach", lambda endpoint, timeout: (Reach.REFUSED, "refused"))
+    assert check_rendezvous(given("--rdzv-endpoint", "head")) == Route("10.0.0.5", "eth0")
+
+
+def test_this_machine_warns_of_its_public_addresses_for_any_launch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(network, "public_addresses", lambda: [("203.0.114.9", "eth0")])
+    by_hand = exposure_here(given("--rdzv-endpoint", "head:29555"))
+    assert by_hand is not None
+    assert by_hand.startswith("this machine has public address(es) 203.0.114.9 (eth0)")
+    assert "the rendezvous store on port 29555 of its host" in by_hand
+    alone = exposure_here(given())  # --standalone: its store on a free port, all interfaces
+    assert alone is not None and "the rendezvous store on a free port" in alone
+    monkeypatch.setattr(network, "public_addresses", lambda: [])
+    assert exposure_here(given("--rdzv-endpoint", "head:29555")) is None

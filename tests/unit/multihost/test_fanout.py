@@ -144,7 +144,7 @@ def test_capture_all_stops_what_runs_past_the_deadline() -> None:
 def test_take_down_kills_what_ignores_the_end_of_its_stdin(grace: float) -> None:
     stubborn = fanout.Session.start("a", sh("trap '' TERM; sleep 30"), lambda *line: None)
     fanout.take_down([stubborn], grace)
-    assert stubborn.poll() == -signal.SIGKILL  # killed after the grace, not waited for
+    assert stubborn.process.poll() == -signal.SIGKILL  # killed after the grace, not waited for
 
 
 def test_the_first_hosts_address_comes_from_ssh_config(tmp_path: Path, monkeypatch) -> None:

@@ -8,9 +8,9 @@ import json
 
 import pytest
 from torchrig.facts.verdict import Verdict, failed, passed, warned
+from torchrig.launch.hosts import JobOutcome
 from torchrig.multihost.fanout import SSH_FAILED, Captured
 from torchrig.multihost.hostfile import Host
-from torchrig.multihost.run import JobOutcome
 from torchrig.verify import hosts
 from torchrig.verify.report import Report, check_to_dict
 
