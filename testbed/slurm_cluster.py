@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -81,8 +83,6 @@ class ClusterError(RuntimeError):
 
 def missing_programs() -> list[str]:
     """The Slurm and munge programs the cluster needs that are not on PATH."""
-    import shutil
-
     return [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name) is None]
 
 
@@ -105,20 +105,18 @@ class Job:
 
     @classmethod
     def parse(cls, line: str) -> Job:
-        def field_of(name: str) -> str:
-            match = re.search(rf"(?:^|\s){name}=(\S*)", line)
-            if match is None:
-                raise ClusterError(f"no {name}= in `scontrol show job`: {line}")
-            return match.group(1)
-
-        return cls(
-            job_id=int(field_of("JobId")),
-            state=field_of("JobState"),
-            restarts=int(field_of("Restarts")),
-            exit_code=field_of("ExitCode"),
-            node_list=field_of("NodeList"),
-            raw=line,
-        )
+        fields = dict(reversed(re.findall(r"(?:^|\s)(\w+)=(\S*)", line)))  # the first of each
+        try:
+            return cls(
+                int(fields["JobId"]),
+                fields["JobState"],
+                int(fields["Restarts"]),
+                fields["ExitCode"],
+                fields["NodeList"],
+                raw=line,
+            )
+        except KeyError as missing:
+            raise ClusterError(f"no {missing.args[0]}= in `scontrol show job`: {line}") from None
 
 
 @dataclass
@@ -292,26 +290,17 @@ class SlurmCluster:
     def job(self, job_id: int) -> Job:
         return Job.parse(self.run("scontrol", "--oneliner", "show", "job", str(job_id)).stdout)
 
-    def wait_for_job(
-        self, job_id: int, condition: Callable[[Job], bool], what: str, timeout: float
-    ) -> Job:
-        deadline = time.monotonic() + timeout
-        while True:
-            job = self.job(job_id)
-            if condition(job):
-                return job
-            if time.monotonic() > deadline:
-                raise ClusterError(f"job {job_id}: no {what} within {timeout:.0f} s: {job.raw}")
-            time.sleep(0.5)
-
     def wait_until_done(self, job_id: int, timeout: float) -> Job:
         """The job once it has ended for good (not pending again after a requeue)."""
         final = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
-        return self.wait_for_job(job_id, lambda job: job.state in final, "end", timeout)
+        deadline = time.monotonic() + timeout
+        while (job := self.job(job_id)).state not in final:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"job {job_id}: no end within {timeout:.0f} s: {job.raw}")
+            time.sleep(0.5)
+        return job
 
     def cancel_all(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Cancel every job of this cluster and wait until both nodes are idle again."""
-        import pwd
-
         self.run("scancel", "--user", pwd.getpwuid(os.getuid()).pw_name, check=False)
         self.wait_until(self.nodes_idle, "both nodes idle after scancel", timeout)
