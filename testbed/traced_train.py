@@ -3,22 +3,13 @@
     python testbed/traced_train.py --script workspace/examples/train_ddp.py \
         [--step-delay S] [--log-samples FILE] [the script's own arguments]
 
-  --step-delay S       sleep S seconds in every optimizer step, so that a test can kill or stop
-                       a tiny run mid-way
-  --log-samples FILE   append one JSON line per micro-batch and rank, {"rank", "world_size",
-                       "step", "epoch", "indices"}: exactly the samples trained on
-
-The three flags may stand anywhere among the arguments (torchrun, `torchrig launch` and the Slurm
-template put flags of their own after the script); the rest reach the script unchanged, and it
-runs as `python SCRIPT ARGS` would run it. The script is not changed: the knobs hook into the
-torchrig objects it uses.
-
-- Every optimizer step ends in `StopSignals.agreed()` (every rank, every step): the delay is
-  slept there, before the ranks agree, and the step is counted.
-- `CheckpointManager.load_latest` says the step a run resumes from.
-- The DataLoader's dataset is wrapped in torchrig.data.WithIndex, so each batch carries its
-  samples' indices; they are taken off before the script sees the batch (images, labels), and
-  `ResumableDistributedSampler.advance`, called once per micro-batch, writes them.
+--step-delay sleeps S seconds in every optimizer step (in `StopSignals.agreed()`, before the
+ranks agree), so that a test can kill or stop a tiny run mid-way. --log-samples appends one JSON
+line per micro-batch and rank, {"rank", "world_size", "step", "epoch", "indices"}: the samples
+trained on (the DataLoader's dataset wrapped in torchrig.data.WithIndex; the indices are taken
+off the batch before the script sees it, and written at `ResumableDistributedSampler.advance`).
+The flags may stand anywhere among the arguments (launchers put flags of their own after the
+script); the rest reach the script, run as `python SCRIPT ARGS` would run it, unchanged.
 
 Standard library at import (tests and benchmarks use `command`); torch and torchrig when run.
 """
