@@ -3,16 +3,11 @@
     python benchmarks/startup.py [--repeats 5] [--cpu] [--json]
     python benchmarks/startup.py --make-up [--from stopped] [--repeats 5] [--cpu] [--json]
 
-Each repeat takes the stack down (`--from stopped`: only stops its container), starts it, and
-polls the published ports every 50 ms: Jupyter is ready when `/api` answers 200, sshd when it
-sends its `SSH-` banner. With `--make-up` the start is `make up` (`CPU=1` with `--cpu`, else
-`make up` chooses the mode itself), and the figure beside the services' own times is when
-`make up` returned, having printed the Jupyter URL. Then it reads the CPU time Jupyter's process
-has used (its start-up work, which load stretches on the wall clock but hardly changes) and times
-`import torch` in the running container. Uses the compose project `torchrig-bench` (or
-`$TORCHRIG_BENCH_PROJECT`), free ports on 127.0.0.1 and temporary bind-mount folders, so it does
-not touch a running workstation. Set MEMLOCK in the environment where the engine caps it. Needs a
-built image (`make build`).
+Each repeat takes the stack down (`--from stopped`: only stops it), starts it, and polls the
+published ports (Jupyter's `/api`, sshd's `SSH-` banner); then reads Jupyter's CPU time and times
+`import torch` in the container (docs/benchmarks.md: the method). Uses the compose project
+`torchrig-bench` (or `$TORCHRIG_BENCH_PROJECT`), free ports and temporary bind-mount folders, so
+it does not touch a running workstation. Set MEMLOCK where the engine caps it; needs `make build`.
 """
 
 from __future__ import annotations
@@ -63,9 +58,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def compose(args: list[str], env: dict[str, str], cpu: bool) -> subprocess.CompletedProcess:
+def compose_argv(cpu: bool) -> list[str]:
+    """`docker compose` of this checkout; the project is the environment's COMPOSE_PROJECT_NAME."""
     files = ["-f", "docker-compose.yml"] + (["-f", "docker-compose.cpu.yml"] if cpu else [])
-    command = ["docker", "compose", "-p", PROJECT, *files, *args]
+    return ["docker", "compose", *files]
+
+
+def compose(args: list[str], env: dict[str, str], cpu: bool) -> subprocess.CompletedProcess:
+    command = [*compose_argv(cpu), *args]
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=True)
 
 
@@ -89,17 +89,15 @@ def start_command(make_up: bool, cpu: bool) -> list[str]:
     """What starts the stack: compose itself, or `make up` as a person types it."""
     if make_up:
         return ["make", "-s", "up", *(["CPU=1"] if cpu else [])]
-    files = ["-f", "docker-compose.yml"] + (["-f", "docker-compose.cpu.yml"] if cpu else [])
-    return ["docker", "compose", "-p", PROJECT, *files, "up", "-d"]
+    return [*compose_argv(cpu), "up", "-d"]
 
 
 def time_up(
     env: dict[str, str], cpu: bool, ports: tuple[int, int], make_up: bool, from_stopped: bool
 ) -> dict[str, float]:
-    """Seconds from the start command to each service answering and to the command's return.
-
-    Each time is taken when the answer (or the command's exit) arrives: a probe that the port
-    proxy holds open while the service is not listening yet must not count from its start."""
+    """Seconds from the start command to each service answering and to the command's return,
+    each taken when the answer arrives (a probe the port proxy holds must not count from its
+    start)."""
     compose(["stop" if from_stopped else "down", "-t", "5"], env, cpu)
     start = time.perf_counter()
     starting = subprocess.Popen(
@@ -145,19 +143,13 @@ def time_up(
     return ready
 
 
-def time_import_torch(env: dict[str, str], cpu: bool) -> float:
-    result = compose(
-        ["exec", "-T", "-u", "dev", "workstation", "python", "-c", IMPORT_TORCH], env, cpu
-    )
+def in_container(code: str, user: str, env: dict[str, str], cpu: bool) -> float:
+    """The number the Python `code` prints last, run in the workstation as `user`."""
+    result = compose(["exec", "-T", "-u", user, "workstation", "python", "-c", code], env, cpu)
     return float(result.stdout.strip().splitlines()[-1])
 
 
-def time_jupyter_cpu(env: dict[str, str], cpu: bool) -> float:
-    result = compose(["exec", "-T", "workstation", "python", "-c", JUPYTER_CPU], env, cpu)
-    return float(result.stdout.strip().splitlines()[-1])
-
-
-def bench_env(folder: Path, ports: tuple[int, int]) -> dict[str, str]:
+def bench_env(folder: Path, ports: tuple[int, int], project: str = PROJECT) -> dict[str, str]:
     for name in ("workspace", "checkpoints", "data"):
         (folder / name).mkdir()
         if os.geteuid() == 0:  # dev (1000) must be able to write its mounts
@@ -181,7 +173,7 @@ def bench_env(folder: Path, ports: tuple[int, int]) -> dict[str, str]:
     return {
         **os.environ,
         **variables,
-        "COMPOSE_PROJECT_NAME": PROJECT,
+        "COMPOSE_PROJECT_NAME": project,
         "COMPOSE_ENV_FILES": str(env_file),
     }
 
@@ -207,14 +199,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = bench_env(Path(tmp), ports)
         try:
-            if args.start_from == "stopped":  # a container to stop before each repeat
+            stopped = args.start_from == "stopped"
+            if stopped:  # a container to stop before each repeat
                 first = start_command(args.make_up, args.cpu)
                 subprocess.run(first, cwd=REPO, env=env, capture_output=True, check=True)
             for _ in range(args.repeats):
-                stopped = args.start_from == "stopped"
                 run = time_up(env, args.cpu, ports, args.make_up, stopped)
-                run["jupyter_cpu_s"] = time_jupyter_cpu(env, args.cpu)
-                run["import_torch_s"] = time_import_torch(env, args.cpu)
+                run["jupyter_cpu_s"] = in_container(JUPYTER_CPU, "root", env, args.cpu)
+                run["import_torch_s"] = in_container(IMPORT_TORCH, "dev", env, args.cpu)
                 runs.append(run)
         finally:
             compose(["down", "-v", "-t", "5"], env, args.cpu)
