@@ -29,6 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from testbed import free_port  # noqa: E402
+
 # A second copy of the repository (another branch) benchmarks beside this one under its own name.
 PROJECT = os.environ.get("TORCHRIG_BENCH_PROJECT", "torchrig-bench")
 # Each probe gives up after this long and tries again. Until the container's network is up,
@@ -50,12 +54,6 @@ for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         fields = stat[stat.rindex(")") + 2 :].split()
         print((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def compose_argv(cpu: bool) -> list[str]:

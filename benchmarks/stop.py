@@ -25,12 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from startup import bench_env, compose, free_port
+from startup import REPO, bench_env, compose, free_port  # startup puts REPO on sys.path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from testbed import traced_train  # noqa: E402
+from testbed import traced_train
 
 PROJECT = "torchrig-bench-stop"
 ARGS = (

@@ -32,49 +32,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed import free_port
+
 NODES = ("n1", "n2")
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "scontrol", "sinfo", "squeue", "scancel")
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 90
 COMMAND_TIMEOUT_S = 60
-# KillWait and cred_expire of the test cluster (see the module docstring).
-KILL_WAIT_S = 30
-CRED_EXPIRE_S = 10
-
-SLURM_CONF = """\
-ClusterName={cluster}
-SlurmctldHost={host}(127.0.0.1)
-SlurmctldPort={ctld_port}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket={munge_socket},cred_expire={cred_expire}
-StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool/%n
-SlurmctldPidFile={root}/run/slurmctld.pid
-SlurmdPidFile={root}/run/slurmd-%n.pid
-SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd-%n.log
-PlugStackConfig={root}/etc/plugstack.conf
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-KillWait={kill_wait}
-SchedulerParameters=sched_interval=2
-PreemptType=preempt/partition_prio
-PreemptMode=REQUEUE
-{nodes}
-PartitionName=low Nodes={node_list} Default=YES PriorityTier=1 MaxTime=INFINITE State=UP
-PartitionName=high Nodes={node_list} PriorityTier=2 MaxTime=INFINITE State=UP
-"""
-NODE_LINE = (
-    "NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} CPUs=1 State=UNKNOWN"
-)
+CRED_EXPIRE_S = 10  # AuthInfo cred_expire (see the module docstring)
 
 
 class ClusterError(RuntimeError):
@@ -84,12 +50,6 @@ class ClusterError(RuntimeError):
 def missing_programs() -> list[str]:
     """The Slurm and munge programs the cluster needs that are not on PATH."""
     return [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name) is None]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -196,23 +156,42 @@ class SlurmCluster:
         self.wait_until(self.munge_socket.exists, "munged's socket")
 
     def _write_config(self) -> None:
-        host = socket.gethostname().split(".")[0]
+        host, root, node_list = socket.gethostname().split(".")[0], self.root, ",".join(NODES)
         nodes = "\n".join(
-            NODE_LINE.format(name=name, host=host, port=free_port()) for name in NODES
+            f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={free_port()} CPUs=1 "
+            "State=UNKNOWN"
+            for name in NODES
         )
-        self.conf.write_text(
-            SLURM_CONF.format(
-                cluster=f"torchrig{os.getpid()}",
-                host=host,
-                ctld_port=free_port(),
-                munge_socket=self.munge_socket,
-                cred_expire=CRED_EXPIRE_S,
-                root=self.root,
-                kill_wait=KILL_WAIT_S,
-                nodes=nodes,
-                node_list=",".join(NODES),
-            )
-        )
+        self.conf.write_text(f"""\
+ClusterName=torchrig{os.getpid()}
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={free_port()}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={self.munge_socket},cred_expire={CRED_EXPIRE_S}
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool/%n
+SlurmctldPidFile={root}/run/slurmctld.pid
+SlurmdPidFile={root}/run/slurmd-%n.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd-%n.log
+PlugStackConfig={root}/etc/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+KillWait=30
+SchedulerParameters=sched_interval=2
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+{nodes}
+PartitionName=low Nodes={node_list} Default=YES PriorityTier=1 MaxTime=INFINITE State=UP
+PartitionName=high Nodes={node_list} PriorityTier=2 MaxTime=INFINITE State=UP
+""")
         (self.root / "etc" / "plugstack.conf").write_text("")  # no SPANK plugins of the host
 
     def _spawn(self, name: str, argv: list[str]) -> None:
