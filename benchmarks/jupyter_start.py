@@ -3,11 +3,10 @@
     docker run --rm -u 1000 -v "$PWD/benchmarks:/b:ro" --entrypoint /opt/venv/bin/python \\
         "$(docker compose config --images)" /b/jupyter_start.py [--repeats 6]
 
-Starts `jupyter-lab` on a free loopback port, alternately with jupyter-server-proxy and
-jupyterlab-nvdashboard turned off and with them (plus the Host check) on, and for each start
-reports the wall time until `/api` answers and the CPU time the server used until then. Both
-variants run in the same container at the same moments, so the comparison holds on a busy
-machine, where the wall times alone would not.
+Starts `jupyter-lab` alternately with jupyter-server-proxy and jupyterlab-nvdashboard off and on
+(plus the Host check), and reports the wall time until `/api` answers and the server's CPU time
+until then: both variants at the same moments, so the comparison holds on a busy machine. The
+standard library only: it runs in the image, with nothing else of this checkout.
 """
 
 from __future__ import annotations

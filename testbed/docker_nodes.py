@@ -1,13 +1,9 @@
 """Emulated nodes for the multi-node tests and benchmarks: containers of our image on one Docker
-network.
-
-Each node is a container with the hostname and network alias `a`, `b`, ... on a user-defined
-network of its own (Docker's DNS resolves the names), sshd only, and the session's public key. A
-named volume at /checkpoints is the shared folder every node saves to. The first node is the
-launcher: it holds the private key, an ~/.ssh/config with the image's port (2222) and user (dev),
-and the hostfiles. The training example is copied to /workspace/examples on every node (the
-same code at the same path, as on real machines), and testbed's traced_train.py to /workspace.
-The key pair is ed25519, made with cryptography, in the forms paramiko and the real `ssh` take.
+network, each with the hostname and network alias `a`, `b`, ... (Docker's DNS resolves them),
+sshd only, the session's public key (a throwaway ed25519 pair), and a named volume at
+/checkpoints that every node shares. The launcher node holds the private key, an ~/.ssh/config
+with the image's port and user, and the hostfiles. The example is at the same path on every node,
+testbed's traced_train.py beside it.
 """
 
 from __future__ import annotations
