@@ -237,17 +237,16 @@ def bench_compile(
         raise SystemExit("compile: CUDA is not available here (--device cpu compiles for the CPU)")
     shape = (model_name, batch_size, image_size)
     one_step = train_step(*shape, fast=True, compile_model=True, ddp=False, device_type=device_type)
-    synchronize(device_type)
-    start = time.perf_counter()
-    one_step()  # traced, compiled (or loaded from the cache), then run
-    synchronize(device_type)
-    first = time.perf_counter() - start
-    later = []
-    for _ in range(steps):
+
+    def step_s() -> float:
         start = time.perf_counter()
         one_step()
         synchronize(device_type)
-        later.append(time.perf_counter() - start)
+        return time.perf_counter() - start
+
+    synchronize(device_type)
+    first = step_s()  # traced, compiled (or loaded from the cache), then run
+    later = [step_s() for _ in range(steps)]
     return {
         "benchmark": f"compile: {model_name}, batch {batch_size}, {image_size}px, {device_type}",
         "torch": torch.__version__,
