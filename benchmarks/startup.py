@@ -42,16 +42,10 @@ IMPORT_TORCH = "import time; t = time.perf_counter(); import torch; print(time.p
 # CPU seconds Jupyter's process has used (user + system): its start-up work, which a loaded
 # machine stretches on the wall clock but hardly changes.
 JUPYTER_CPU = """
-import os
-for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-    try:
-        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
-        stat = open(f"/proc/{pid}/stat").read()
-    except OSError:
-        continue
-    if any(arg.endswith(b"jupyter-lab") for arg in argv):
-        fields = stat[stat.rindex(")") + 2 :].split()
-        print((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+from torchrig.facts.processes import read_processes
+for process in read_processes():
+    if any(arg.endswith("jupyter-lab") for arg in process.argv):
+        print(process.cpu_s)
 """
 
 

@@ -32,6 +32,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchrig.facts.processes import Reading, read_processes
+
 from testbed import free_port
 
 NODES = ("n1", "n2")
@@ -113,10 +115,8 @@ class SlurmCluster:
         if "slurmctld" in self.processes and self.processes["slurmctld"].poll() is None:
             with contextlib.suppress(ClusterError, subprocess.TimeoutExpired):
                 self.cancel_all()
-        for name in reversed(list(self.processes)):
-            process = self.processes[name]
-            if process.poll() is None:
-                process.terminate()
+        for process in reversed(self.processes.values()):
+            process.terminate()  # nothing if it has exited
         for process in self.processes.values():
             try:
                 process.wait(timeout=30)
@@ -129,18 +129,11 @@ class SlurmCluster:
 
     def leftover_pids(self) -> list[int]:
         """Processes (daemons, slurmstepd, job steps) started with this cluster's SLURM_CONF."""
-        marker = f"SLURM_CONF={self.conf}".encode()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            if marker in environ.split(b"\0"):
-                found.append(int(entry.name))
-        return found
+        found = read_processes(reading=Reading(environ=("SLURM_CONF",)))
+        conf = str(self.conf)
+        return [
+            p.pid for p in found if p.environ.get("SLURM_CONF") == conf and p.pid != os.getpid()
+        ]
 
     def _start_munged(self) -> None:
         folder = self.root / "munge"
