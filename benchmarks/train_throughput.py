@@ -30,7 +30,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -108,12 +107,10 @@ def train_step(
         model = DDP(model, device_ids=[0] if on_gpu else None)
     step_model = torch.compile(model) if compile_model else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    amp_dtype = None
-    if fast:
-        bf16 = not on_gpu or torch.cuda.is_bf16_supported()
-        amp_dtype = torch.bfloat16 if bf16 else torch.float16
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
+    bf16 = not on_gpu or torch.cuda.is_bf16_supported()
+    scaler = torch.amp.GradScaler(device.type, enabled=fast and not bf16)
+    dtype = torch.bfloat16 if bf16 else torch.float16
+    autocast = torch.autocast(device.type, dtype=dtype, enabled=fast)
     images = torch.randn(batch_size, 3, image_size, image_size, device=device)
     images = images.contiguous(memory_format=memory_format)
     labels = torch.randint(1000, (batch_size,), device=device)
