@@ -2,22 +2,13 @@
 
     python benchmarks/checkpoint_io.py [--dir DIR] [--mb 100] [--repeats 5] [--device cpu] [--json]
 
-Save = `CheckpointManager.save` of a `TrainingState` (the model, an SGD optimizer without
-momentum, so no optimizer tensors) in the single-file layout: torch.save into a temp file, flush,
-fsync, rename, write the `latest` pointer the same way, fsync the directory, prune. Raw write =
-the same number of bytes (the model's own tensor bytes) written sequentially to one file with one
-fsync. A ratio of 1.0 means checkpointing costs no more than the disk itself; the target is
-save >= 0.8 of raw.
-
-Loads are timed cold where the OS allows it: before each read the file's pages are dropped from
-the page cache (posix_fadvise DONTNEED, no root needed), for raw and checkpoint reads alike.
-Load = `CheckpointManager.load_latest` (zip structure check + torch.load, weights_only, then the
-weights copied into the model); for a file saved with checksums=True it also verifies every
-record's CRC32 (one more pass).
-
+Save = `CheckpointManager.save` of a `TrainingState` (the model, an SGD optimizer that holds no
+tensors) in the single-file layout; raw write = the model's tensor bytes written sequentially to
+one file with one fsync. Load = `CheckpointManager.load_latest` (into the model); raw read = the
+file's bytes read sequentially. Reads are cold where the OS allows it (the file's pages dropped
+from the page cache first). The target is save >= 0.8 of raw (docs/checkpoints.md, "Speed").
 --device cuda puts the model on the GPU, as a training run has it: a save then includes the copy
-to host memory and a load the copy back, while the raw figures stay the disk's own (the same
-bytes from and into host memory).
+to host memory and a load the copy back, while the raw figures stay the disk's own.
 """
 
 from __future__ import annotations
@@ -93,26 +84,11 @@ def raw_read_into_new_memory(path: Path) -> torch.Tensor:
     size = path.stat().st_size
     out = torch.empty(size, dtype=torch.uint8)
     view = memoryview(out.numpy()).cast("B")
+    done = 0
     with open(path, "rb", buffering=0) as f:
-        done = 0
-        while done < size:
-            n = f.readinto(view[done : done + CHUNK])
-            if not n:
-                break
+        while done < size and (n := f.readinto(view[done : done + CHUNK])):
             done += n
     return out
-
-
-def timed(
-    fn: Callable[[], object], repeats: int, before: Callable[[], object] = lambda: None
-) -> list[float]:
-    times = []
-    for _ in range(repeats):
-        before()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
 
 
 def run(directory: Path, megabytes: int, repeats: int, device: str = "cpu") -> dict[str, object]:
@@ -131,33 +107,36 @@ def run(directory: Path, megabytes: int, repeats: int, device: str = "cpu") -> d
             torch.cuda.synchronize()  # the copy into GPU memory is part of the load
 
     results: dict[str, list[float]] = {}
-    # Interleave raw and checkpoint runs so that disk and neighbour noise hits both alike.
-    for _ in range(repeats):
-        results.setdefault("raw write + fsync", []).extend(
-            timed(lambda: raw_write(raw_path, tensors), 1)
-        )
-        results.setdefault("CheckpointManager.save", []).extend(
-            timed(lambda: manager.save(next(step), state), 1)
-        )
-        results.setdefault("save (checksums=True)", []).extend(
-            timed(lambda: checked.save(next(step), state), 1)
-        )
+
+    def time_each(cases: dict[str, tuple[Callable[[], object], Path | None]]) -> None:
+        """Each case once per repeat, interleaved so that disk and neighbour noise hits all
+        alike; a case with a path is read cold (that file dropped from the cache first)."""
+        for _ in range(repeats):
+            for name, (fn, cold_file) in cases.items():
+                if cold_file:
+                    drop_from_cache(cold_file)
+                start = time.perf_counter()
+                fn()
+                results.setdefault(name, []).append(time.perf_counter() - start)
+
+    time_each(
+        {
+            "raw write + fsync": (lambda: raw_write(raw_path, tensors), None),
+            "CheckpointManager.save": (lambda: manager.save(next(step), state), None),
+            "save (checksums=True)": (lambda: checked.save(next(step), state), None),
+        }
+    )
     ckpt_path = manager.list()[-1].path
     crc_path = checked.list()[-1].path
     cold = drop_from_cache(raw_path)
-    for _ in range(repeats):
-        results.setdefault("raw read (reused 8 MiB buffer)", []).extend(
-            timed(lambda: raw_read(raw_path), 1, lambda: drop_from_cache(raw_path))
-        )
-        results.setdefault("raw read into new memory", []).extend(
-            timed(lambda: raw_read_into_new_memory(raw_path), 1, lambda: drop_from_cache(raw_path))
-        )
-        results.setdefault("CheckpointManager.load_latest", []).extend(
-            timed(lambda: load(manager), 1, lambda: drop_from_cache(ckpt_path))
-        )
-        results.setdefault("load_latest (checksums=True file)", []).extend(
-            timed(lambda: load(checked), 1, lambda: drop_from_cache(crc_path))
-        )
+    time_each(
+        {
+            "raw read (reused 8 MiB buffer)": (lambda: raw_read(raw_path), raw_path),
+            "raw read into new memory": (lambda: raw_read_into_new_memory(raw_path), raw_path),
+            "CheckpointManager.load_latest": (lambda: load(manager), ckpt_path),
+            "load_latest (checksums=True file)": (lambda: load(checked), crc_path),
+        }
+    )
     medians = {name: statistics.median(times) for name, times in results.items()}
     mins = {name: min(times) for name, times in results.items()}
     return {

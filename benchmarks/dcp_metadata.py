@@ -3,10 +3,8 @@ restricted one (safe_dcp.MetadataUnpickler, pure Python, so that it can refuse B
 
     python benchmarks/dcp_metadata.py [--tensors 10000] [--repeats 5] [--json]
 
-The metadata is that of a real `torch.distributed.checkpoint` save of a model with `--tensors`
-tensors (small Linear layers: the metadata's size grows with the number of tensors and shards,
-not with their bytes), written once to a temporary folder. Both readers unpickle the same bytes
-from memory; the figures are medians of `--repeats`.
+The metadata of a real `torch.distributed.checkpoint` save of `--tensors` small tensors (its size
+grows with their number, not their bytes); both read the same bytes, medians of `--repeats`.
 """
 
 from __future__ import annotations

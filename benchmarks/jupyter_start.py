@@ -3,11 +3,9 @@
     docker run --rm -u 1000 -v "$PWD/benchmarks:/b:ro" --entrypoint /opt/venv/bin/python \\
         "$(docker compose config --images)" /b/jupyter_start.py [--repeats 6]
 
-Starts `jupyter-lab` on a free loopback port, alternately with jupyter-server-proxy and
-jupyterlab-nvdashboard turned off and with them (plus the Host check) on, and for each start
-reports the wall time until `/api` answers and the CPU time the server used until then. Both
-variants run in the same container at the same moments, so the comparison holds on a busy
-machine, where the wall times alone would not.
+Starts `jupyter-lab` alternately with jupyter-server-proxy and jupyterlab-nvdashboard off and on
+(plus the Host check), and reports the wall time until `/api` answers and the server's CPU time
+until then: both variants at the same moments, so the comparison holds on a busy machine.
 """
 
 from __future__ import annotations
@@ -19,6 +17,9 @@ import statistics
 import subprocess
 import time
 import urllib.request
+from pathlib import Path
+
+from torchrig.facts.processes import read_process
 
 BASE = ["jupyter-lab", "--no-browser", "--ServerApp.token=", "--ServerApp.root_dir=/tmp"]
 VARIANTS = {
@@ -47,13 +48,6 @@ def answers(port: int) -> bool:
         return False
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a running process, from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def start_once(arguments: list[str]) -> tuple[float, float]:
     """(wall seconds until /api answers, CPU seconds the server used until then)."""
     port = free_port()
@@ -68,7 +62,9 @@ def start_once(arguments: list[str]) -> tuple[float, float]:
             if server.poll() is not None:
                 raise SystemExit(f"jupyter-lab exited with {server.returncode}: {arguments}")
             time.sleep(0.02)
-        return time.perf_counter() - start, cpu_seconds(server.pid)
+        process = read_process(Path(f"/proc/{server.pid}"))
+        assert process is not None, "jupyter-lab ended"
+        return time.perf_counter() - start, process.cpu_s
     finally:
         server.terminate()
         server.wait()

@@ -3,13 +3,10 @@ a running workstation.
 
     python benchmarks/kept_packages.py CONTAINER [--repeats 5] [--json]
 
-Each command runs in the container with `docker exec`, timed there by bash's `time`:
-- as dev in a login shell (an SSH session's environment): pip and uv refusing another torch;
-  uv installing one small package that needs torch (torch-ema 0.3, uninstalled before each run)
-  with the image's records in place, and what the bare uv would fetch without them (a dry run);
-- the start of an empty Python: the kept venv's and the image's as dev (both add the kept
-  packages), the image's as root (which skips that);
-- the entrypoint's step for the kept packages (`kept.prepare`), on a fresh folder and again.
+Each command runs in the container with `docker exec`, timed there by bash's `time`: pip and uv
+refusing another torch and uv installing torch-ema 0.3 (as dev in a login shell, what the bare uv
+would fetch without the image's records), an empty Python's start (the kept venv's and the
+image's, as dev and root), and the entrypoint's `kept.prepare`, on a fresh folder and again.
 Needs PyPI to be reachable from the container (torch-ema is 6 kB).
 """
 

@@ -4,20 +4,15 @@
     python benchmarks/multinode.py allreduce
     python benchmarks/multinode.py recovery
 
-The nodes are the ones the container tests make (testbed/docker_nodes.py): sshd, one key,
-a shared /checkpoints volume; node a launches. Needs a built image (TORCHRIG_TEST_IMAGE; `make
-build` makes this checkout's, `docker compose config --images` names it) and the test venv
-(docker, paramiko). The nodes share this machine's
-kernel, so its clock times every event, read as lines arrive from `docker exec`.
-
+The nodes are the container tests' (testbed/docker_nodes.py); node a launches. Needs a built
+image (TORCHRIG_TEST_IMAGE: `docker compose config --images` names this checkout's) and the test
+venv. The nodes share this machine's kernel, so its clock times every event, read as lines
+arrive from `docker exec`. docs/benchmarks.md describes each figure:
 rendezvous: `torchrig launch --hostfile` of a script whose ranks print the time at their first
-  line (before importing torch): the preflight (start to the first host's torchrun command line),
-  then torchrun's start, rendezvous and worker start (to the last rank's first line).
-allreduce: `torchrig verify --hostfile --cpu --json`: gloo bus bandwidth across two containers
-  (one rank each) against within one container (two ranks).
-recovery: the training example on two nodes with slow steps; the second node's container is
-  killed after the first checkpoint: time to the job's next start on one node, then, after the
-  container is started again, time from its start to the job's start on two nodes.
+  line: the preflight, then torchrun's start, rendezvous and worker start;
+allreduce: `torchrig verify --hostfile --cpu --json`: gloo across two containers and within one;
+recovery: the example on two nodes; the second node's container is killed after the first
+  checkpoint, then started again: the times to the job's runs on one node and on two.
 """
 
 from __future__ import annotations
@@ -38,18 +33,16 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from testbed.docker_nodes import (  # noqa: E402
     Cluster,
-    Node,
     file_exists,
     launch_argv,
+    new_key_pair,
     training_args,
 )
-from testbed.ssh_keys import new_key_pair  # noqa: E402
 
 RANK_SCRIPT = (
     "import os, time\nprint(f\"RANK_START {os.environ['RANK']} {time.time():.3f}\", flush=True)\n"
 )
 RANK_LINE = re.compile(r"RANK_START (\d+) ([\d.]+)")
-WORLD_LINE = re.compile(r"tiny on (\d+) x cpu")
 
 
 class Timed:
@@ -137,21 +130,18 @@ def allreduce() -> dict:
     finally:
         cluster.remove()
     report = json.loads(output)
-
-    def sweep_of(checks: list[dict]) -> list[dict]:
-        return next(check["data"]["sweep"] for check in checks if check["name"] == "all-reduce")
-
-    return {
-        "exit_code": code,
-        "across_two_containers": report["cross_node"]["data"]["sweep"],
-        "within_a": sweep_of(report["hosts"]["a"]["checks"]),
-        "within_b": sweep_of(report["hosts"]["b"]["checks"]),
-    }
+    result = {"exit_code": code, "across_two_containers": report["cross_node"]["data"]["sweep"]}
+    for name in ("a", "b"):
+        checks = report["hosts"][name]["checks"]
+        result[f"within_{name}"] = next(
+            c["data"]["sweep"] for c in checks if c["name"] == "all-reduce"
+        )
+    return result
 
 
 def recovery() -> dict:
     cluster = make_cluster(["a", "b"])
-    a: Node = cluster.nodes["a"]
+    a = cluster.nodes["a"]
     args = training_args("bench", "--steps", "80", "--step-delay", "1")
     try:
         ONE, restarts = ("--nproc-per-node", "1"), ("--max-restarts", "3")  # shrinking: a restart

@@ -3,20 +3,14 @@ how long a restart round takes to start after a worker died.
 
     python benchmarks/own_code.py --runs 20 [--spawn-runs 60] [--load] [--without-fixes] > out.json
 
-Each run starts one of tests/users_code/ (a plain torch.distributed script, accelerate, Lightning
-Fabric; the last two must be installed: tests/users_code/frameworks.txt) on 2 CPU processes with
-`--max-restarts 1`, so that a rank dying in Python's teardown would re-run the job: a run counts
-as good when it exits 0 and every rank started once. The restart case kills rank 1 of the plain
-script in round 0 and counts the runs whose round 1 finished; its time is from the kill to the
-first start of a round-1 worker. The spawn case runs the DDP tutorial's shape (spawn_ddp.py:
-plain `python`, mp.spawn starts the workers) and counts the runs that exit 0. Every interpreter
-gets the image's `.pth` line (in a folder that a `sitecustomize` makes a site folder). A run that
-hangs is killed after HANG_S and counts as bad.
-
-`--without-fixes` runs plain torchrun with none of the workstation's fixes (no rank exit hook, the
-agent's shared store, spawned workers with Python's teardown), for the comparison. `--load`
-keeps every core busy with spinning processes meanwhile (a loaded machine is where the teardown
-race shows).
+Runs tests/users_code/ (plain torch.distributed, accelerate, Lightning Fabric: the last two from
+tests/users_code/frameworks.txt) on 2 CPU processes with `--max-restarts 1`: good when it exits 0
+and every rank started once. The restart case kills rank 1 of the plain script in round 0 (good
+when round 1 finishes; timed from the kill to a round-1 worker's start); the spawn case runs
+spawn_ddp.py (mp.spawn) and counts exits 0. Every interpreter gets the image's `.pth` line; a run
+that hangs is killed after HANG_S. `--without-fixes`: plain torchrun without the workstation's
+fixes, for the comparison; `--load`: every core kept busy meanwhile. docs/benchmarks.md: the
+method and the figures.
 """
 
 from __future__ import annotations
@@ -73,22 +67,23 @@ def command(script: tuple[str, ...], out: Path, without_fixes: bool, *extra: str
             str(out), *args, *extra]  # fmt: skip
 
 
-def bounded(argv: list[str], env: dict[str, str]) -> int | None:
-    """Run to the end, or kill the whole tree after HANG_S; None if it hung."""
-    return children.run(argv, HANG_S, env).returncode
-
-
-def one_run(argv: list[str], env: dict[str, str], out: Path) -> tuple[bool, str]:
-    code = bounded(argv, env)
+def one_run(argv: list[str], env: dict[str, str], out: Path | None = None) -> str:
+    """'ok', or why the run was bad; with `out`, it must also have run every rank once."""
+    code = children.run(argv, HANG_S, env).returncode
     if code is None:
-        return False, f"hung ({HANG_S} s)"
-    runs = (out / "runs.log").read_text().splitlines() if (out / "runs.log").exists() else []
-    ranks = sorted(line.split()[1] for line in runs)
+        return f"hung ({HANG_S} s)"
     if code != 0:
-        return False, f"exit {code}"
-    if ranks != ["0", "1"]:
-        return False, f"ran {len(runs) // 2} times"
-    return True, "ok"
+        return f"exit {code}"
+    log = out / "runs.log" if out else None
+    runs = log.read_text().splitlines() if log and log.exists() else []
+    if log and sorted(line.split()[1] for line in runs) != ["0", "1"]:
+        return f"ran {len(runs) // 2} times"
+    return "ok"
+
+
+def tally(outcomes: list[str]) -> dict:
+    failures = sorted({o: outcomes.count(o) for o in outcomes if o != "ok"}.items())
+    return {"good": outcomes.count("ok"), "of": len(outcomes), "failures": failures}
 
 
 def restart_time(out: Path) -> float | None:
@@ -100,36 +95,27 @@ def restart_time(out: Path) -> float | None:
     return first - float(killed.read_text())
 
 
-def spawn_runs(runs: int, env: dict[str, str]) -> dict:
-    outcomes = []
-    for _ in range(runs):
-        with tempfile.TemporaryDirectory() as folder:
-            code = bounded([sys.executable, str(CODE / "spawn_ddp.py"), folder], env)
-            outcomes.append("ok" if code == 0 else f"hung ({HANG_S} s)" if code is None
-                            else f"exit {code}")  # fmt: skip
-    return {"good": outcomes.count("ok"), "of": runs, "failures": sorted(
-        {o: outcomes.count(o) for o in outcomes if o != "ok"}.items())}  # fmt: skip
-
-
 def measure(runs: int, spawned: int, without_fixes: bool, hook_dir: Path) -> dict:
     env = environment(without_fixes, hook_dir)
-    results: dict = {"spawn": spawn_runs(spawned, env)}
+    outcomes = []
+    for _ in range(spawned):
+        with tempfile.TemporaryDirectory() as folder:
+            outcomes.append(one_run([sys.executable, str(CODE / "spawn_ddp.py"), folder], env))
+    results: dict = {"spawn": tally(outcomes)}
     for name, script in SCRIPTS.items():
         outcomes = []
         for _ in range(runs):
             with tempfile.TemporaryDirectory() as folder:
-                outcomes.append(one_run(command(script, Path(folder), without_fixes), env,
-                                        Path(folder))[1])  # fmt: skip
-        results[name] = {"good": outcomes.count("ok"), "of": runs, "failures": sorted(
-            {o: outcomes.count(o) for o in outcomes if o != "ok"}.items())}  # fmt: skip
+                out = Path(folder)
+                outcomes.append(one_run(command(script, out, without_fixes), env, out))
+        results[name] = tally(outcomes)
     times, good = [], 0
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as folder:
             out = Path(folder)
             argv = command(SCRIPTS["plain"], out, without_fixes, "--kill-rank", "1")
-            code = bounded(argv, env)
-            finished = sorted(out.glob("result-*.txt"))
-            if code == 0 and len(finished) == 2:
+            code = children.run(argv, HANG_S, env).returncode
+            if code == 0 and len(list(out.glob("result-*.txt"))) == 2:
                 good += 1
                 seconds = restart_time(out)
                 if seconds is not None:

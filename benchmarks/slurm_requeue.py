@@ -3,13 +3,11 @@ to the resumed training's first step.
 
     python benchmarks/slurm_requeue.py [--repeats 3] [--json]
 
-Starts the Slurm tests' cluster (testbed/slurm_cluster.py: munged, slurmctld and two slurmd on this
-machine; needs root, slurm-wlm and munge), submits deploy/slurm/train.sbatch with the tiny CPU
-model and one process per node, and polls the job's output every 50 ms. Once the first run has
-logged a step after a checkpoint, `scontrol requeue` stops it (SIGTERM to every process, as a
-preemption does) and queues it again. Phases: submit -> job RUNNING -> first step; requeue -> job
-RUNNING again (Slurm: the old run's end, the credential's expiry, the scheduler) -> first step
-of the resumed run (torch's start-up and the checkpoint load).
+Starts the Slurm tests' cluster (testbed/slurm_cluster.py; needs root, slurm-wlm and munge),
+submits deploy/slurm/train.sbatch (the tiny CPU model, one process per node) and polls the job's
+output every 50 ms. Once the first run has logged a step after a checkpoint, `scontrol requeue`
+stops it as a preemption does and queues it again. Phases: submit -> RUNNING -> first step;
+requeue -> RUNNING again -> the resumed run's first step (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -28,19 +26,12 @@ sys.path.insert(0, str(REPO))
 
 from testbed.slurm_cluster import CRED_EXPIRE_S, SlurmCluster  # noqa: E402
 from testbed.slurm_jobs import read_runs, submit_training  # noqa: E402
-
-POLL_S = 0.05
-TIMEOUT_S = 600
+from testbed.waiting import wait_until  # noqa: E402
 
 
 def wait(condition: Callable[[], bool], what: str) -> float:
-    """Poll until `condition()`; the monotonic time it first held."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"error: no {what} within {TIMEOUT_S} s")
-        time.sleep(POLL_S)
-    return time.monotonic()
+    """Poll every 50 ms until `condition()`; the monotonic time it first held."""
+    return wait_until(what, condition, timeout_s=600, interval_s=0.05)
 
 
 def one_round(cluster: SlurmCluster, work: Path) -> dict[str, float]:

@@ -3,16 +3,11 @@
     python benchmarks/startup.py [--repeats 5] [--cpu] [--json]
     python benchmarks/startup.py --make-up [--from stopped] [--repeats 5] [--cpu] [--json]
 
-Each repeat takes the stack down (`--from stopped`: only stops its container), starts it, and
-polls the published ports every 50 ms: Jupyter is ready when `/api` answers 200, sshd when it
-sends its `SSH-` banner. With `--make-up` the start is `make up` (`CPU=1` with `--cpu`, else
-`make up` chooses the mode itself), and the figure beside the services' own times is when
-`make up` returned, having printed the Jupyter URL. Then it reads the CPU time Jupyter's process
-has used (its start-up work, which load stretches on the wall clock but hardly changes) and times
-`import torch` in the running container. Uses the compose project `torchrig-bench` (or
-`$TORCHRIG_BENCH_PROJECT`), free ports on 127.0.0.1 and temporary bind-mount folders, so it does
-not touch a running workstation. Set MEMLOCK in the environment where the engine caps it. Needs a
-built image (`make build`).
+Each repeat takes the stack down (`--from stopped`: only stops it), starts it, and polls the
+published ports (Jupyter's `/api`, sshd's `SSH-` banner); then reads Jupyter's CPU time and times
+`import torch` in the container (docs/benchmarks.md: the method). Uses the compose project
+`torchrig-bench` (or `$TORCHRIG_BENCH_PROJECT`), free ports and temporary bind-mount folders, so
+it does not touch a running workstation. Set MEMLOCK where the engine caps it; needs `make build`.
 """
 
 from __future__ import annotations
@@ -28,12 +23,15 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from testbed import free_port  # noqa: E402
+
 # A second copy of the repository (another branch) benchmarks beside this one under its own name.
 PROJECT = os.environ.get("TORCHRIG_BENCH_PROJECT", "torchrig-bench")
 # Each probe gives up after this long and tries again. Until the container's network is up,
@@ -44,28 +42,21 @@ IMPORT_TORCH = "import time; t = time.perf_counter(); import torch; print(time.p
 # CPU seconds Jupyter's process has used (user + system): its start-up work, which a loaded
 # machine stretches on the wall clock but hardly changes.
 JUPYTER_CPU = """
-import os
-for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-    try:
-        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0")
-        stat = open(f"/proc/{pid}/stat").read()
-    except OSError:
-        continue
-    if any(arg.endswith(b"jupyter-lab") for arg in argv):
-        fields = stat[stat.rindex(")") + 2 :].split()
-        print((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+from torchrig.facts.processes import read_processes
+for process in read_processes():
+    if any(arg.endswith("jupyter-lab") for arg in process.argv):
+        print(process.cpu_s)
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def compose_argv(cpu: bool) -> list[str]:
+    """`docker compose` of this checkout; the project is the environment's COMPOSE_PROJECT_NAME."""
+    files = ["-f", "docker-compose.yml"] + (["-f", "docker-compose.cpu.yml"] if cpu else [])
+    return ["docker", "compose", *files]
 
 
 def compose(args: list[str], env: dict[str, str], cpu: bool) -> subprocess.CompletedProcess:
-    files = ["-f", "docker-compose.yml"] + (["-f", "docker-compose.cpu.yml"] if cpu else [])
-    command = ["docker", "compose", "-p", PROJECT, *files, *args]
+    command = [*compose_argv(cpu), *args]
     return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=True)
 
 
@@ -73,7 +64,7 @@ def jupyter_answers(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api", timeout=PROBE_S) as response:
             return response.status == 200
-    except (OSError, urllib.error.URLError):
+    except OSError:  # URLError and timeouts too
         return False
 
 
@@ -89,17 +80,15 @@ def start_command(make_up: bool, cpu: bool) -> list[str]:
     """What starts the stack: compose itself, or `make up` as a person types it."""
     if make_up:
         return ["make", "-s", "up", *(["CPU=1"] if cpu else [])]
-    files = ["-f", "docker-compose.yml"] + (["-f", "docker-compose.cpu.yml"] if cpu else [])
-    return ["docker", "compose", "-p", PROJECT, *files, "up", "-d"]
+    return [*compose_argv(cpu), "up", "-d"]
 
 
 def time_up(
     env: dict[str, str], cpu: bool, ports: tuple[int, int], make_up: bool, from_stopped: bool
 ) -> dict[str, float]:
-    """Seconds from the start command to each service answering and to the command's return.
-
-    Each time is taken when the answer (or the command's exit) arrives: a probe that the port
-    proxy holds open while the service is not listening yet must not count from its start."""
+    """Seconds from the start command to each service answering and to the command's return,
+    each taken when the answer arrives (a probe the port proxy holds must not count from its
+    start)."""
     compose(["stop" if from_stopped else "down", "-t", "5"], env, cpu)
     start = time.perf_counter()
     starting = subprocess.Popen(
@@ -145,19 +134,13 @@ def time_up(
     return ready
 
 
-def time_import_torch(env: dict[str, str], cpu: bool) -> float:
-    result = compose(
-        ["exec", "-T", "-u", "dev", "workstation", "python", "-c", IMPORT_TORCH], env, cpu
-    )
+def in_container(code: str, user: str, env: dict[str, str], cpu: bool) -> float:
+    """The number the Python `code` prints last, run in the workstation as `user`."""
+    result = compose(["exec", "-T", "-u", user, "workstation", "python", "-c", code], env, cpu)
     return float(result.stdout.strip().splitlines()[-1])
 
 
-def time_jupyter_cpu(env: dict[str, str], cpu: bool) -> float:
-    result = compose(["exec", "-T", "workstation", "python", "-c", JUPYTER_CPU], env, cpu)
-    return float(result.stdout.strip().splitlines()[-1])
-
-
-def bench_env(folder: Path, ports: tuple[int, int]) -> dict[str, str]:
+def bench_env(folder: Path, ports: tuple[int, int], project: str = PROJECT) -> dict[str, str]:
     for name in ("workspace", "checkpoints", "data"):
         (folder / name).mkdir()
         if os.geteuid() == 0:  # dev (1000) must be able to write its mounts
@@ -181,7 +164,7 @@ def bench_env(folder: Path, ports: tuple[int, int]) -> dict[str, str]:
     return {
         **os.environ,
         **variables,
-        "COMPOSE_PROJECT_NAME": PROJECT,
+        "COMPOSE_PROJECT_NAME": project,
         "COMPOSE_ENV_FILES": str(env_file),
     }
 
@@ -207,14 +190,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = bench_env(Path(tmp), ports)
         try:
-            if args.start_from == "stopped":  # a container to stop before each repeat
+            stopped = args.start_from == "stopped"
+            if stopped:  # a container to stop before each repeat
                 first = start_command(args.make_up, args.cpu)
                 subprocess.run(first, cwd=REPO, env=env, capture_output=True, check=True)
             for _ in range(args.repeats):
-                stopped = args.start_from == "stopped"
                 run = time_up(env, args.cpu, ports, args.make_up, stopped)
-                run["jupyter_cpu_s"] = time_jupyter_cpu(env, args.cpu)
-                run["import_torch_s"] = time_import_torch(env, args.cpu)
+                run["jupyter_cpu_s"] = in_container(JUPYTER_CPU, "root", env, args.cpu)
+                run["import_torch_s"] = in_container(IMPORT_TORCH, "dev", env, args.cpu)
                 runs.append(run)
         finally:
             compose(["down", "-v", "-t", "5"], env, args.cpu)

@@ -2,15 +2,13 @@
 
     python benchmarks/stop.py [--repeats 3] [--cpu]      # prints JSON: each run, medians
 
-Each repeat starts the stack and times `docker compose stop` with nothing running but the
-services; then starts it again, runs the training example (2 processes, CPU, tiny model, a
-step every ~0.6 s) in the background as dev, waits until it is past step 4, and times the stop.
-For that stop it also reports the step the job saved and the last step any rank trained (from
---log-samples of testbed's traced wrapper, which also slows the steps): steps lost is the
-difference, 0 when the save-on-stop works. Uses the compose
-project `torchrig-bench-stop`, free ports and temporary folders. Needs a built image named by
-TORCHRIG_IMAGE (this checkout's, after `make build`: `docker compose config --images`); set
-MEMLOCK where the engine caps it.
+Each repeat times the stop of the stack with only the services running, then with the training
+example (2 CPU processes, a step every ~0.6 s, under testbed's traced wrapper) past step 4, and
+reports the steps lost: the last step any rank trained less the step the job saved (0 when the
+save-on-stop works; docs/benchmarks.md: the method). Uses the compose project
+`torchrig-bench-stop`, free ports and temporary folders. Needs a built image named by
+TORCHRIG_IMAGE (`make build`; `docker compose config --images`); set MEMLOCK where the engine
+caps it.
 """
 
 from __future__ import annotations
@@ -22,18 +20,14 @@ import re
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from startup import bench_env, free_port
+from startup import REPO, bench_env, compose, free_port  # startup puts REPO on sys.path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from testbed import traced_train  # noqa: E402
+from testbed import traced_train
 
 PROJECT = "torchrig-bench-stop"
 ARGS = (
@@ -47,12 +41,6 @@ TRAIN = (
     f"{SCRIPT} > /checkpoints/train.log 2>&1 &"
 )
 SAVED = re.compile(r"saved step (\d+) in /checkpoints/run; exiting with 75")
-
-
-def compose(args: list[str], env: dict[str, str], cpu: bool) -> subprocess.CompletedProcess:
-    files = ["-f", "docker-compose.yml"] + (["-f", "docker-compose.cpu.yml"] if cpu else [])
-    command = ["docker", "compose", "-p", PROJECT, *files, *args]
-    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=True)
 
 
 def timed_stop(env: dict[str, str], cpu: bool) -> float:
@@ -95,7 +83,7 @@ def main() -> int:
     runs: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        env = bench_env(folder, ports)
+        env = bench_env(folder, ports, PROJECT)
         shutil.copy(REPO / "workspace" / "examples" / "train_ddp.py", folder / "workspace")
         shutil.copy(traced_train.PATH, folder / "workspace")
         try:

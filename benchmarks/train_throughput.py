@@ -4,27 +4,17 @@
     python benchmarks/train_throughput.py gpu     [--model resnet18] [--batch-size 128] [--json]
     python benchmarks/train_throughput.py compile [--model resnet18] [--batch-size 128] [--json]
 
-cpu: the training example itself under torchrun with gloo, 1 process against 2 (one thread each,
-  the tiny CNN on synthetic data); samples/s of all processes together, read from the example's
-  throughput lines after the first (warm-up) window. The same per-process batch on both, so 2
-  processes ideally give 2x.
-
-gpu (one GPU): images/s of one training step loop on device-resident synthetic batches, so the
-  data pipeline is not what is measured:
-  - naive: fp32, NCHW, eager, no cudnn.benchmark: the loop of the usual tutorials;
-  - defaults: what the example does on a GPU: bf16 autocast (fp16 + GradScaler where bf16 is
-    missing), channels_last, cudnn.benchmark, TF32, torch.compile; target >= 2.5x naive;
-  - plain / ddp-1: the defaults without and with DistributedDataParallel in a one-process group
-    (NCCL); target overhead <= 5 %;
-  - example: the training example end to end with its defaults (its own DataLoader of synthetic
-    images), 1 process under torchrun, for the number a user sees (--no-example leaves it out).
-  `--device cpu` runs the same loops on the CPU (gloo for DDP), which proves the code path on a
-  machine without a GPU; its figures say nothing about a GPU.
-
-compile: torch.compile's cost as a user meets it: the seconds of the first training step of the
-  "defaults" loop (Dynamo, AOTAutograd, Inductor, plus the step itself) against a later step, and
-  the compile caches' hit and miss counters. Run it twice with the same TORCHINDUCTOR_CACHE_DIR:
-  the second run should hit the cache and start faster (benchmarks/gpu_report.py does that).
+cpu: the example under torchrun with gloo, 1 process against 2 (one thread each, the same batch
+  per process), samples/s from its throughput lines after the first (warm-up) window.
+gpu: images/s of a step loop on device-resident synthetic batches: naive (fp32, NCHW, eager, no
+  cudnn.benchmark) against the example's defaults (bf16 autocast or fp16 + GradScaler,
+  channels_last, cudnn.benchmark, TF32, torch.compile; target >= 2.5x); the eager defaults
+  without and with DDP in a one-process NCCL group (target overhead <= 5 %); and the example end
+  to end, 1 process (--no-example leaves it out). `--device cpu` proves the code path without a
+  GPU; its figures say nothing about one.
+compile: the seconds of the first "defaults" step (compilation included) against a later one,
+  and the compile caches' hits and misses; run twice with one TORCHINDUCTOR_CACHE_DIR, the
+  second should hit (benchmarks/gpu_report.py does that).
 """
 
 from __future__ import annotations
@@ -40,16 +30,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
 THROUGHPUT_LINE = re.compile(r"step\s+(\d+) \|.*\|\s+([\d.]+) samples/s")
-
-
-# ----------------------------------------------------------------------------------------------
-# The example under torchrun (CPU comparison, and the GPU end-to-end figure).
 
 
 def example_samples_per_s(nproc: int, example_args: list[str], threads: int = 1) -> float:
@@ -93,10 +78,6 @@ def bench_cpu(repeats: int) -> dict:
     }
 
 
-# ----------------------------------------------------------------------------------------------
-# One GPU: step loops on device-resident batches.
-
-
 def train_step(
     model_name: str,
     batch_size: int,
@@ -126,12 +107,10 @@ def train_step(
         model = DDP(model, device_ids=[0] if on_gpu else None)
     step_model = torch.compile(model) if compile_model else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    amp_dtype = None
-    if fast:
-        bf16 = not on_gpu or torch.cuda.is_bf16_supported()
-        amp_dtype = torch.bfloat16 if bf16 else torch.float16
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype else nullcontext()
+    bf16 = not on_gpu or torch.cuda.is_bf16_supported()
+    scaler = torch.amp.GradScaler(device.type, enabled=fast and not bf16)
+    dtype = torch.bfloat16 if bf16 else torch.float16
+    autocast = torch.autocast(device.type, dtype=dtype, enabled=fast)
     images = torch.randn(batch_size, 3, image_size, image_size, device=device)
     images = images.contiguous(memory_format=memory_format)
     labels = torch.randint(1000, (batch_size,), device=device)
@@ -229,9 +208,6 @@ def bench_gpu(
     return result
 
 
-# ----------------------------------------------------------------------------------------------
-# torch.compile: the first step's cost, and what the compile caches did.
-
 CACHE_COUNTERS = {
     "inductor": ("fxgraph_cache_hit", "fxgraph_cache_miss"),
     "aot_autograd": ("autograd_cache_hit", "autograd_cache_miss"),
@@ -258,17 +234,16 @@ def bench_compile(
         raise SystemExit("compile: CUDA is not available here (--device cpu compiles for the CPU)")
     shape = (model_name, batch_size, image_size)
     one_step = train_step(*shape, fast=True, compile_model=True, ddp=False, device_type=device_type)
-    synchronize(device_type)
-    start = time.perf_counter()
-    one_step()  # traced, compiled (or loaded from the cache), then run
-    synchronize(device_type)
-    first = time.perf_counter() - start
-    later = []
-    for _ in range(steps):
+
+    def step_s() -> float:
         start = time.perf_counter()
         one_step()
         synchronize(device_type)
-        later.append(time.perf_counter() - start)
+        return time.perf_counter() - start
+
+    synchronize(device_type)
+    first = step_s()  # traced, compiled (or loaded from the cache), then run
+    later = [step_s() for _ in range(steps)]
     return {
         "benchmark": f"compile: {model_name}, batch {batch_size}, {image_size}px, {device_type}",
         "torch": torch.__version__,

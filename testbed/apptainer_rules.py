@@ -1,18 +1,12 @@
 """Apptainer's rules, applied through Docker: a simulation of Apptainer, which is not packaged here.
 
-What Apptainer does with an image, and what this applies to a `docker run` of ours:
-- the process runs as the caller's own uid and gid, which the image's passwd does not know;
-- the image's root is read-only; `/tmp` and `HOME` come from the host (HOME: the caller's own);
-- the host's network, process and IPC namespaces are shared (no ports to publish, the host's
-  `/dev/shm`);
-- `exec` skips the image's entrypoint; `run` runs it (ENTRYPOINT and CMD) as that uid;
-- `--bind SRC[:DST][,...]` binds host folders, `--pwd DIR` is the working directory, `--nv`
-  binds the host's NVIDIA driver (nothing to bind on a machine without one: accepted, ignored).
-
-Not simulated: the SIF format (a "`.sif`" here is a text file naming the Docker image: `sif_file`),
-Apptainer's own environment (`APPTAINER_*`, the image's `%environment`), its overlay and
-fakeroot modes. What a test on this proves is that the image works under these rules, not that
-Apptainer itself runs it.
+The `docker run` of a call runs as the caller's own uid and gid (unknown to the image's passwd),
+with a read-only root, the host's `/tmp` and the caller's HOME, the host's network, process and
+IPC namespaces; `exec` skips the image's entrypoint, `run` runs it; `--bind SRC[:DST][,...]`,
+`--pwd DIR` and `--home` as Apptainer takes them; `--nv` is accepted and ignored (no driver to bind
+on a machine without one). Not simulated: the SIF format (a "`.sif`" here is a text file naming
+the Docker image: `sif_file`), Apptainer's own environment, overlay and fakeroot modes: a test on
+this proves that the image works under these rules, not that Apptainer itself runs it.
 
 Run as a program it stands in for `apptainer`: `exec` and `run`, with the options above.
 """
@@ -40,8 +34,6 @@ NOT_PASSED = {"PATH", "HOME", "LD_LIBRARY_PATH", "HOSTNAME", "PWD", "OLDPWD", "S
 
 @dataclass
 class Call:
-    """One `apptainer exec|run` call, parsed."""
-
     action: str
     image: str
     command: list[str]

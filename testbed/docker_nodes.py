@@ -1,12 +1,9 @@
 """Emulated nodes for the multi-node tests and benchmarks: containers of our image on one Docker
-network.
-
-Each node is a container with the hostname and network alias `a`, `b`, ... on a user-defined
-network of its own (Docker's DNS resolves the names), sshd only, and the session's public key. A
-named volume at /checkpoints is the shared folder every node saves to. The first node is the
-launcher: it holds the private key, an ~/.ssh/config with the image's port (2222) and user (dev),
-and the hostfiles. The training example is copied to /workspace/examples on every node (the
-same code at the same path, as on real machines), and testbed's traced_train.py to /workspace.
+network, each with the hostname and network alias `a`, `b`, ... (Docker's DNS resolves them),
+sshd only, the session's public key (a throwaway ed25519 pair), and a named volume at
+/checkpoints that every node shares. The launcher node holds the private key, an ~/.ssh/config
+with the image's port and user, and the hostfiles. The example is at the same path on every node,
+testbed's traced_train.py beside it.
 """
 
 from __future__ import annotations
@@ -21,10 +18,12 @@ import time
 from dataclasses import dataclass, field
 
 import docker
+import paramiko
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from docker.models.containers import Container
 
 from testbed import REPO_ROOT, traced_train
-from testbed.ssh_keys import KeyPair
 from testbed.waiting import wait_until
 
 EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
@@ -60,8 +59,26 @@ for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
 WITHOUT_REJOIN_FIX = os.environ.get("TORCHRIG_TEST_WITHOUT_REJOIN_FIX") == "1"
 
 
-class NodeError(AssertionError):
-    """Something a node was asked failed; the message carries the evidence."""
+@dataclass(frozen=True)
+class KeyPair:
+    private: paramiko.Ed25519Key
+    public_line: str  # "ssh-ed25519 AAAA... comment", what SSH_PUBLIC_KEY takes
+    private_text: str  # the OpenSSH private key file's text, for the real `ssh -i`
+
+
+def new_key_pair() -> KeyPair:
+    """A fresh ed25519 pair (cryptography, so no ssh-keygen is needed on the test machine)."""
+    key = ed25519.Ed25519PrivateKey.generate()
+    private_text = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    ).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    private = paramiko.Ed25519Key.from_private_key(io.StringIO(private_text))
+    return KeyPair(private, public.decode() + " torchrig-test", private_text)
 
 
 def tar_of(files: dict[str, tuple[bytes, int]]) -> bytes:
@@ -92,16 +109,12 @@ class Node:
     def processes(self) -> list[tuple[int, str]]:
         code, output = self.exec(f"python -c {shlex.quote(LIST_PROCESSES)}", user="root")
         if code != 0:
-            raise NodeError(f"{self.name}: listing processes failed: {output}")
+            raise AssertionError(f"{self.name}: listing processes failed: {output}")
         rows = [line.split(" ", 1) for line in output.splitlines() if line.strip()]
         return [(int(pid), args) for pid, args in rows]
 
     def job_processes(self) -> list[tuple[int, str]]:
         return [(pid, args) for pid, args in self.processes() if JOB_PROCESS.search(args)]
-
-    def sshd_listens(self) -> bool:
-        check = "import socket; socket.create_connection(('127.0.0.1', 2222), timeout=2).close()"
-        return self.exec(f"python -c {shlex.quote(check)}")[0] == 0
 
 
 @dataclass
@@ -155,9 +168,10 @@ class Cluster:
         return node
 
     def wait_for_sshd(self, node: Node) -> None:
+        check = "import socket; socket.create_connection(('127.0.0.1', 2222), timeout=2).close()"
         wait_until(
             f"sshd on node {node.name}",
-            node.sshd_listens,
+            lambda: node.exec(f"python -c {shlex.quote(check)}")[0] == 0,
             on_timeout=lambda: node.container.logs().decode(errors="replace")[-3000:],
         )
 
@@ -170,10 +184,8 @@ class Cluster:
             }
         )
 
-    def write_hostfile(self, name: str, text: str) -> str:
-        path = f"{WORKSPACE}/{name}"
-        self.nodes["a"].put({path: (text.encode(), 0o644)})
-        return path
+    def write_hostfile(self, name: str, text: str) -> None:
+        self.nodes["a"].put({f"{WORKSPACE}/{name}": (text.encode(), 0o644)})
 
     def kill(self, name: str) -> None:
         """SIGKILL the whole container: the node dies as a machine would, mid-step."""

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,49 +32,17 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchrig.facts.processes import Reading, read_processes
+
+from testbed import free_port
+
 NODES = ("n1", "n2")
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "srun", "scontrol", "sinfo", "squeue", "scancel")
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 90
 COMMAND_TIMEOUT_S = 60
-# KillWait and cred_expire of the test cluster (see the module docstring).
-KILL_WAIT_S = 30
-CRED_EXPIRE_S = 10
-
-SLURM_CONF = """\
-ClusterName={cluster}
-SlurmctldHost={host}(127.0.0.1)
-SlurmctldPort={ctld_port}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket={munge_socket},cred_expire={cred_expire}
-StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool/%n
-SlurmctldPidFile={root}/run/slurmctld.pid
-SlurmdPidFile={root}/run/slurmd-%n.pid
-SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd-%n.log
-PlugStackConfig={root}/etc/plugstack.conf
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-KillWait={kill_wait}
-SchedulerParameters=sched_interval=2
-PreemptType=preempt/partition_prio
-PreemptMode=REQUEUE
-{nodes}
-PartitionName=low Nodes={node_list} Default=YES PriorityTier=1 MaxTime=INFINITE State=UP
-PartitionName=high Nodes={node_list} PriorityTier=2 MaxTime=INFINITE State=UP
-"""
-NODE_LINE = (
-    "NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} CPUs=1 State=UNKNOWN"
-)
+CRED_EXPIRE_S = 10  # AuthInfo cred_expire (see the module docstring)
 
 
 class ClusterError(RuntimeError):
@@ -81,15 +51,7 @@ class ClusterError(RuntimeError):
 
 def missing_programs() -> list[str]:
     """The Slurm and munge programs the cluster needs that are not on PATH."""
-    import shutil
-
     return [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name) is None]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -105,20 +67,18 @@ class Job:
 
     @classmethod
     def parse(cls, line: str) -> Job:
-        def field_of(name: str) -> str:
-            match = re.search(rf"(?:^|\s){name}=(\S*)", line)
-            if match is None:
-                raise ClusterError(f"no {name}= in `scontrol show job`: {line}")
-            return match.group(1)
-
-        return cls(
-            job_id=int(field_of("JobId")),
-            state=field_of("JobState"),
-            restarts=int(field_of("Restarts")),
-            exit_code=field_of("ExitCode"),
-            node_list=field_of("NodeList"),
-            raw=line,
-        )
+        fields = dict(reversed(re.findall(r"(?:^|\s)(\w+)=(\S*)", line)))  # the first of each
+        try:
+            return cls(
+                int(fields["JobId"]),
+                fields["JobState"],
+                int(fields["Restarts"]),
+                fields["ExitCode"],
+                fields["NodeList"],
+                raw=line,
+            )
+        except KeyError as missing:
+            raise ClusterError(f"no {missing.args[0]}= in `scontrol show job`: {line}") from None
 
 
 @dataclass
@@ -155,10 +115,8 @@ class SlurmCluster:
         if "slurmctld" in self.processes and self.processes["slurmctld"].poll() is None:
             with contextlib.suppress(ClusterError, subprocess.TimeoutExpired):
                 self.cancel_all()
-        for name in reversed(list(self.processes)):
-            process = self.processes[name]
-            if process.poll() is None:
-                process.terminate()
+        for process in reversed(self.processes.values()):
+            process.terminate()  # nothing if it has exited
         for process in self.processes.values():
             try:
                 process.wait(timeout=30)
@@ -171,18 +129,11 @@ class SlurmCluster:
 
     def leftover_pids(self) -> list[int]:
         """Processes (daemons, slurmstepd, job steps) started with this cluster's SLURM_CONF."""
-        marker = f"SLURM_CONF={self.conf}".encode()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                environ = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            if marker in environ.split(b"\0"):
-                found.append(int(entry.name))
-        return found
+        found = read_processes(reading=Reading(environ=("SLURM_CONF",)))
+        conf = str(self.conf)
+        return [
+            p.pid for p in found if p.environ.get("SLURM_CONF") == conf and p.pid != os.getpid()
+        ]
 
     def _start_munged(self) -> None:
         folder = self.root / "munge"
@@ -198,23 +149,42 @@ class SlurmCluster:
         self.wait_until(self.munge_socket.exists, "munged's socket")
 
     def _write_config(self) -> None:
-        host = socket.gethostname().split(".")[0]
+        host, root, node_list = socket.gethostname().split(".")[0], self.root, ",".join(NODES)
         nodes = "\n".join(
-            NODE_LINE.format(name=name, host=host, port=free_port()) for name in NODES
+            f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={free_port()} CPUs=1 "
+            "State=UNKNOWN"
+            for name in NODES
         )
-        self.conf.write_text(
-            SLURM_CONF.format(
-                cluster=f"torchrig{os.getpid()}",
-                host=host,
-                ctld_port=free_port(),
-                munge_socket=self.munge_socket,
-                cred_expire=CRED_EXPIRE_S,
-                root=self.root,
-                kill_wait=KILL_WAIT_S,
-                nodes=nodes,
-                node_list=",".join(NODES),
-            )
-        )
+        self.conf.write_text(f"""\
+ClusterName=torchrig{os.getpid()}
+SlurmctldHost={host}(127.0.0.1)
+SlurmctldPort={free_port()}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={self.munge_socket},cred_expire={CRED_EXPIRE_S}
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool/%n
+SlurmctldPidFile={root}/run/slurmctld.pid
+SlurmdPidFile={root}/run/slurmd-%n.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd-%n.log
+PlugStackConfig={root}/etc/plugstack.conf
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+KillWait=30
+SchedulerParameters=sched_interval=2
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+{nodes}
+PartitionName=low Nodes={node_list} Default=YES PriorityTier=1 MaxTime=INFINITE State=UP
+PartitionName=high Nodes={node_list} PriorityTier=2 MaxTime=INFINITE State=UP
+""")
         (self.root / "etc" / "plugstack.conf").write_text("")  # no SPANK plugins of the host
 
     def _spawn(self, name: str, argv: list[str]) -> None:
@@ -292,26 +262,17 @@ class SlurmCluster:
     def job(self, job_id: int) -> Job:
         return Job.parse(self.run("scontrol", "--oneliner", "show", "job", str(job_id)).stdout)
 
-    def wait_for_job(
-        self, job_id: int, condition: Callable[[Job], bool], what: str, timeout: float
-    ) -> Job:
-        deadline = time.monotonic() + timeout
-        while True:
-            job = self.job(job_id)
-            if condition(job):
-                return job
-            if time.monotonic() > deadline:
-                raise ClusterError(f"job {job_id}: no {what} within {timeout:.0f} s: {job.raw}")
-            time.sleep(0.5)
-
     def wait_until_done(self, job_id: int, timeout: float) -> Job:
         """The job once it has ended for good (not pending again after a requeue)."""
         final = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
-        return self.wait_for_job(job_id, lambda job: job.state in final, "end", timeout)
+        deadline = time.monotonic() + timeout
+        while (job := self.job(job_id)).state not in final:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"job {job_id}: no end within {timeout:.0f} s: {job.raw}")
+            time.sleep(0.5)
+        return job
 
     def cancel_all(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """Cancel every job of this cluster and wait until both nodes are idle again."""
-        import pwd
-
         self.run("scancel", "--user", pwd.getpwuid(os.getuid()).pw_name, check=False)
         self.wait_until(self.nodes_idle, "both nodes idle after scancel", timeout)

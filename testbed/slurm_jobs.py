@@ -93,20 +93,13 @@ class Run:
     def steps_logged(self) -> list[int]:
         return [int(step) for step in STEP_LINE.findall(self.text)]
 
-    @property
-    def resumed_from(self) -> int | None:
-        match = RESUMED.search(self.text)
+    def first(self, pattern: re.Pattern[str]) -> int | None:
+        match = pattern.search(self.text)
         return int(match.group(1)) if match else None
 
-    @property
-    def world_size(self) -> int | None:
-        match = WORLD.search(self.text)
-        return int(match.group(1)) if match else None
-
-    @property
-    def finished(self) -> int | None:
-        match = FINISHED.search(self.text)
-        return int(match.group(1)) if match else None
+    resumed_from = property(lambda self: self.first(RESUMED))
+    world_size = property(lambda self: self.first(WORLD))
+    finished = property(lambda self: self.first(FINISHED))
 
 
 def read_runs(output: Path, job_id: int) -> list[Run]:

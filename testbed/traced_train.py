@@ -3,22 +3,13 @@
     python testbed/traced_train.py --script workspace/examples/train_ddp.py \
         [--step-delay S] [--log-samples FILE] [the script's own arguments]
 
-  --step-delay S       sleep S seconds in every optimizer step, so that a test can kill or stop
-                       a tiny run mid-way
-  --log-samples FILE   append one JSON line per micro-batch and rank, {"rank", "world_size",
-                       "step", "epoch", "indices"}: exactly the samples trained on
-
-The three flags may stand anywhere among the arguments (torchrun, `torchrig launch` and the Slurm
-template put flags of their own after the script); the rest reach the script unchanged, and it
-runs as `python SCRIPT ARGS` would run it. The script is not changed: the knobs hook into the
-torchrig objects it uses.
-
-- Every optimizer step ends in `StopSignals.agreed()` (every rank, every step): the delay is
-  slept there, before the ranks agree, and the step is counted.
-- `CheckpointManager.load_latest` says the step a run resumes from.
-- The DataLoader's dataset is wrapped in torchrig.data.WithIndex, so each batch carries its
-  samples' indices; they are taken off before the script sees the batch (images, labels), and
-  `ResumableDistributedSampler.advance`, called once per micro-batch, writes them.
+--step-delay sleeps S seconds in every optimizer step (in `StopSignals.agreed()`, before the
+ranks agree), so that a test can kill or stop a tiny run mid-way. --log-samples appends one JSON
+line per micro-batch and rank, {"rank", "world_size", "step", "epoch", "indices"}: the samples
+trained on (the DataLoader's dataset wrapped in torchrig.data.WithIndex; the indices are taken
+off the batch before the script sees it, and written at `ResumableDistributedSampler.advance`).
+The flags may stand anywhere among the arguments (launchers put flags of their own after the
+script); the rest reach the script, run as `python SCRIPT ARGS` would run it, unchanged.
 
 Standard library at import (tests and benchmarks use `command`); torch and torchrig when run.
 """
@@ -31,7 +22,7 @@ import os
 import runpy
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,78 +49,67 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     return ours, rest
 
 
-class Trace:
-    """The knobs, installed as hooks on the torchrig classes the script uses."""
+def install(step_delay: float, samples: Path | None) -> None:
+    """The knobs, as hooks on the torchrig classes the script uses."""
+    from torchrig.checkpoint.manager import CheckpointManager
+    from torchrig.checkpoint.stop import StopSignals
 
-    def __init__(self, step_delay: float, samples: Path | None) -> None:
-        self.step_delay = step_delay
-        self.samples: int | None = None
-        if samples is not None:
-            # One line per micro-batch and rank, appended with a single write (atomic on Linux).
-            samples.parent.mkdir(parents=True, exist_ok=True)
-            self.samples = os.open(samples, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self.start_step = 0  # the step the run resumed from
-        self.steps_done = 0  # optimizer steps since then
-        self.indices: list[int] = []  # of the batch the script was handed last
+    load_latest, agreed = CheckpointManager.load_latest, StopSignals.agreed
+    steps = {"resumed": 0, "done": 0}  # the step the run resumed from, optimizer steps since
 
-    def install(self) -> None:
-        from torchrig.checkpoint.manager import CheckpointManager
-        from torchrig.checkpoint.stop import StopSignals
+    def resumed_from(manager: Any, *args: Any, **kwargs: Any) -> Any:
+        resumed = load_latest(manager, *args, **kwargs)
+        steps.update(resumed=resumed["step"] if resumed else 0, done=0)
+        return resumed
 
-        load_latest, agreed = CheckpointManager.load_latest, StopSignals.agreed
+    def step_ends(signals: Any, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(step_delay)
+        steps["done"] += 1
+        return agreed(signals, *args, **kwargs)
 
-        def resumed_from(manager: Any, *args: Any, **kwargs: Any) -> Any:
-            resumed = load_latest(manager, *args, **kwargs)
-            self.start_step, self.steps_done = (resumed["step"] if resumed else 0), 0
-            return resumed
+    CheckpointManager.load_latest = resumed_from  # type: ignore[method-assign]
+    StopSignals.agreed = step_ends  # type: ignore[method-assign]
+    if samples is not None:
+        log_samples(samples, lambda: steps["resumed"] + steps["done"] + 1)
 
-        def step_ends(signals: Any, *args: Any, **kwargs: Any) -> Any:
-            time.sleep(self.step_delay)
-            self.steps_done += 1
-            return agreed(signals, *args, **kwargs)
 
-        CheckpointManager.load_latest = resumed_from  # type: ignore[method-assign]
-        StopSignals.agreed = step_ends  # type: ignore[method-assign]
-        if self.samples is not None:
-            self.install_sample_log()
+def log_samples(samples: Path, step: Callable[[], int]) -> None:
+    import torch.utils.data
+    from torchrig.data import ResumableDistributedSampler, WithIndex
 
-    def install_sample_log(self) -> None:
-        import torch.utils.data
-        from torchrig.data import ResumableDistributedSampler, WithIndex
+    # One line per micro-batch and rank, appended with a single write (atomic on Linux).
+    samples.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(samples, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    advance = ResumableDistributedSampler.advance
+    batch: list[int] = []  # the indices of the batch the script was handed last
 
-        trace, advance = self, ResumableDistributedSampler.advance
+    class IndexedLoader(torch.utils.data.DataLoader):
+        def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
+            super().__init__(WithIndex(dataset), *args, **kwargs)
 
-        class IndexedLoader(torch.utils.data.DataLoader):
-            def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
-                super().__init__(WithIndex(dataset), *args, **kwargs)
+        def __iter__(self) -> Any:
+            for images, labels, indices in super().__iter__():
+                batch[:] = indices.tolist()
+                yield images, labels
 
-            def __iter__(self) -> Any:
-                for images, labels, indices in super().__iter__():
-                    trace.indices = indices.tolist()
-                    yield images, labels
-
-        def consumed(sampler: Any, local_samples: int) -> None:
-            advance(sampler, local_samples)
-            trace.write(sampler)
-
-        torch.utils.data.DataLoader = IndexedLoader  # type: ignore[misc]
-        ResumableDistributedSampler.advance = consumed  # type: ignore[method-assign]
-
-    def write(self, sampler: Any) -> None:
+    def consumed(sampler: Any, local_samples: int) -> None:
+        advance(sampler, local_samples)
         record = {
             "rank": sampler.rank,
             "world_size": sampler.num_replicas,
-            "step": self.start_step + self.steps_done + 1,
+            "step": step(),
             "epoch": sampler.epoch,
-            "indices": self.indices,
+            "indices": batch,
         }
-        assert self.samples is not None
-        os.write(self.samples, (json.dumps(record) + "\n").encode())
+        os.write(fd, (json.dumps(record) + "\n").encode())
+
+    torch.utils.data.DataLoader = IndexedLoader  # type: ignore[misc]
+    ResumableDistributedSampler.advance = consumed  # type: ignore[method-assign]
 
 
 def main(argv: Sequence[str]) -> None:
     ours, rest = parse(argv)
-    Trace(ours.step_delay, ours.log_samples).install()
+    install(ours.step_delay, ours.log_samples)
     script = Path(ours.script)
     sys.argv = [str(script), *rest]
     sys.path[0] = str(script.resolve().parent)
