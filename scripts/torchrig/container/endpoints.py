@@ -1,13 +1,9 @@
 """How to reach each service of the running container: what `make up` prints once it is ready.
 
-Run inside the container by `torchrig.host.up`, as root through `root_main` (so it reads dev's
-token file whatever uid dev has been remapped to), with the host addresses compose published:
-`--jupyter 127.0.0.1:8888 --ssh 127.0.0.1:2222`. The token and the list of services that really
-run (sshd is skipped without a key) are only known in here.
-
-With `--wait SECONDS` it first waits until the services answer (`readiness`), printing
-`status: <what the container is doing>` at each change; then the endpoint lines. Not ready in
-time: `not ready: <why>` and exit status 3. `torchrig.host.up` reads this protocol.
+`torchrig.host.up` runs it as root through `root_main` (so it reads dev's token whatever uid dev
+has), with the host addresses compose published: `--jupyter 127.0.0.1:8888 --ssh ...`. With
+`--wait SECONDS` it first waits until the services answer (`readiness`), printing `status: ...`
+at each change; not ready in time: `not ready: <why>` and exit status 3.
 """
 
 from __future__ import annotations
@@ -22,11 +18,7 @@ from torchrig.container.jupyter import JUPYTER_PORT, lab_url
 from torchrig.container.jupyter_url import browser_address
 from torchrig.container.settings import read_settings
 from torchrig.container.ssh import SSH_PORT
-from torchrig.container.state import (
-    read_services,
-    read_token,
-    readable_state_dir,
-)
+from torchrig.container.state import read_services, read_token, readable_state_dir
 from torchrig.ownership import FileNotRead
 
 USER = "dev"
@@ -64,8 +56,8 @@ def say_status(doing: str) -> None:
 
 
 def read_state(state: Path) -> tuple[list[str], str]:
-    """The services that run and Jupyter's token, read as root from dev's state dir by
-    state.read_small_file's rules: a symlink, a FIFO or a huge file there is named, not read."""
+    """The services that run and Jupyter's token, read as root from dev's state dir: a symlink,
+    a FIFO or a huge file there is named, not read."""
     try:
         services = read_services(state)
         token = read_token(state)

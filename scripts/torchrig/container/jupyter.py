@@ -24,10 +24,8 @@ class Token:
 
 
 def resolve_token(given: str | None, allow_no_token: bool, state: Path) -> Token:
-    """The given token, else the one generated earlier in this container, else a new one.
-
-    Kept in the state dir so a restarted Jupyter keeps its token and `make jupyter-url` reads it.
-    """
+    """The given token, else the one generated earlier in this container, else a new one; kept
+    in the state dir for a restarted Jupyter and `make jupyter-url`."""
     path = state / TOKEN_FILE
     if allow_no_token:
         token = Token("", "none (JUPYTER_ALLOW_NO_TOKEN=1)")
@@ -66,12 +64,9 @@ def jupyter_command(hostnames: tuple[str, ...] = ()) -> list[str]:
 
 def host_check_arguments(hostnames: tuple[str, ...]) -> list[str]:
     """The Host-header (DNS-rebinding) check: torchrig's extension (jupyter_hosts.py) in place of
-    jupyter_server's own, which listening on 0.0.0.0 turns off and which, turned on, would refuse
-    every address but loopback. `allow_remote_access` only switches jupyter_server's check.
-
-    jupyter_server only logs a warning for an extension that fails to import or load, and serves
-    without it: without the check. `reraise_server_extension_failures` makes that failure stop
-    Jupyter instead (any extension's: the image's all load), so the supervisor reports it."""
+    jupyter_server's own, which 0.0.0.0 turns off and which would refuse all but loopback.
+    jupyter_server serves without an extension that fails to load, with a warning:
+    `reraise_server_extension_failures` makes that stop Jupyter, so the supervisor reports it."""
     return [
         f"--ServerApp.jpserver_extensions={{{HOST_CHECK_EXTENSION!r}: True}}",
         "--ServerApp.reraise_server_extension_failures=True",

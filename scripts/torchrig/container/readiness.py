@@ -1,16 +1,10 @@
 """Is the workstation ready, and what is it doing until then: what `make up` waits on.
 
-Ready: every service the entrypoint started (its services file) answers, by the probes Docker's
-HEALTHCHECK uses (Jupyter's `/api` answers 200, sshd listens on its port), asked every 50 ms.
-Docker's own view waits for the healthcheck's next run (every 3 s; Docker 20.10 has no
-`start_interval`), which would keep `make up` waiting seconds after the services answer.
-
-`container_says` is the one place that reads what the container says it is doing while it
-starts; `make up` prints each change of it: "setting up" until the entrypoint has written its
-services file in this run, "running start hook start.d/<name>" while a start hook runs (its
-hook file), then which services do not answer yet; a new start-up step that reports itself is
-read there. Time spent in start hooks does not count against the wait: they have a time limit
-of their own (START_HOOK_TIMEOUT).
+Ready: every service the entrypoint started answers the healthcheck's probes, asked every 50 ms
+(Docker's own view waits for the healthcheck's next run, seconds later). `container_says` is the
+one place that reads what the container says it is doing while it starts: "setting up", the
+start hook that runs, then the services not answering yet. Time in start hooks does not count
+against the wait: they have a limit of their own (START_HOOK_TIMEOUT).
 """
 
 from __future__ import annotations
@@ -21,18 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchrig.container.healthcheck import PROBES
-from torchrig.container.state import (
-    HOOK_FILE,
-    read_services,
-    readable_state_dir,
-)
+from torchrig.container.state import HOOK_FILE, read_services, readable_state_dir
 from torchrig.facts import processes
 from torchrig.facts.processes import PROC
 from torchrig.ownership import FileNotRead, read_small_file
 
 POLL_S = 0.05
 SETTING_UP = "setting up (user, mounts, checks)"
-# A hook's name, as the entrypoint writes it: start.d/ and a file name.
 MAX_HOOK_FILE_BYTES = 512
 
 Probe = Callable[[], str | None]
@@ -58,10 +47,8 @@ def container_says(
     hook = running_hook(state, started_at)
     if hook is not None:
         return Progress(ready=False, doing=f"running start hook {hook}", in_hook=True)
-    # Read as root from dev's state dir: by state.read_small_file's rules (no symlink followed,
-    # no FIFO waited on, no endless file read). A services file from before a restart (the
-    # container's filesystem keeps /run) says nothing about this start: the entrypoint has not
-    # got that far yet.
+    # Read as root from dev's state dir, by read_small_file's rules. A services file from before
+    # a restart (the container keeps /run) says nothing about this start.
     try:
         services = read_services(state)
     except FileNotRead as exc:
@@ -77,9 +64,8 @@ def container_says(
 
 
 def running_hook(state: Path, started_at: float) -> str | None:
-    """The start hook the entrypoint runs now, by its hook file (written in this run). Read as
-    root from dev's state dir, so by state.read_small_file's rules, and printed only when it is
-    a name: a file dev made up says nothing."""
+    """The start hook the entrypoint runs now, by its hook file (written in this run); read as
+    root by read_small_file's rules, and only a hook's name: a file dev made up says nothing."""
     try:
         read = read_small_file(state, HOOK_FILE, MAX_HOOK_FILE_BYTES, "a start hook's name")
     except FileNotRead:

@@ -1,28 +1,23 @@
 """Stopping the container: every process gets SIGTERM and the time to finish, output carriers last.
 
-A stop (`docker compose stop`, a host shutdown) signals PID 1 only, which passes it to the
-supervisor; what users started (SSH sessions, nohup'd torchrun jobs, Jupyter kernels and
-terminals, tmux) runs in sessions of its own and would meet Docker's SIGKILL without a word. So
-on SIGTERM the supervisor:
+A stop signals PID 1 only, which passes it to the supervisor; what users started (SSH sessions,
+nohup'd torchrun jobs, Jupyter kernels, tmux) runs in sessions of its own and would meet
+Docker's SIGKILL without a word. So on SIGTERM the supervisor:
 
 1. sends SIGTERM (and SIGCONT, for a job stopped with Ctrl-Z) to every process in the container,
-   again every POLL_S for processes that appear meanwhile, except
-   - helpers: children of Python's multiprocessing (DataLoader workers, ...) in their parent's
-     process group. A DataLoader worker killed by a signal ends its parent's training loop with
-     an error before the loop reaches the step boundary where it would save; the parent stops
-     its helpers itself.
+   again every POLL_S for new ones, except
+   - helpers: multiprocessing children (DataLoader workers) in their parent's process group. One
+     killed by a signal ends its parent's training loop before it reaches the step where it
+     would save; the parent stops its helpers itself.
    - carriers, while they carry: a process that reads a pipe, or drives a terminal, that a
-     working process writes to (an SSH session, a Jupyter terminal, tmux, `| tee`, a notebook
-     reading `torchrig launch`'s output). Stopped first, it would make the writer's next line
-     fail (EPIPE, EIO) and the job die before it saves. It gets SIGTERM CARRIER_LINGER_S after
-     its writers are gone, time to pass on their last lines.
+     working process writes to (an SSH session, tmux, `| tee`). Stopped first, it would make the
+     writer's next line fail (EPIPE, EIO) and the job die before it saves. It gets SIGTERM
+     CARRIER_LINGER_S after its writers are gone.
 2. waits until every process that heeds SIGTERM is gone, for at most `grace_s` (STOP_GRACE);
-3. hangs up on what is left (shells at their prompt ignore SIGTERM: SIGHUP and SIGTERM), gives
-   it FINAL_GRACE_S, and kills the rest. At the deadline, everything left is killed at once.
+3. hangs up on what is left (shells at their prompt ignore SIGTERM), gives it FINAL_GRACE_S,
+   and kills the rest. At the deadline, everything left is killed at once.
 
-An idle container is gone in about a second; a training job gets the time its checkpoint needs.
-Processes of other users (root's, from `docker exec -u root` or sudo) cannot be signalled by the
-supervisor (it runs as dev) and are left to Docker.
+Other users' processes (root's) cannot be signalled by the supervisor (dev) and are left to Docker.
 """
 
 from __future__ import annotations
@@ -62,12 +57,8 @@ def working(process: Process) -> bool:
 
 
 def carriers(table: Iterable[Process]) -> set[int]:
-    """The pids that carry the output of a working process (see the module docstring).
-
-    A reader that descends from the writer is not its carrier (a job reading its session's
-    input), nor is one the writer carries in turn (a pair feeding each other: neither could
-    ever go first).
-    """
+    """The pids that carry the output of a working process. A reader that descends from the
+    writer is not its carrier, nor is one the writer carries in turn (neither could go first)."""
     processes = list(table)
     by_pid = {p.pid: p for p in processes}
     writers = [p for p in processes if working(p) and not is_helper(p, by_pid)]
@@ -97,8 +88,7 @@ def processes_to_stop(root: int, exclude: frozenset[int]) -> list[Process]:
 
 
 def due_for_sigterm(table: list[Process], skip: set[Key]) -> list[Process]:
-    """The processes to send SIGTERM now: all but the skipped ones (already sent it, or still
-    carrying) and helpers."""
+    """All but the skipped ones (already sent it, or still carrying) and helpers."""
     by_pid = {p.pid: p for p in table}
     return [p for p in table if p.key not in skip and not is_helper(p, by_pid)]
 
