@@ -92,10 +92,8 @@ NOT_EXPORTED = frozenset(
     }
 )
 
-# What torchrun sets in each worker's environment. In a session's environment (the container
-# started by a scheduler that sets them, or from inside a worker) they would make accelerate,
-# Lightning and torchrig's own helpers believe that torchrun started every command typed there:
-# neither SSH sessions nor Jupyter's kernels get them.
+# What torchrun sets in each worker's environment: in a session's (a container a scheduler
+# started), accelerate, Lightning and torchrig would take every command for a torchrun worker.
 PER_RANK = frozenset(
     {
         "RANK",
