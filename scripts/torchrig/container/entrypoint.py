@@ -28,6 +28,7 @@ from torchrig.container.state import (
     STATE_DIR,
     TOKEN_FILE,
     state_dir,
+    write_private,
 )
 from torchrig.container.supervisor import ServiceSpec, Supervisor
 from torchrig.packages import kept
@@ -299,10 +300,10 @@ def prepare_sshd(keys: list[str], home: Path, keys_file: Path) -> bool:
 def export_environment(home: Path, state: Path) -> None:
     variables = ssh.exported_environment(os.environ)
     try:
-        ssh.write_private(home / ".ssh" / "environment", ssh.ssh_environment_text(variables))
+        write_private(home / ".ssh" / "environment", ssh.ssh_environment_text(variables))
     except OSError as exc:
         log.warn(f"could not write {home}/.ssh/environment ({exc}): SSH sessions get a bare env")
-    ssh.write_private(state / ENVIRONMENT_FILE, ssh.shell_exports_text(variables))
+    write_private(state / ENVIRONMENT_FILE, ssh.shell_exports_text(variables))
 
 
 def service_specs(

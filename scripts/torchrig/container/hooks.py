@@ -20,7 +20,7 @@ from pathlib import Path
 
 from torchrig import children, mounts
 from torchrig.container import log
-from torchrig.container.state import HOOK_FILE
+from torchrig.container.state import HOOK_FILE, write_private
 
 WORKDIR = mounts.WORKSPACE.point
 HOOKS_DIR = Path(WORKDIR, "start.d")
@@ -123,17 +123,6 @@ def run_hook(
     return HookOutcome(name, child.process.returncode if done else None, time.monotonic() - started)
 
 
-def mark_running(state: Path, name: str | None) -> None:
-    """The state dir's hook file names the hook that runs now; removed after the last one."""
-    path = state / HOOK_FILE
-    if name is None:
-        path.unlink(missing_ok=True)
-        return
-    temporary = state / f".{HOOK_FILE}.tmp"
-    temporary.write_text(name + "\n", encoding="utf-8")
-    os.replace(temporary, path)
-
-
 def run_hooks(
     directory: Path, timeout_s: float, env: Mapping[str, str], state: Path
 ) -> list[HookOutcome]:
@@ -152,7 +141,7 @@ def run_hooks(
     limit = f"time limit {timeout_s:g} s" if timeout_s > 0 else "no time limit"
     try:
         for path in runnable:
-            mark_running(state, label(path))
+            write_private(state / HOOK_FILE, label(path) + "\n")  # for `make up` to say
             log.info(f"start hook {label(path)}: running ({limit}: START_HOOK_TIMEOUT)")
             outcome = run_hook(path, timeout_s, env)
             outcomes.append(outcome)
@@ -162,5 +151,5 @@ def run_hooks(
             else:
                 log.info(f"start hook {outcome.name}: done in {outcome.seconds:.1f} s")
     finally:
-        mark_running(state, None)
+        (state / HOOK_FILE).unlink(missing_ok=True)
     return outcomes

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import urllib.parse
 from dataclasses import dataclass
@@ -10,7 +9,7 @@ from pathlib import Path
 
 from torchrig import mounts
 from torchrig.container import ssh
-from torchrig.container.state import TOKEN_FILE
+from torchrig.container.state import TOKEN_FILE, write_private
 
 JUPYTER_PORT = 8888
 ROOT_DIR = mounts.WORKSPACE.point
@@ -34,9 +33,7 @@ def resolve_token(given: str | None, allow_no_token: bool, state: Path) -> Token
     else:
         previous = path.read_text(encoding="utf-8").strip() if path.exists() else ""
         token = Token(previous or secrets.token_hex(24), "generated")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(token.value + "\n")
+    write_private(path, token.value + "\n")
     return token
 
 

@@ -8,7 +8,6 @@ sshd starts sessions with a clean environment, so the container's variables are 
 from __future__ import annotations
 
 import base64
-import os
 import re
 import shlex
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from torchrig import mounts
 from torchrig.container.log import SetupError
+from torchrig.container.state import write_private
 from torchrig.ownership import FileNotRead, read_small_file
 
 SSHD = "/usr/sbin/sshd"
@@ -207,16 +207,6 @@ def collect_keys(env_text: str, keys_file: Path) -> list[str]:
     if read is not None:
         keys += parse_keys(read.text, str(keys_file))
     return list(dict.fromkeys(keys))
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (sshd's StrictModes insists)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def install_authorized_keys(keys: list[str], home: Path) -> Path:

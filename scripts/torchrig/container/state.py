@@ -45,6 +45,16 @@ def readable_state_dir(preferred: Path = STATE_DIR) -> Path:
     return own if (own / SERVICES_FILE).exists() else preferred
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (sshd's StrictModes insists), whole or not at all."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
 def read_services(state: Path) -> SmallFile | None:
     """The services list (ownership.read_small_file's rules); None while there is none."""
     return read_small_file(state, SERVICES_FILE, MAX_SERVICES_FILE_BYTES, "a services list")
