@@ -176,15 +176,8 @@ def configure_sudo(grant: bool) -> None:
 
 
 def note_unprivileged(settings: Settings) -> None:
-    ignored = [
-        name
-        for name, given in (
-            ("PUID", settings.puid is not None),
-            ("PGID", settings.pgid is not None),
-            ("GRANT_SUDO", settings.grant_sudo),
-        )
-        if given
-    ]
+    ignored = [name for name in ("PUID", "PGID") if getattr(settings, name.lower()) is not None]
+    ignored += ["GRANT_SUDO"] if settings.grant_sudo else []
     message = f"started as uid {os.getuid()} (not root): user remap and sudo set-up skipped"
     if ignored:
         message += f"; {', '.join(ignored)} ignored (they need the container to start as root)"
@@ -247,12 +240,8 @@ def mount_points(mountinfo: Path = Path("/proc/self/mountinfo")) -> set[str]:
         lines = mountinfo.read_text(encoding="utf-8").splitlines()
     except OSError:
         return set()
-    points = set()
-    for line in lines:
-        fields = line.split()
-        if len(fields) > 4:
-            points.add(fields[4].encode().decode("unicode_escape"))
-    return points
+    rows = [line.split() for line in lines]
+    return {row[4].encode().decode("unicode_escape") for row in rows if len(row) > 4}
 
 
 def check_mounts(mounted: set[str]) -> None:

@@ -68,12 +68,8 @@ def sshd_answers(port: int = SSH_PORT, tables: tuple[Path, ...] = PROC_NET_TCP) 
 
 def listening_ports(proc_net_tcp: str) -> set[int]:
     """Ports in LISTEN state (st 0A) in a /proc/net/tcp or tcp6 table."""
-    ports = set()
-    for line in proc_net_tcp.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) > 3 and fields[3] == TCP_LISTEN:
-            ports.add(int(fields[1].rpartition(":")[2], 16))
-    return ports
+    rows = [line.split() for line in proc_net_tcp.splitlines()[1:]]
+    return {int(row[1].rpartition(":")[2], 16) for row in rows if row[3:4] == [TCP_LISTEN]}
 
 
 PROBES = {"jupyter": jupyter_answers, "sshd": sshd_answers}
@@ -92,11 +88,8 @@ def main() -> int:
     except FileNotRead as exc:
         print(f"unhealthy: the services list: {exc}")
         return 1
-    failures = []
-    for name in services:
-        problem = PROBES[name]()
-        if problem is not None:
-            failures.append(f"{name}: {problem}")
+    problems = {name: PROBES[name]() for name in services}
+    failures = [f"{name}: {problem}" for name, problem in problems.items() if problem is not None]
     if failures:
         print("unhealthy: " + "; ".join(failures))
         return 1
