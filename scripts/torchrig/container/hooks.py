@@ -5,7 +5,7 @@ Each runs with the services' environment in /workspace, without stdin, in a sess
 its output in the container's log under its name (`[start.d/10-requirements.sh] ...`), for at
 most START_HOOK_TIMEOUT seconds (0: no limit; then SIGTERM, then SIGKILL to its group). A hook
 that fails or is stopped is named, and the services start anyway. While one runs, the state
-dir's hook file names it, for `make up` (readiness.py).
+dir's hook file names it, for `make up` (endpoints.py).
 """
 
 from __future__ import annotations
