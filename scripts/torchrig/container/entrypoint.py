@@ -101,11 +101,7 @@ def start(command: list[str]) -> int:
     reach = JUPYTER_BY_MAKE if started_as_root else jupyter_reach_note(state, socket.gethostname())
     specs = service_specs(settings, sshd_ok, state, reach)
     (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
-    return Supervisor(
-        specs,
-        on_started=lambda spec: log.info(f"started {spec.name}"),
-        stop_grace_s=settings.stop_grace_s,
-    ).run()
+    return Supervisor(specs, stop_grace_s=settings.stop_grace_s).run()
 
 
 def show_banner(settings: Settings) -> None:

@@ -101,15 +101,12 @@ class Stopper:
     root: int
     exclude: frozenset[int]
     reap: Callable[[], None] = lambda: None  # the caller's own children: it must wait() for them
-    read: Callable[[int, frozenset[int]], list[Process]] = processes_to_stop
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
     signalled: set[Key] = field(default_factory=set)
     refused: set[Key] = field(default_factory=set)  # other users' processes: EPERM
     carrying_until: dict[Key, float] = field(default_factory=dict)
 
     def run(self) -> None:
-        begin = self.clock()
+        begin = time.monotonic()
         deadline = begin + self.grace_s
         report_at = begin + REPORT_EVERY_S
         while True:
@@ -120,22 +117,22 @@ class Stopper:
             waiting = [p for p in table if working(p)]
             if not waiting:
                 break
-            if self.clock() >= deadline:
+            if time.monotonic() >= deadline:
                 log.warn(
                     f"{describe(waiting)} still running after {self.grace_s:g} s (STOP_GRACE): "
                     "killing what is left"
                 )
                 self.kill_all(self.table())
                 return
-            if self.clock() >= report_at:
+            if time.monotonic() >= report_at:
                 log.info(f"waiting for {describe(waiting)}")
                 report_at += REPORT_EVERY_S
-            self.sleep(POLL_S)
+            time.sleep(POLL_S)
         self.hang_up_on_the_rest(begin)
 
     def carrying(self, table: list[Process]) -> set[Key]:
         """The carriers, and those that carried until less than CARRIER_LINGER_S ago."""
-        now = self.clock()
+        now = time.monotonic()
         held = carriers(table)
         for process in table:
             if process.pid in held:
@@ -144,21 +141,21 @@ class Stopper:
 
     def table(self) -> list[Process]:
         self.reap()
-        return [p for p in self.read(self.root, self.exclude) if p.key not in self.refused]
+        return [p for p in processes_to_stop(self.root, self.exclude) if p.key not in self.refused]
 
     def hang_up_on_the_rest(self, begin: float) -> None:
         """What ignores SIGTERM (shells at a prompt, sessions holding them): SIGHUP, then kill."""
         left = self.table()
         for process in left:
             self.send(process, signal.SIGHUP, signal.SIGTERM, signal.SIGCONT)
-        final = self.clock() + FINAL_GRACE_S
-        while left and self.clock() < final:
-            self.sleep(POLL_S)
+        final = time.monotonic() + FINAL_GRACE_S
+        while left and time.monotonic() < final:
+            time.sleep(POLL_S)
             left = self.table()
         if left:
             log.warn(f"{describe(left)} ignored SIGHUP and SIGTERM: killing it")
             self.kill_all(left)
-        log.info(f"every process stopped after {self.clock() - begin:.1f} s")
+        log.info(f"every process stopped after {time.monotonic() - begin:.1f} s")
 
     def kill_all(self, table: list[Process]) -> None:
         for process in table:

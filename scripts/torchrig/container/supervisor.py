@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from torchrig.container import log
@@ -59,12 +59,9 @@ def next_backoff(current_s: float, ran_for_s: float) -> tuple[float, float]:
 @dataclass
 class Supervisor:
     specs: Sequence[ServiceSpec]
-    on_started: Callable[[ServiceSpec], None] = lambda spec: None
-    clock: Callable[[], float] = time.monotonic
     services: list[Running] = field(default_factory=list)
     stop_signal: int | None = None
     stop_grace_s: float = STOP_GRACE_DEFAULT_S
-    stop_root: int | None = None  # whose descendants a stop reaches; None: the parent (tini)
     give_up_after: int = GIVE_UP_AFTER
     gave_up: str | None = None  # why a service cannot start, once it is given up on
 
@@ -98,12 +95,12 @@ class Supervisor:
             service.process = None
             self._schedule_restart(service, ran_for_s=0.0)
             return
-        service.started_at = self.clock()
+        service.started_at = time.monotonic()
         service.restart_at = None
-        self.on_started(service.spec)
+        log.info(f"started {service.spec.name}")
 
     def _tick(self) -> None:
-        now = self.clock()
+        now = time.monotonic()
         for service in self.services:
             if service.process is not None:
                 code = service.process.poll()
@@ -130,7 +127,7 @@ class Supervisor:
             )
             return
         delay, service.backoff_s = next_backoff(service.backoff_s, ran_for_s)
-        service.restart_at = self.clock() + delay
+        service.restart_at = time.monotonic() + delay
         if code is not None:
             log.error(
                 f"{service.spec.name} exited with {describe_exit(code)} after {ran_for_s:.1f} s; "
@@ -148,7 +145,7 @@ class Supervisor:
         )
         Stopper(
             grace_s=self.stop_grace_s,
-            root=os.getppid() if self.stop_root is None else self.stop_root,
+            root=os.getppid(),  # tini, PID 1: so every process in the container
             exclude=frozenset({os.getpid()}),
             reap=self._reap,
         ).run()
