@@ -1,16 +1,20 @@
-"""Remap the image's user to the host's UID/GID, then drop root for everything else.
+"""Remap the image's user to the host's UID/GID, then drop root: for good, and unless
+GRANT_SUDO=1 with no-new-privileges.
 
 /etc/passwd and /etc/group are edited directly instead of with usermod/groupmod: usermod -u
-also chowns the whole home directory recursively, volumes included (the HF and torch.compile
-caches can be huge). Ownership is fixed where this module knows it matters, and nowhere else.
+also chowns the whole home directory recursively, volumes included (the caches can be huge).
+Ids another account or group of the image has are shared, as linuxserver.io's PUID/PGID allow
+(group 100 is `users`, 20 is macOS's `staff`); only root's ids are refused.
 
-Ids another account or group of the image already has are shared, as linuxserver.io's
-PUID/PGID and docker-stacks' NB_UID/NB_GID allow: the host user's files carry their ids whatever
-the image calls them (group 100 is `users`, 20 is macOS's `staff`). Only root's ids are refused.
+no-new-privileges makes execve grant nothing: the image's setuid programs (su, passwd, sudo)
+run as their caller. It is inherited and can never be unset, and sudo cannot work under it.
+compose asks Docker for it (`docker exec` sessions included); the entrypoint sets it too, for
+what it starts under any engine (docs/security.md).
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,34 +24,24 @@ from torchrig import ownership
 from torchrig.container.log import SetupError
 
 USER = "dev"
+PR_SET_NO_NEW_PRIVS = 38  # <linux/prctl.h>
+STATUS = Path("/proc/self/status")
 
-
-@dataclass(frozen=True)
-class Entry:
-    """One line of /etc/passwd or /etc/group, split on ':'."""
-
-    fields: tuple[str, ...]
-
-    @property
-    def name(self) -> str:
-        return self.fields[0]
-
-    @property
-    def id(self) -> int:
-        return int(self.fields[2])
+# One line of /etc/passwd or /etc/group, split on ':' (the id is field 2).
+Entry = list[str]
 
 
 def parse_table(text: str) -> list[Entry]:
-    return [Entry(tuple(line.split(":"))) for line in text.splitlines() if line.strip()]
+    return [line.split(":") for line in text.splitlines() if line.strip()]
 
 
 def render_table(entries: Iterable[Entry]) -> str:
-    return "".join(":".join(entry.fields) + "\n" for entry in entries)
+    return "".join(":".join(entry) + "\n" for entry in entries)
 
 
 def find(entries: list[Entry], name: str) -> Entry:
     for entry in entries:
-        if entry.name == name:
+        if entry[0] == name:
             return entry
     raise SetupError(f"the image has no {name!r} entry in its user/group tables: rebuild it.")
 
@@ -72,14 +66,13 @@ def remap_passwd(text: str, user: str, uid: int | None, gid: int | None) -> str:
     the other account's, so uid -> name lookups (ls -l, whoami, the prompt) say dev."""
     entries = parse_table(text)
     own = find(entries, user)
-    fields = list(own.fields)
+    mine = list(own)
     if uid is not None:
-        fields[2] = str(uid)
+        mine[2] = str(uid)
     if gid is not None:
-        fields[3] = str(gid)
-    mine = Entry(tuple(fields))
+        mine[3] = str(gid)
     others = [entry for entry in entries if entry is not own]
-    first_sharer = next((i for i, entry in enumerate(others) if entry.id == mine.id), None)
+    first_sharer = next((i for i, entry in enumerate(others) if entry[2] == mine[2]), None)
     if first_sharer is not None and first_sharer < entries.index(own):
         return render_table([*others[:first_sharer], mine, *others[first_sharer:]])
     return render_table(mine if entry is own else entry for entry in entries)
@@ -90,11 +83,10 @@ def remap_group(text: str, group: str, gid: int | None) -> str:
     which simply becomes dev's primary group (in passwd): one name per gid, no duplicates."""
     entries = parse_table(text)
     own = find(entries, group)
-    if gid is None or any(entry.id == gid for entry in entries):
+    if gid is None or any(int(entry[2]) == gid for entry in entries):
         return text
-    fields = list(own.fields)
-    fields[2] = str(gid)
-    return render_table(Entry(tuple(fields)) if e is own else e for e in entries)
+    own[2] = str(gid)
+    return render_table(entries)
 
 
 @dataclass(frozen=True)
@@ -110,8 +102,8 @@ def plan_remap(
     """New table texts for the wanted ids; raises SetupError for root's ids."""
     refuse_root_ids(uid, gid)
     current = find(parse_table(passwd_text), user)
-    uid = None if uid == current.id else uid
-    gid = None if gid == int(current.fields[3]) else gid
+    uid = None if uid == int(current[2]) else uid
+    gid = None if gid == int(current[3]) else gid
     if uid is None and gid is None:
         return Remap(passwd_text, group_text, changed=False)
     return Remap(
@@ -140,12 +132,9 @@ def apply_remap(uid: int | None, gid: int | None, etc: Path = Path("/etc")) -> b
 
 
 def chown_tree(root: Path, uid: int, gid: int) -> list[Path]:
-    """Hand a small tree of dev's (home, state dir, host keys) to uid:gid as root, by
-    torchrig.ownership's one rule: never through a symlink, never a regular file with other hard
-    links (dev could have linked root's own file in), never into a mount point below it (a
-    volume: its top changes, its content is not this walk's). Returns the files left alone.
-
-    Every chown of dev's trees goes through here, so the rule holds for each of them."""
+    """Hand a tree of dev's to uid:gid as root, by torchrig.ownership's one rule (no symlink
+    followed, no hard-linked file handed over, no mount point below entered). Returns the files
+    left alone. Every chown of dev's trees goes through here."""
     top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         os.fchown(top, uid, gid)
@@ -157,10 +146,8 @@ def chown_tree(root: Path, uid: int, gid: int) -> list[Path]:
 
 def claim_if_fresh_mount(path: Path, uid: int, gid: int) -> bool:
     """Docker creates a missing bind-mount source as an empty root-owned dir: hand it to dev.
-
-    Opened without following a symlink (dev owns /home/dev and could plant one at ~/.cache
-    pointing at an empty dir of root's) and changed through that descriptor, so the directory
-    that was checked is the one that changes."""
+    Opened without following a symlink (dev could plant one at ~/.cache to a dir of root's) and
+    changed through that descriptor, so the directory checked is the one that changes."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
@@ -187,16 +174,46 @@ class Identity:
 
 def identity(user: str = USER, etc: Path = Path("/etc")) -> Identity:
     passwd = find(parse_table((etc / "passwd").read_text()), user)
-    gid = int(passwd.fields[3])
+    gid = int(passwd[3])
     groups = tuple(
-        g.id
+        int(g[2])
         for g in parse_table((etc / "group").read_text())
-        if g.id != gid and user in g.fields[3].split(",")
+        if int(g[2]) != gid and user in g[3].split(",")
     )
-    return Identity(passwd.id, gid, groups, passwd.fields[5], passwd.fields[6])
+    return Identity(int(passwd[2]), gid, groups, passwd[5], passwd[6])
 
 
 def drop_privileges(who: Identity) -> None:
     os.setgroups([who.gid, *who.groups])
     os.setgid(who.gid)
     os.setuid(who.uid)
+
+
+def no_new_privileges(status: Path = STATUS) -> bool:
+    """Whether this process already runs with no-new-privileges (set by Docker, or inherited)."""
+    for line in status.read_text(encoding="ascii").splitlines():
+        name, _, value = line.partition(":")
+        if name == "NoNewPrivs":
+            return value.strip() == "1"
+    return False
+
+
+def set_no_new_privileges() -> None:
+    """prctl(PR_SET_NO_NEW_PRIVS, 1): for this process and every process it starts, for good."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    # Every argument a full unsigned long: the kernel refuses stray bits in the unused ones.
+    libc.prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        error = ctypes.get_errno()
+        raise SetupError(f"could not set no-new-privileges: {os.strerror(error)}")
+
+
+def check_sudo_possible(grant_sudo: bool, status: Path = STATUS) -> None:
+    """GRANT_SUDO=1 in a container that already has no-new-privileges: sudo could never work."""
+    if grant_sudo and no_new_privileges(status):
+        raise SetupError(
+            "GRANT_SUDO=1, but the container runs with no-new-privileges, under which sudo "
+            "cannot work. Set GRANT_SUDO where compose reads it (.env or the shell that runs "
+            "`make up` / `docker compose`: it then lifts no-new-privileges), not only in the "
+            "container's environment; or start it without `--security-opt no-new-privileges`."
+        )

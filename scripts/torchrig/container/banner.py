@@ -1,9 +1,7 @@
 """The start-up banner: what this container runs on, and checks with one-line fixes.
 
-Fast by design (it runs before every start): torch is never imported. Versions come from
-package metadata and from torch/version.py read as text; the GPUs, the driver and the runtime
-limits from `torchrig.facts`, which also gives the verdicts: the banner prints the WARN and FAIL
-ones, the same verdicts `torchrig verify` reports.
+It runs before every start, so torch is never imported: versions come from package metadata and
+torch/version.py read as text; the GPUs, limits and verdicts (`torchrig verify`'s) from `facts`.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.facts import container_runtime, cuda_compat, nvml, runtime, visible
@@ -40,10 +38,10 @@ class Facts:
     container: Runtime = Runtime.DOCKER  # the runtime running this container (its GPU fix)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Banner:
-    lines: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    lines: list[str]
+    warnings: list[str]  # the WARN and FAIL verdicts, each with its fix
 
 
 # --- gathering facts (each piece degrades to None instead of failing the start) -------------
@@ -138,12 +136,7 @@ def checks(facts: Facts) -> list[Check]:
     return found
 
 
-def warning_text(check: Check) -> str:
-    return f"{check.summary} -> fix: {check.fix}."
-
-
 def describe(facts: Facts) -> Banner:
-    banner = Banner()
     versions = [
         f"torch {facts.torch or 'not installed'}",
         f"CUDA {facts.torch_cuda or 'none (CPU build)'}",
@@ -151,10 +144,10 @@ def describe(facts: Facts) -> Banner:
         f"NCCL {facts.nccl or '-'}",
         f"Python {facts.python}",
     ]
-    banner.lines.append(" | ".join(versions))
-    banner.lines.append(gpu_line(facts))
-    banner.warnings.extend(warning_text(check) for check in checks(facts) if check.troubled)
-    return banner
+    return Banner(
+        lines=[" | ".join(versions), gpu_line(facts)],
+        warnings=[f"{c.summary} -> fix: {c.fix}." for c in checks(facts) if c.troubled],
+    )
 
 
 def gpu_name(gpu: NvmlGpu, host_index: str | None) -> str:

@@ -1,13 +1,13 @@
-"""How to reach each service of the running container: what `make up` prints once it is ready.
+"""What `make up` waits on and prints, asked inside the container: whether the services answer,
+what the container is doing until then, and how to reach each service once it is ready.
 
-Run inside the container by `torchrig.host.up`, as root through `root_main` (so it reads dev's
-token file whatever uid dev has been remapped to), with the host addresses compose published:
-`--jupyter 127.0.0.1:8888 --ssh 127.0.0.1:2222`. The token and the list of services that really
-run (sshd is skipped without a key) are only known in here.
-
-With `--wait SECONDS` it first waits until the services answer (`readiness`), printing
-`status: <what the container is doing>` at each change; then the endpoint lines. Not ready in
-time: `not ready: <why>` and exit status 3. `torchrig.host.up` reads this protocol.
+`torchrig.host.up` runs it as root through `root_main` (so it reads dev's token whatever uid dev
+has), with the host addresses compose published: `--jupyter 127.0.0.1:8888 --ssh ...`. With
+`--wait SECONDS` it first polls every 50 ms until every service the entrypoint started answers
+the healthcheck's probes (Docker's own view waits for its next run, seconds later), printing
+`status: <what the container is doing>` at each change; not ready in time: `not ready: <why>`
+and exit status 3. Time in start hooks does not count against the wait: they have a limit of
+their own (START_HOOK_TIMEOUT).
 """
 
 from __future__ import annotations
@@ -15,23 +15,29 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchrig.container import readiness
+from torchrig.container.healthcheck import PROBES
 from torchrig.container.jupyter import JUPYTER_PORT, lab_url
 from torchrig.container.jupyter_url import browser_address
 from torchrig.container.settings import read_settings
 from torchrig.container.ssh import SSH_PORT
-from torchrig.container.state import (
-    read_services,
-    read_token,
-    readable_state_dir,
-)
-from torchrig.ownership import FileNotRead
+from torchrig.container.state import HOOK_FILE, read_services, read_token, readable_state_dir
+from torchrig.facts import processes
+from torchrig.facts.processes import PROC
+from torchrig.ownership import FileNotRead, read_small_file
 
 USER = "dev"
 STATUS = "status: "
 NOT_READY = 3
+POLL_S = 0.05
+SETTING_UP = "setting up (user, mounts, checks)"
+MAX_HOOK_FILE_BYTES = 512
+
+Probe = Callable[[], str | None]
 
 
 def ssh_command(published: str) -> str:
@@ -64,8 +70,8 @@ def say_status(doing: str) -> None:
 
 
 def read_state(state: Path) -> tuple[list[str], str]:
-    """The services that run and Jupyter's token, read as root from dev's state dir by
-    state.read_small_file's rules: a symlink, a FIFO or a huge file there is named, not read."""
+    """The services that run and Jupyter's token, read as root from dev's state dir: a symlink,
+    a FIFO or a huge file there is named, not read."""
     try:
         services = read_services(state)
         token = read_token(state)
@@ -75,6 +81,87 @@ def read_state(state: Path) -> tuple[list[str], str]:
     return ([] if services is None else services.text.split()), token or ""
 
 
+@dataclass(frozen=True)
+class Progress:
+    ready: bool
+    doing: str  # what the container says it is doing: printed by `make up` while it waits
+    not_answering: Mapping[str, str] = field(default_factory=dict)  # service -> its problem
+    in_hook: bool = False  # a start hook runs: its time is its own limit's, not the wait's
+
+    def why_not_ready(self) -> str:
+        if not self.not_answering:
+            return self.doing
+        return "; ".join(f"{name}: {problem}" for name, problem in self.not_answering.items())
+
+
+def container_says(
+    state: Path, started_at: float, probes: Mapping[str, Probe] = PROBES
+) -> Progress:
+    """What the container is doing now, read from its state folder and its services."""
+    hook = running_hook(state, started_at)
+    if hook is not None:
+        return Progress(ready=False, doing=f"running start hook {hook}", in_hook=True)
+    # Read as root from dev's state dir, by read_small_file's rules. A services file from before
+    # a restart (the container keeps /run) says nothing about this start.
+    try:
+        services = read_services(state)
+    except FileNotRead as exc:
+        return Progress(ready=False, doing=f"the services list is not the start's: {exc}")
+    if services is None or services.written < started_at:
+        return Progress(ready=False, doing=SETTING_UP)
+    names = services.text.split()
+    answers = {name: probes[name]() for name in names if name in probes}
+    not_answering = {name: problem for name, problem in answers.items() if problem is not None}
+    if not not_answering:
+        return Progress(ready=True, doing="ready")
+    return Progress(False, f"starting {', '.join(not_answering)}", not_answering)
+
+
+def running_hook(state: Path, started_at: float) -> str | None:
+    """The start hook the entrypoint runs now, by its hook file (written in this run); read as
+    root by read_small_file's rules, and only a hook's name: a file dev made up says nothing."""
+    try:
+        read = read_small_file(state, HOOK_FILE, MAX_HOOK_FILE_BYTES, "a start hook's name")
+    except FileNotRead:
+        return None
+    if read is None or read.written < started_at:
+        return None
+    name = read.text.strip()
+    return name if name.isprintable() and name.startswith("start.d/") else None
+
+
+def wait_until_ready(
+    timeout_s: float,
+    say: Callable[[str], None],
+    look: Callable[[], Progress] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Progress:
+    """Poll until ready or `timeout_s` passed (not counting the time start hooks ran); `say`
+    each new thing the container is doing."""
+    look = look or (lambda: container_says(readable_state_dir(), container_started_at()))
+    deadline = clock() + timeout_s
+    said = None
+    last = clock()
+    while True:
+        progress = look()
+        now = clock()
+        if progress.in_hook:
+            deadline += now - last
+        last = now
+        if progress.ready or now >= deadline:
+            return progress
+        if progress.doing != said:
+            say(progress.doing)
+            said = progress.doing
+        sleep(POLL_S)
+
+
+def container_started_at(proc: Path = PROC) -> float:
+    """When PID 1 (this container's init) started, in seconds since the epoch (0 if unknown)."""
+    return processes.started_at(1, proc) or 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jupyter", default=f"127.0.0.1:{JUPYTER_PORT}")
@@ -82,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait", type=float, metavar="SECONDS", help="until the services answer")
     args = parser.parse_args(argv)
     if args.wait is not None:
-        progress = readiness.wait_until_ready(args.wait, say_status)
+        progress = wait_until_ready(args.wait, say_status)
         if not progress.ready:
             print(f"not ready: {progress.why_not_ready()}", flush=True)
             return NOT_READY

@@ -1,15 +1,11 @@
 """The container's start sequence (`entrypoint/entrypoint.sh` execs this under tini).
 
 1. Read and check the settings.
-2. As root: remap dev to PUID/PGID, fix ownership where needed, sudo when GRANT_SUDO=1, read
-   the SSH keys; then drop to dev for good. Started with `--user`: those steps are skipped.
-   Unless GRANT_SUDO=1, no-new-privileges from here on (privileges.py).
-   Root runs this module from its own root-owned copy with `python3 -I -S` (no site-packages,
-   nothing dev can write; see root_main.py).
-3. As dev: the image's packages become readable (for the banner), print the banner (versions,
-   GPUs, checks with fixes), check the mounts, make or refresh the kept packages' venv and put it
-   first on PATH (torchrig.packages.kept), export the environment for SSH sessions, run the
-   start hooks (hooks.py), make SSH host keys once, install the keys.
+2. As root (run from root's own copy, see root_main.py): remap dev to PUID/PGID, fix ownership,
+   sudo when GRANT_SUDO=1, read the SSH keys; then drop to dev for good. Unless GRANT_SUDO=1,
+   no-new-privileges from here on.
+3. As dev: the banner, the mounts' check, the kept packages' venv first on PATH, the environment
+   for SSH sessions, the start hooks, the SSH host keys and authorized keys.
 4. Run the given command, or supervise the services in SERVICES.
 """
 
@@ -23,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from torchrig import caches, mounts
-from torchrig.container import accounts, banner, hooks, jupyter, log, privileges, ssh
+from torchrig.container import accounts, banner, hooks, jupyter, log, ssh
 from torchrig.container.log import SetupError
 from torchrig.container.settings import SYSTEM_PATH, Settings, read_settings, stop_environment
 from torchrig.container.state import (
@@ -32,13 +28,12 @@ from torchrig.container.state import (
     STATE_DIR,
     TOKEN_FILE,
     state_dir,
+    write_private,
 )
 from torchrig.container.supervisor import ServiceSpec, Supervisor
 from torchrig.packages import kept
 
 HOME = Path("/home/dev")
-# What root's steps resolve commands in: the system's directories, nothing else on any PATH.
-ROOT_PATH = SYSTEM_PATH
 VENV = Path("/opt/venv")
 SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
 # Mount point -> the compose variable that chooses its host side (for error messages).
@@ -46,8 +41,7 @@ WRITABLE_MOUNTS = mounts.binds_dev_writes()
 READABLE_MOUNTS = mounts.binds_dev_writes(False)
 # What Docker may have made empty as root: a bind mount's missing host folder, a fresh cache.
 FRESH_MOUNT_CANDIDATES = (*(bind.point for bind in mounts.BINDS), mounts.CACHE.point)
-# The volumes dev writes to (caches, HF_HOME and the compile caches, the kept packages): after a
-# PUID/PGID change they are handed to dev's new ids at start.
+# The volumes dev writes to: after a PUID/PGID change they are handed to dev's new ids.
 DEV_VOLUMES = tuple(Path(volume.point) for volume in mounts.VOLUMES if volume.reclaimed)
 # How a person reaches Jupyter: on the Docker host, the Makefile asks the container for its URL.
 JUPYTER_BY_MAKE = "`make jupyter-url` prints its URL"
@@ -69,7 +63,7 @@ def start(command: list[str]) -> int:
     confine = True
     started_as_root = os.geteuid() == 0
     if started_as_root:
-        os.environ["PATH"] = ROOT_PATH
+        os.environ["PATH"] = SYSTEM_PATH  # root's commands resolve in the system's dirs alone
         who = prepare_as_root(settings)
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)  # file may be root-only
         accounts.drop_privileges(who)
@@ -87,7 +81,7 @@ def start(command: list[str]) -> int:
         keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)
         home = settings.home or HOME
     if confine:
-        privileges.set_no_new_privileges()
+        accounts.set_no_new_privileges()
         log.info("no-new-privileges: setuid programs (su, passwd, sudo) run without privileges")
     use_venv_packages()
     show_banner(settings)
@@ -107,11 +101,7 @@ def start(command: list[str]) -> int:
     reach = JUPYTER_BY_MAKE if started_as_root else jupyter_reach_note(state, socket.gethostname())
     specs = service_specs(settings, sshd_ok, state, reach)
     (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
-    return Supervisor(
-        specs,
-        on_started=lambda spec: log.info(f"started {spec.name}"),
-        stop_grace_s=settings.stop_grace_s,
-    ).run()
+    return Supervisor(specs, stop_grace_s=settings.stop_grace_s).run()
 
 
 def show_banner(settings: Settings) -> None:
@@ -126,7 +116,7 @@ def show_banner(settings: Settings) -> None:
 
 
 def prepare_as_root(settings: Settings) -> accounts.Identity:
-    privileges.check_sudo_possible(settings.grant_sudo)
+    accounts.check_sudo_possible(settings.grant_sudo)
     remapped = accounts.apply_remap(settings.puid, settings.pgid)
     who = accounts.identity()
     for mount in FRESH_MOUNT_CANDIDATES:
@@ -155,10 +145,8 @@ def hand_to_dev(tree: Path, who: accounts.Identity) -> None:
 
 
 def reclaim_volume(volume: Path, who: accounts.Identity) -> None:
-    """A volume whose top is not dev's (made under another PUID/PGID, or by Docker as root) is
-    handed to dev whole, by chown_tree's rule (no symlink followed, no hard-linked file handed
-    over). A volume that is dev's already is left as it is: no walk over a large cache at every
-    start."""
+    """A volume whose top is not dev's is handed to dev whole; one that is dev's is left as it
+    is: no walk over a large cache at every start."""
     try:
         status = volume.lstat()
     except FileNotFoundError:
@@ -184,15 +172,8 @@ def configure_sudo(grant: bool) -> None:
 
 
 def note_unprivileged(settings: Settings) -> None:
-    ignored = [
-        name
-        for name, given in (
-            ("PUID", settings.puid is not None),
-            ("PGID", settings.pgid is not None),
-            ("GRANT_SUDO", settings.grant_sudo),
-        )
-        if given
-    ]
+    ignored = [name for name in ("PUID", "PGID") if getattr(settings, name.lower()) is not None]
+    ignored += ["GRANT_SUDO"] if settings.grant_sudo else []
     message = f"started as uid {os.getuid()} (not root): user remap and sudo set-up skipped"
     if ignored:
         message += f"; {', '.join(ignored)} ignored (they need the container to start as root)"
@@ -203,10 +184,8 @@ def note_unprivileged(settings: Settings) -> None:
 
 
 def use_venv_packages(venv: Path = VENV) -> None:
-    """Root's steps ran on the standard library and root's copy of torchrig alone; now that this
-    process is dev, the venv is dev's own to read: the banner takes torch's version and NVML
-    (pynvml) from it. Appended, so the standard library and torchrig's copy still come first,
-    and without its .pth files (no `site`): nothing from the venv runs here but what is imported."""
+    """Now that this process is dev, the banner may read torch's version and pynvml from the
+    venv: appended (torchrig's root copy still first), without running its .pth files."""
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     site_packages = str(venv / "lib" / version / "site-packages")
     if os.path.isdir(site_packages) and site_packages not in sys.path:
@@ -214,9 +193,8 @@ def use_venv_packages(venv: Path = VENV) -> None:
 
 
 def use_kept_packages(root: Path = Path(mounts.PACKAGES.point)) -> Path | None:
-    """Make or refresh the kept packages' venv and put it first on PATH, for the services, the
-    start hooks and (exported) SSH sessions; Jupyter's kernels start it through the image's
-    kernelspec (entrypoint/kernel-python.sh). A failure leaves the kept packages off."""
+    """Make or refresh the kept packages' venv and put it first on PATH (Jupyter's kernels start
+    it through entrypoint/kernel-python.sh). A failure leaves the kept packages off."""
     try:
         prepared = kept.prepare(root, now=time.time())
     except OSError as exc:
@@ -240,10 +218,9 @@ def kept_environment(environ: Mapping[str, str], prefix: Path) -> dict[str, str]
 
 
 def use_caches(started_as_root: bool) -> None:
-    """The caches of what this start runs. dev's (a start as root that dropped to dev) go on the
-    cache volume, set here for dev alone: the image's environment, which root gets too, names
-    none. Started as another uid (`apptainer run`, `docker run --user`), the caches follow that
-    user's home, as the image's Python does for everyone; a home that cannot take them is said."""
+    """dev's caches go on the cache volume, set here for dev alone (the image's environment,
+    which root gets too, names none). Started as another uid (`apptainer run`), they follow
+    that user's home; a home that cannot take them is said."""
     if started_as_root:
         os.environ.update(caches.cache_environment(mounts.CACHE.point))
         return
@@ -259,38 +236,28 @@ def mount_points(mountinfo: Path = Path("/proc/self/mountinfo")) -> set[str]:
         lines = mountinfo.read_text(encoding="utf-8").splitlines()
     except OSError:
         return set()
-    points = set()
-    for line in lines:
-        fields = line.split()
-        if len(fields) > 4:
-            points.add(fields[4].encode().decode("unicode_escape"))
-    return points
+    rows = [line.split() for line in lines]
+    return {row[4].encode().decode("unicode_escape") for row in rows if len(row) > 4}
 
 
 def check_mounts(mounted: set[str]) -> None:
-    """Mounted work directories must be usable by dev; unmounted image dirs are not checked
-    (a `docker run --user ...` without mounts is the user's explicit choice)."""
+    """Mounted work directories must be usable by dev; unmounted image dirs are not checked."""
     who = f"uid {os.getuid()}, gid {os.getgid()}"
-    for mount, variable in WRITABLE_MOUNTS.items():
-        if mount in mounted and not os.access(mount, os.W_OK | os.X_OK):
-            raise SetupError(
-                f"{mount} is not writable for dev ({who}): {describe_owner(mount)}. Fix: make "
-                f"the host directory ({variable}) writable for that uid, or set PUID/PGID to its "
-                f"owner's ids (`make up` writes yours to .env)."
-            )
-    for mount, variable in READABLE_MOUNTS.items():
-        if mount in mounted and not os.access(mount, os.R_OK | os.X_OK):
-            raise SetupError(
-                f"{mount} is not readable for dev ({who}): {describe_owner(mount)}. Fix: make "
-                f"the host directory ({variable}) readable for that uid."
-            )
-
-
-def describe_owner(path: str) -> str:
-    stat = os.stat(path)
-    read_only = os.statvfs(path).f_flag & os.ST_RDONLY
-    owner = f"owned by uid {stat.st_uid}, gid {stat.st_gid}, mode {stat.st_mode & 0o777:o}"
-    return owner + (", mounted read-only" if read_only else "")
+    ids = ", or set PUID/PGID to its owner's ids (`make up` writes yours to .env)"
+    for binds, access, adjective, more in (
+        (WRITABLE_MOUNTS, os.W_OK, "writable", ids),
+        (READABLE_MOUNTS, os.R_OK, "readable", ""),
+    ):
+        for mount, variable in binds.items():
+            if mount in mounted and not os.access(mount, access | os.X_OK):
+                stat = os.stat(mount)
+                read_only = os.statvfs(mount).f_flag & os.ST_RDONLY
+                raise SetupError(
+                    f"{mount} is not {adjective} for dev ({who}): owned by uid {stat.st_uid}, "
+                    f"gid {stat.st_gid}, mode {stat.st_mode & 0o777:o}"
+                    f"{', mounted read-only' if read_only else ''}. Fix: make the host directory "
+                    f"({variable}) {adjective} for that uid{more}."
+                )
 
 
 def prepare_sshd(keys: list[str], home: Path, keys_file: Path) -> bool:
@@ -318,10 +285,10 @@ def prepare_sshd(keys: list[str], home: Path, keys_file: Path) -> bool:
 def export_environment(home: Path, state: Path) -> None:
     variables = ssh.exported_environment(os.environ)
     try:
-        ssh.write_private(home / ".ssh" / "environment", ssh.ssh_environment_text(variables))
+        write_private(home / ".ssh" / "environment", ssh.ssh_environment_text(variables))
     except OSError as exc:
         log.warn(f"could not write {home}/.ssh/environment ({exc}): SSH sessions get a bare env")
-    ssh.write_private(state / ENVIRONMENT_FILE, ssh.shell_exports_text(variables))
+    write_private(state / ENVIRONMENT_FILE, ssh.shell_exports_text(variables))
 
 
 def service_specs(
@@ -343,8 +310,7 @@ def service_specs(
 
 def jupyter_reach_note(state: Path, host: str) -> str:
     """How the user reaches Jupyter when the container started as that user (`apptainer run`,
-    pyxis, `docker run --user`): there is no Makefile, and Apptainer and pyxis share the host's
-    network, so Jupyter's port is this machine's."""
+    pyxis): no Makefile, and the host's network, so Jupyter's port is this machine's."""
     port = jupyter.JUPYTER_PORT
     return (
         f"it listens on port {port} of this machine ({host}): open "
@@ -375,7 +341,7 @@ def run_command(command: list[str]) -> int:
         raise SetupError(f"command not found: {command[0]!r}") from exc
     except PermissionError as exc:
         raise SetupError(f"command not executable: {command[0]!r}") from exc
-    return 127  # not reached: execvp replaces this process
+    return 127  # not reached
 
 
 if __name__ == "__main__":

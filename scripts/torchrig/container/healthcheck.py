@@ -1,11 +1,6 @@
-"""Docker HEALTHCHECK: every service the supervisor runs answers on its port, and Jupyter's
-Host check is on.
-
-Reads the services list the entrypoint wrote (sshd may have been skipped for lack of a key),
-so it never reports a service the user did not get. Docker runs this as root, and dev owns the
-state dir: the list is read without following a symlink and up to a size, so dev cannot point
-root at another file or feed it an endless one. Standard library only, no torch: it runs every
-few seconds.
+"""Docker HEALTHCHECK: every service the entrypoint started answers, and Jupyter's Host check
+is on. Root runs it every few seconds, so it reads dev's state dir by read_small_file's rules
+and imports nothing slow.
 """
 
 from __future__ import annotations
@@ -59,11 +54,8 @@ def http_status(url: str, host: str | None = None) -> int | str:
 
 
 def sshd_answers(port: int = SSH_PORT, tables: tuple[Path, ...] = PROC_NET_TCP) -> str | None:
-    """None when something listens on the port, else what went wrong.
-
-    Read from the kernel's socket tables rather than by connecting: a probe connection that
-    hangs up before the key exchange makes sshd log a kex failure every interval.
-    """
+    """None when something listens on the port, else what went wrong. Read from the kernel's
+    socket tables: a probe connection would make sshd log a kex failure every interval."""
     for table in tables:
         try:
             text = table.read_text(encoding="ascii")
@@ -76,12 +68,8 @@ def sshd_answers(port: int = SSH_PORT, tables: tuple[Path, ...] = PROC_NET_TCP) 
 
 def listening_ports(proc_net_tcp: str) -> set[int]:
     """Ports in LISTEN state (st 0A) in a /proc/net/tcp or tcp6 table."""
-    ports = set()
-    for line in proc_net_tcp.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) > 3 and fields[3] == TCP_LISTEN:
-            ports.add(int(fields[1].rpartition(":")[2], 16))
-    return ports
+    rows = [line.split() for line in proc_net_tcp.splitlines()[1:]]
+    return {int(row[1].rpartition(":")[2], 16) for row in rows if row[3:4] == [TCP_LISTEN]}
 
 
 PROBES = {"jupyter": jupyter_answers, "sshd": sshd_answers}
@@ -100,11 +88,8 @@ def main() -> int:
     except FileNotRead as exc:
         print(f"unhealthy: the services list: {exc}")
         return 1
-    failures = []
-    for name in services:
-        problem = PROBES[name]()
-        if problem is not None:
-            failures.append(f"{name}: {problem}")
+    problems = {name: PROBES[name]() for name in services}
+    failures = [f"{name}: {problem}" for name, problem in problems.items() if problem is not None]
     if failures:
         print("unhealthy: " + "; ".join(failures))
         return 1

@@ -1,17 +1,11 @@
-"""Start hooks: the executable files in the workspace's start.d/ (/workspace/start.d), run as dev
-in name order at every start, after the set-up and before the services (or the given command).
+"""Start hooks: the executable files in /workspace/start.d, run as dev in name order at every
+start, after the set-up and before the services (like docker-stacks' before-notebook.d).
 
-Like docker-stacks' before-notebook.d and RunPod's pre_start.sh. Each hook:
-- runs with the services' environment (the kept packages first on PATH) in /workspace, with no
-  stdin, in a session of its own;
-- has its output in the container's log (`make logs`) line by line, each line under the hook's
-  name: `[start.d/10-requirements.sh] ...`;
-- may run START_HOOK_TIMEOUT seconds (0: no limit); then it is stopped (SIGTERM, then SIGKILL
-  to its whole process group: `children`, the one runner) and named;
-- fails without stopping the start: a failed or stopped hook is named with its exit status, and
-  the services start anyway.
-A file there that is not executable is named and skipped; dotfiles (.gitkeep) are ignored.
-While a hook runs, the state dir's hook file names it: `make up` says so (readiness.py).
+Each runs with the services' environment in /workspace, without stdin, in a session of its own,
+its output in the container's log under its name (`[start.d/10-requirements.sh] ...`), for at
+most START_HOOK_TIMEOUT seconds (0: no limit; then SIGTERM, then SIGKILL to its group). A hook
+that fails or is stopped is named, and the services start anyway. While one runs, the state
+dir's hook file names it, for `make up` (endpoints.py).
 """
 
 from __future__ import annotations
@@ -26,7 +20,7 @@ from pathlib import Path
 
 from torchrig import children, mounts
 from torchrig.container import log
-from torchrig.container.state import HOOK_FILE
+from torchrig.container.state import HOOK_FILE, write_private
 
 WORKDIR = mounts.WORKSPACE.point
 HOOKS_DIR = Path(WORKDIR, "start.d")
@@ -83,31 +77,6 @@ def describe(outcome: HookOutcome, timeout_s: float) -> str | None:
     )
 
 
-def not_executable_warning(path: Path) -> str:
-    return (
-        f"start hook {label(path)} is not executable, so it did not run: `chmod +x "
-        f"start.d/{path.name}` to run it at every start, or move it out of start.d"
-    )
-
-
-class LinePrinter:
-    """A hook's output, printed line by line under its name (a last partial line at the end)."""
-
-    def __init__(self, name: str, out: Callable[[str], None]) -> None:
-        self.prefix = f"[{name}] "
-        self.out = out
-        self.pending = b""
-
-    def feed(self, data: bytes) -> None:
-        *lines, self.pending = (self.pending + data).split(b"\n")
-        for line in lines:
-            self.out(self.prefix + line.rstrip(b"\r").decode("utf-8", errors="replace"))
-
-    def close(self) -> None:
-        if self.pending:
-            self.feed(b"\n")
-
-
 def print_line(text: str) -> None:
     """A hook's own line, under its name (not torchrig's: no `[torchrig]`)."""
     print(text, file=sys.stderr, flush=True)
@@ -129,37 +98,29 @@ def run_hook(
     except OSError as exc:  # no interpreter for its #! line, a bad format
         out(f"[{name}] could not start: {exc}")
         return HookOutcome(name, 126, time.monotonic() - started)
-    printer = LinePrinter(name, out)
-    offset = 0
+    offset, pending = 0, b""
+
+    def say(line: bytes) -> None:
+        out(f"[{name}] " + line.rstrip(b"\r").decode("utf-8", errors="replace"))
 
     def pass_on() -> None:
         """Its new output, read from its file while it runs, so that its lines show live."""
-        nonlocal offset
-        data = os.pread(child.stdout.fileno(), READ_BYTES, offset)
-        while data:
+        nonlocal offset, pending
+        while data := os.pread(child.stdout.fileno(), READ_BYTES, offset):
             offset += len(data)
-            printer.feed(data)
-            data = os.pread(child.stdout.fileno(), READ_BYTES, offset)
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                say(line)
 
     done = children.wait_until_done([child], deadline, tick=pass_on)
     if not done:  # a hook stopped at its limit gets SIGTERM, to clean up, before SIGKILL
         children.terminate([child], KILL_GRACE_S)
         children.kill_and_reap([child])
     pass_on()
-    printer.close()
+    if pending:  # a last line without its newline
+        say(pending)
     child.stdout.close()
     return HookOutcome(name, child.process.returncode if done else None, time.monotonic() - started)
-
-
-def mark_running(state: Path, name: str | None) -> None:
-    """The state dir's hook file names the hook that runs now; removed after the last one."""
-    path = state / HOOK_FILE
-    if name is None:
-        path.unlink(missing_ok=True)
-        return
-    temporary = state / f".{HOOK_FILE}.tmp"
-    temporary.write_text(name + "\n", encoding="utf-8")
-    os.replace(temporary, path)
 
 
 def run_hooks(
@@ -172,12 +133,15 @@ def run_hooks(
         log.warn(f"start hooks not run: cannot read {directory} ({exc.strerror or exc})")
         return []
     for path in not_executable:
-        log.warn(not_executable_warning(path))
+        log.warn(
+            f"start hook {label(path)} is not executable, so it did not run: `chmod +x "
+            f"start.d/{path.name}` to run it at every start, or move it out of start.d"
+        )
     outcomes = []
     limit = f"time limit {timeout_s:g} s" if timeout_s > 0 else "no time limit"
     try:
         for path in runnable:
-            mark_running(state, label(path))
+            write_private(state / HOOK_FILE, label(path) + "\n")  # for `make up` to say
             log.info(f"start hook {label(path)}: running ({limit}: START_HOOK_TIMEOUT)")
             outcome = run_hook(path, timeout_s, env)
             outcomes.append(outcome)
@@ -187,5 +151,5 @@ def run_hooks(
             else:
                 log.info(f"start hook {outcome.name}: done in {outcome.seconds:.1f} s")
     finally:
-        mark_running(state, None)
+        (state / HOOK_FILE).unlink(missing_ok=True)
     return outcomes

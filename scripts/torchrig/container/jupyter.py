@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import urllib.parse
 from dataclasses import dataclass
@@ -10,7 +9,7 @@ from pathlib import Path
 
 from torchrig import mounts
 from torchrig.container import ssh
-from torchrig.container.state import TOKEN_FILE
+from torchrig.container.state import TOKEN_FILE, write_private
 
 JUPYTER_PORT = 8888
 ROOT_DIR = mounts.WORKSPACE.point
@@ -24,10 +23,8 @@ class Token:
 
 
 def resolve_token(given: str | None, allow_no_token: bool, state: Path) -> Token:
-    """The given token, else the one generated earlier in this container, else a new one.
-
-    Kept in the state dir so a restarted Jupyter keeps its token and `make jupyter-url` reads it.
-    """
+    """The given token, else the one generated earlier in this container, else a new one; kept
+    in the state dir for a restarted Jupyter and `make jupyter-url`."""
     path = state / TOKEN_FILE
     if allow_no_token:
         token = Token("", "none (JUPYTER_ALLOW_NO_TOKEN=1)")
@@ -36,9 +33,7 @@ def resolve_token(given: str | None, allow_no_token: bool, state: Path) -> Token
     else:
         previous = path.read_text(encoding="utf-8").strip() if path.exists() else ""
         token = Token(previous or secrets.token_hex(24), "generated")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(token.value + "\n")
+    write_private(path, token.value + "\n")
     return token
 
 
@@ -66,12 +61,9 @@ def jupyter_command(hostnames: tuple[str, ...] = ()) -> list[str]:
 
 def host_check_arguments(hostnames: tuple[str, ...]) -> list[str]:
     """The Host-header (DNS-rebinding) check: torchrig's extension (jupyter_hosts.py) in place of
-    jupyter_server's own, which listening on 0.0.0.0 turns off and which, turned on, would refuse
-    every address but loopback. `allow_remote_access` only switches jupyter_server's check.
-
-    jupyter_server only logs a warning for an extension that fails to import or load, and serves
-    without it: without the check. `reraise_server_extension_failures` makes that failure stop
-    Jupyter instead (any extension's: the image's all load), so the supervisor reports it."""
+    jupyter_server's own, which 0.0.0.0 turns off and which would refuse all but loopback.
+    jupyter_server serves without an extension that fails to load, with a warning:
+    `reraise_server_extension_failures` makes that stop Jupyter, so the supervisor reports it."""
     return [
         f"--ServerApp.jpserver_extensions={{{HOST_CHECK_EXTENSION!r}: True}}",
         "--ServerApp.reraise_server_extension_failures=True",

@@ -1,7 +1,4 @@
-"""The container start's voice: `[torchrig]` lines in `docker logs` (torchrig.voice's rule).
-
-Levels are spelled out in the text (`warning:`, `error:`) because that is what people grep for.
-"""
+"""The container start's voice: `[torchrig]` lines in `docker logs`, levels spelled out."""
 
 from __future__ import annotations
 

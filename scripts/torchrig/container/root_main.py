@@ -2,12 +2,9 @@
 
     /usr/bin/python3 -I -S /usr/lib/torchrig <entrypoint|healthcheck|endpoints|constraints> [...]
 
-The image copies the torchrig package to /usr/lib/torchrig/torchrig, root-owned, and this file
-to /usr/lib/torchrig/__main__.py. -I -S put neither the working directory (/workspace, the
-user's) nor PYTHON* variables, the user site or any site-packages on sys.path, so no .pth file
-runs: root imports the standard library and that copy, nothing dev can write, whatever the
-working directory (/workspace is dev's). `constraints SITE_PACKAGES` is the build's: it prints
-the stack's pins from what the image installed (torchrig.packages.stack).
+The image copies the package to /usr/lib/torchrig/torchrig, root-owned, and this file to its
+__main__.py. -I -S keep the working directory (/workspace, dev's), PYTHON* variables and every
+site-packages off sys.path, so no .pth file runs: root imports nothing dev can write.
 """
 
 from __future__ import annotations
@@ -34,8 +31,6 @@ def main(argv: list[str]) -> int:
         os.environ["PATH"] = SYSTEM_PATH  # Docker gives it the image's PATH: system dirs only
         return healthcheck.main()
     if command == "endpoints":
-        # `make up`'s wait: as root it reads dev's token whatever uid dev was remapped to, even
-        # when it started before the remap (docker exec -u dev then would be the old uid).
         from torchrig.container import endpoints
 
         return endpoints.main(args)

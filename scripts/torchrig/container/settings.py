@@ -1,9 +1,5 @@
-"""The container's settings, read from its environment and checked once, up front.
-
-This is the one module of the start-up that reads variables by name; the others get the values.
-Every value a user can get wrong is validated here, so a typo stops the start with one clear
-line instead of breaking something later.
-"""
+"""The container's settings, read from its environment and checked once, up front: the one
+module of the start-up that reads variables by name, so a typo stops the start with one line."""
 
 from __future__ import annotations
 
@@ -20,15 +16,12 @@ from torchrig.container.log import SetupError
 KNOWN_SERVICES = ("jupyter", "sshd")
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
-# STOP_GRACE: seconds a stop gives every process in the container to finish (a training job: to
-# save its checkpoint) before what is left is killed. docker-compose.yml's stop_grace_period is
-# this plus a margin, with this same default (a unit test holds the two together).
+# STOP_GRACE: the time a stop gives every process to finish. docker-compose.yml's
+# stop_grace_period is this plus a margin, with this same default (a unit test holds the two).
 STOP_GRACE_DEFAULT_S = 60.0
-# START_HOOK_TIMEOUT: seconds each start hook (/workspace/start.d) may run before it is stopped
-# and the start goes on; an install of a requirements file usually takes well under this.
 START_HOOK_TIMEOUT_DEFAULT_S = 300.0
 # torchrun's own wait for its workers after it passes a stop signal on (its default is 30 s): set
-# for the container's sessions to STOP_GRACE, unless the user set it.
+# to STOP_GRACE unless the user set it.
 TORCHRUN_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 # One DNS name: labels of letters, digits and inner hyphens, dot-separated.
 HOSTNAME = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*\.?$", re.I)
@@ -75,8 +68,7 @@ def parse_id(name: str, value: str | None) -> int | None:
 
 
 def parse_absolute_path(name: str, value: str | None) -> Path | None:
-    """A path inside the container, or None when unset or empty; a relative one is an error
-    (it would silently depend on the directory the entrypoint happens to start in)."""
+    """A path inside the container, or None when unset or empty; a relative one is an error."""
     text = (value or "").strip()
     if not text:
         return None
@@ -90,19 +82,14 @@ def parse_absolute_path(name: str, value: str | None) -> Path | None:
 
 def parse_services(value: str | None) -> tuple[str, ...]:
     """'jupyter,sshd' -> ('jupyter', 'sshd'); order kept, duplicates dropped, unknown = error."""
-    names: list[str] = []
-    for raw in (value or "").split(","):
-        name = raw.strip().lower()
-        if not name:
-            continue
-        if name not in KNOWN_SERVICES:
+    names = [raw.strip() for raw in (value or "").split(",") if raw.strip()]
+    for name in names:
+        if name.lower() not in KNOWN_SERVICES:
             raise SetupError(
-                f"SERVICES names an unknown service {raw.strip()!r}: "
+                f"SERVICES names an unknown service {name!r}: "
                 f"choose from {', '.join(KNOWN_SERVICES)} (comma-separated)."
             )
-        if name not in names:
-            names.append(name)
-    return tuple(names)
+    return tuple(dict.fromkeys(name.lower() for name in names))
 
 
 def parse_seconds(name: str, value: str | None, default: float) -> float:
@@ -120,8 +107,8 @@ def parse_seconds(name: str, value: str | None, default: float) -> float:
 
 
 def stop_environment(settings: Settings, environ: Mapping[str, str]) -> dict[str, str]:
-    """Variables for every process of the container, so that a torchrun started in it waits for
-    its workers' stop-time checkpoint as long as the container does."""
+    """So that a torchrun started in the container waits for its workers' stop-time checkpoint
+    as long as the container does."""
     if environ.get(TORCHRUN_SHUTDOWN_TIMEOUT, "").strip():
         return {}
     return {TORCHRUN_SHUTDOWN_TIMEOUT: str(math.ceil(settings.stop_grace_s))}
@@ -130,19 +117,15 @@ def stop_environment(settings: Settings, environ: Mapping[str, str]) -> dict[str
 def parse_hostnames(name: str, value: str | None) -> tuple[str, ...]:
     """'gpubox, gpubox.lan' -> ('gpubox', 'gpubox.lan'): the names a browser may use for Jupyter
     besides localhost (IP addresses are always allowed: see torchrig/jupyter_hosts.py)."""
-    names: list[str] = []
-    for raw in re.split(r"[,\s]+", (value or "").strip()):
-        if not raw:
-            continue
+    names = [raw for raw in re.split(r"[,\s]+", value or "") if raw]
+    for raw in names:
         if not HOSTNAME.match(raw):
             raise SetupError(
                 f"{name} names {raw!r}, which is not a host name: give the names you type in the "
                 "browser's address bar, comma-separated, without scheme or port "
                 "(e.g. gpubox,gpubox.example.org); IP addresses need no entry."
             )
-        if raw.lower() not in names:
-            names.append(raw.lower())
-    return tuple(names)
+    return tuple(dict.fromkeys(raw.lower() for raw in names))
 
 
 def read_settings(environ: Mapping[str, str]) -> Settings:

@@ -1,16 +1,13 @@
 """SSH: validate the user's public keys, make host keys once, export the environment.
 
-sshd starts sessions with a clean environment, so the container's variables (venv on PATH,
-CUDA/NCCL settings, whatever compose sets) are written where sessions pick them up:
-~/.ssh/environment (read by sshd with PermitUserEnvironment, for `ssh host cmd`) and a shell
-file that /etc/profile.d sources (login shells, where Debian's /etc/profile resets PATH).
+sshd starts sessions with a clean environment, so the container's variables are written to
+~/.ssh/environment (sshd's PermitUserEnvironment, for `ssh host cmd`) and to a shell file that
+/etc/profile.d sources (login shells, where Debian's /etc/profile resets PATH).
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
-import os
 import re
 import shlex
 import subprocess
@@ -19,6 +16,7 @@ from pathlib import Path
 
 from torchrig import mounts
 from torchrig.container.log import SetupError
+from torchrig.container.state import write_private
 from torchrig.ownership import FileNotRead, read_small_file
 
 SSHD = "/usr/sbin/sshd"
@@ -94,10 +92,8 @@ NOT_EXPORTED = frozenset(
     }
 )
 
-# What torchrun sets in each worker's environment. In a session's environment (the container
-# started by a scheduler that sets them, or from inside a worker) they would make accelerate,
-# Lightning and torchrig's own helpers believe that torchrun started every command typed there:
-# neither SSH sessions nor Jupyter's kernels get them.
+# What torchrun sets in each worker's environment: in a session's (a container a scheduler
+# started), accelerate, Lightning and torchrig would take every command for a torchrun worker.
 PER_RANK = frozenset(
     {
         "RANK",
@@ -123,11 +119,6 @@ SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|_KEY$", re.IGNORECASE)
 # What `export NAME=...` accepts in every POSIX shell (str.isidentifier() also takes non-ASCII
 # letters, and one such name stops a login shell's profile).
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def split_key_text(text: str) -> list[str]:
-    """Keys come one per line; a literal '\\n' (easy to put in .env) also separates keys."""
-    return [line.strip() for line in text.replace("\\n", "\n").splitlines()]
 
 
 def validate_key_line(line: str, where: str) -> str:
@@ -179,28 +170,24 @@ def key_tokens(line: str) -> list[str] | None:
 
 def embedded_key_type(blob: str) -> str | None:
     """The key type named inside the base64 blob (SSH wire format), or None if unreadable."""
-    try:
+    try:  # binascii.Error and UnicodeDecodeError are ValueErrors
         raw = base64.b64decode(blob, validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    if len(raw) < 4:
-        return None
-    length = int.from_bytes(raw[:4], "big")
-    if length > len(raw) - 4:
-        return None
-    try:
+        length = int.from_bytes(raw[:4], "big")
+        if len(raw) < 4 or length > len(raw) - 4:
+            return None
         return raw[4 : 4 + length].decode("ascii")
-    except UnicodeDecodeError:
+    except ValueError:
         return None
 
 
 def parse_keys(text: str, source: str) -> list[str]:
-    keys = []
-    for number, line in enumerate(split_key_text(text), start=1):
-        if not line or line.startswith("#"):
-            continue
-        keys.append(validate_key_line(line, f"{source} (line {number})"))
-    return keys
+    """Keys come one per line; a literal '\\n' (easy to put in .env) also separates keys."""
+    lines = enumerate(text.replace("\\n", "\n").splitlines(), start=1)
+    return [
+        validate_key_line(line.strip(), f"{source} (line {number})")
+        for number, line in lines
+        if line.strip() and not line.strip().startswith("#")
+    ]
 
 
 def collect_keys(env_text: str, keys_file: Path) -> list[str]:
@@ -220,16 +207,6 @@ def collect_keys(env_text: str, keys_file: Path) -> list[str]:
     if read is not None:
         keys += parse_keys(read.text, str(keys_file))
     return list(dict.fromkeys(keys))
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (sshd's StrictModes insists)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def install_authorized_keys(keys: list[str], home: Path) -> Path:

@@ -1,6 +1,5 @@
-"""Where the running container keeps its small state: the Jupyter token, the services list,
-the exported environment. /run/torchrig normally; a per-user temp dir when the container was
-started with `--user` and /run/torchrig is not ours."""
+"""Where the running container keeps its small state (the Jupyter token, the services list, the
+exported environment): /run/torchrig, or a per-user temp dir when that is not ours (`--user`)."""
 
 from __future__ import annotations
 
@@ -36,10 +35,8 @@ def own_fallback() -> Path:
 
 
 def readable_state_dir(preferred: Path = STATE_DIR) -> Path:
-    """For readers (healthcheck, jupyter-url): the dir that holds the services file. Root reads
-    only the preferred one: any user can make a `torchrig-*` folder in the temp dir. Another
-    user reads their own fallback alone (`state_dir`'s): under Apptainer the temp dir is the
-    host's, shared with other users' folders, which are private to them."""
+    """For readers: the dir that holds the services file. Root reads only the preferred one (any
+    user can make a `torchrig-*` folder in the temp dir); another user, their own fallback."""
     if os.geteuid() == 0:
         return preferred
     if (preferred / SERVICES_FILE).exists() or (preferred / TOKEN_FILE).exists():
@@ -48,13 +45,22 @@ def readable_state_dir(preferred: Path = STATE_DIR) -> Path:
     return own if (own / SERVICES_FILE).exists() else preferred
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (sshd's StrictModes insists), whole or not at all."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
 def read_services(state: Path) -> SmallFile | None:
     """The services list (ownership.read_small_file's rules); None while there is none."""
     return read_small_file(state, SERVICES_FILE, MAX_SERVICES_FILE_BYTES, "a services list")
 
 
 def read_token(state: Path) -> str | None:
-    """Jupyter's token (ownership.read_small_file's rules); None while there is none. '' is no
-    token."""
+    """Jupyter's token (read_small_file's rules); None while there is none, '' for no token."""
     read = read_small_file(state, TOKEN_FILE, MAX_TOKEN_FILE_BYTES, "a Jupyter token")
     return None if read is None else read.text.strip()

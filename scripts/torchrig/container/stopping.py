@@ -1,28 +1,23 @@
 """Stopping the container: every process gets SIGTERM and the time to finish, output carriers last.
 
-A stop (`docker compose stop`, a host shutdown) signals PID 1 only, which passes it to the
-supervisor; what users started (SSH sessions, nohup'd torchrun jobs, Jupyter kernels and
-terminals, tmux) runs in sessions of its own and would meet Docker's SIGKILL without a word. So
-on SIGTERM the supervisor:
+A stop signals PID 1 only, which passes it to the supervisor; what users started (SSH sessions,
+nohup'd torchrun jobs, Jupyter kernels, tmux) runs in sessions of its own and would meet
+Docker's SIGKILL without a word. So on SIGTERM the supervisor:
 
 1. sends SIGTERM (and SIGCONT, for a job stopped with Ctrl-Z) to every process in the container,
-   again every POLL_S for processes that appear meanwhile, except
-   - helpers: children of Python's multiprocessing (DataLoader workers, ...) in their parent's
-     process group. A DataLoader worker killed by a signal ends its parent's training loop with
-     an error before the loop reaches the step boundary where it would save; the parent stops
-     its helpers itself.
+   again every POLL_S for new ones, except
+   - helpers: multiprocessing children (DataLoader workers) in their parent's process group. One
+     killed by a signal ends its parent's training loop before it reaches the step where it
+     would save; the parent stops its helpers itself.
    - carriers, while they carry: a process that reads a pipe, or drives a terminal, that a
-     working process writes to (an SSH session, a Jupyter terminal, tmux, `| tee`, a notebook
-     reading `torchrig launch`'s output). Stopped first, it would make the writer's next line
-     fail (EPIPE, EIO) and the job die before it saves. It gets SIGTERM CARRIER_LINGER_S after
-     its writers are gone, time to pass on their last lines.
+     working process writes to (an SSH session, tmux, `| tee`). Stopped first, it would make the
+     writer's next line fail (EPIPE, EIO) and the job die before it saves. It gets SIGTERM
+     CARRIER_LINGER_S after its writers are gone.
 2. waits until every process that heeds SIGTERM is gone, for at most `grace_s` (STOP_GRACE);
-3. hangs up on what is left (shells at their prompt ignore SIGTERM: SIGHUP and SIGTERM), gives
-   it FINAL_GRACE_S, and kills the rest. At the deadline, everything left is killed at once.
+3. hangs up on what is left (shells at their prompt ignore SIGTERM), gives it FINAL_GRACE_S,
+   and kills the rest. At the deadline, everything left is killed at once.
 
-An idle container is gone in about a second; a training job gets the time its checkpoint needs.
-Processes of other users (root's, from `docker exec -u root` or sudo) cannot be signalled by the
-supervisor (it runs as dev) and are left to Docker.
+Other users' processes (root's) cannot be signalled by the supervisor (dev) and are left to Docker.
 """
 
 from __future__ import annotations
@@ -62,12 +57,8 @@ def working(process: Process) -> bool:
 
 
 def carriers(table: Iterable[Process]) -> set[int]:
-    """The pids that carry the output of a working process (see the module docstring).
-
-    A reader that descends from the writer is not its carrier (a job reading its session's
-    input), nor is one the writer carries in turn (a pair feeding each other: neither could
-    ever go first).
-    """
+    """The pids that carry the output of a working process. A reader that descends from the
+    writer is not its carrier, nor is one the writer carries in turn (neither could go first)."""
     processes = list(table)
     by_pid = {p.pid: p for p in processes}
     writers = [p for p in processes if working(p) and not is_helper(p, by_pid)]
@@ -97,8 +88,7 @@ def processes_to_stop(root: int, exclude: frozenset[int]) -> list[Process]:
 
 
 def due_for_sigterm(table: list[Process], skip: set[Key]) -> list[Process]:
-    """The processes to send SIGTERM now: all but the skipped ones (already sent it, or still
-    carrying) and helpers."""
+    """All but the skipped ones (already sent it, or still carrying) and helpers."""
     by_pid = {p.pid: p for p in table}
     return [p for p in table if p.key not in skip and not is_helper(p, by_pid)]
 
@@ -111,15 +101,12 @@ class Stopper:
     root: int
     exclude: frozenset[int]
     reap: Callable[[], None] = lambda: None  # the caller's own children: it must wait() for them
-    read: Callable[[int, frozenset[int]], list[Process]] = processes_to_stop
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], None] = time.sleep
     signalled: set[Key] = field(default_factory=set)
     refused: set[Key] = field(default_factory=set)  # other users' processes: EPERM
     carrying_until: dict[Key, float] = field(default_factory=dict)
 
     def run(self) -> None:
-        begin = self.clock()
+        begin = time.monotonic()
         deadline = begin + self.grace_s
         report_at = begin + REPORT_EVERY_S
         while True:
@@ -130,22 +117,22 @@ class Stopper:
             waiting = [p for p in table if working(p)]
             if not waiting:
                 break
-            if self.clock() >= deadline:
+            if time.monotonic() >= deadline:
                 log.warn(
                     f"{describe(waiting)} still running after {self.grace_s:g} s (STOP_GRACE): "
                     "killing what is left"
                 )
                 self.kill_all(self.table())
                 return
-            if self.clock() >= report_at:
+            if time.monotonic() >= report_at:
                 log.info(f"waiting for {describe(waiting)}")
                 report_at += REPORT_EVERY_S
-            self.sleep(POLL_S)
+            time.sleep(POLL_S)
         self.hang_up_on_the_rest(begin)
 
     def carrying(self, table: list[Process]) -> set[Key]:
         """The carriers, and those that carried until less than CARRIER_LINGER_S ago."""
-        now = self.clock()
+        now = time.monotonic()
         held = carriers(table)
         for process in table:
             if process.pid in held:
@@ -154,21 +141,21 @@ class Stopper:
 
     def table(self) -> list[Process]:
         self.reap()
-        return [p for p in self.read(self.root, self.exclude) if p.key not in self.refused]
+        return [p for p in processes_to_stop(self.root, self.exclude) if p.key not in self.refused]
 
     def hang_up_on_the_rest(self, begin: float) -> None:
         """What ignores SIGTERM (shells at a prompt, sessions holding them): SIGHUP, then kill."""
         left = self.table()
         for process in left:
             self.send(process, signal.SIGHUP, signal.SIGTERM, signal.SIGCONT)
-        final = self.clock() + FINAL_GRACE_S
-        while left and self.clock() < final:
-            self.sleep(POLL_S)
+        final = time.monotonic() + FINAL_GRACE_S
+        while left and time.monotonic() < final:
+            time.sleep(POLL_S)
             left = self.table()
         if left:
             log.warn(f"{describe(left)} ignored SIGHUP and SIGTERM: killing it")
             self.kill_all(left)
-        log.info(f"every process stopped after {self.clock() - begin:.1f} s")
+        log.info(f"every process stopped after {time.monotonic() - begin:.1f} s")
 
     def kill_all(self, table: list[Process]) -> None:
         for process in table:

@@ -1,13 +1,9 @@
 """Run the services, restart one that dies (with backoff), stop everything on SIGTERM/SIGINT.
 
-A stop reaches every process in the container, not only the services: see stopping.py. The
-services run in sessions of their own, so that tini's signal to this process's group reaches
-this process alone and the order of the stop stays this process's choice.
-
-A service that cannot start (it exits GIVE_UP_AFTER times in a row, each within QUICK_EXIT_S of
-its start) stops the supervisor with that error and exit status 1 instead of being retried
-forever; Docker's restart policy then decides, and `make up` reports the error and stops the
-container.
+The services run in sessions of their own, so that tini's signal reaches this process alone and
+the stop (stopping.py: every process in the container) stays in order. A service that exits
+GIVE_UP_AFTER times in a row, each within QUICK_EXIT_S of its start, cannot start: the
+supervisor stops with its error and status 1 (then `make up` reports it) instead of retrying.
 """
 
 from __future__ import annotations
@@ -16,7 +12,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from torchrig.container import log
@@ -28,11 +24,8 @@ FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 # A service that ran this long before dying counts as healthy: its backoff starts over.
 STABLE_AFTER_S = 60.0
-# Crash loops: a service that exits GIVE_UP_AFTER times in a row before it ever ran stably
-# cannot start. Three tries take 3 s of back-off (1+2 s) plus the service's own start-up each time
-# (about 2 s for Jupyter, up to 20 s measured on a loaded 2-core machine), inside the
-# healthcheck's 60 s start period, so `make up` sees the container stop. A service that had run
-# stably (hours of work, then a crash) starts the count over and is restarted as before.
+# Three tries take 3 s of back-off plus the service's start-up each (up to 20 s measured on a
+# loaded 2-core machine): inside the healthcheck's 60 s start period, so `make up` sees the stop.
 QUICK_EXIT_S = STABLE_AFTER_S
 GIVE_UP_AFTER = 3
 EXIT_GAVE_UP = 1
@@ -66,14 +59,9 @@ def next_backoff(current_s: float, ran_for_s: float) -> tuple[float, float]:
 @dataclass
 class Supervisor:
     specs: Sequence[ServiceSpec]
-    on_started: Callable[[ServiceSpec], None] = lambda spec: None
-    clock: Callable[[], float] = time.monotonic
     services: list[Running] = field(default_factory=list)
     stop_signal: int | None = None
     stop_grace_s: float = STOP_GRACE_DEFAULT_S
-    # Whose descendants a stop reaches; None: this process's parent (in the container: tini,
-    # PID 1, so every process).
-    stop_root: int | None = None
     give_up_after: int = GIVE_UP_AFTER
     gave_up: str | None = None  # why a service cannot start, once it is given up on
 
@@ -89,7 +77,9 @@ class Supervisor:
             self._tick()
             time.sleep(POLL_S)
         if self.gave_up is not None:
-            return self._give_up()
+            log.error(self.gave_up)
+            self._stop_all()
+            return EXIT_GAVE_UP
         return self._stop_all()
 
     def _request_stop(self, signum: int, _frame: object) -> None:
@@ -105,12 +95,12 @@ class Supervisor:
             service.process = None
             self._schedule_restart(service, ran_for_s=0.0)
             return
-        service.started_at = self.clock()
+        service.started_at = time.monotonic()
         service.restart_at = None
-        self.on_started(service.spec)
+        log.info(f"started {service.spec.name}")
 
     def _tick(self) -> None:
-        now = self.clock()
+        now = time.monotonic()
         for service in self.services:
             if service.process is not None:
                 code = service.process.poll()
@@ -127,35 +117,22 @@ class Supervisor:
     def _schedule_restart(
         self, service: Running, ran_for_s: float, code: int | None = None
     ) -> None:
-        if self._cannot_start(service, ran_for_s, code):
+        service.quick_exits = count_quick_exits(service.quick_exits, ran_for_s)
+        if service.quick_exits >= self.give_up_after:
+            last = describe_exit(code) if code is not None else "could not start"
+            self.gave_up = (
+                f"{service.spec.name} cannot start: it exited {service.quick_exits} times in a "
+                f"row within {QUICK_EXIT_S:.0f} s of starting (last: {last}); stopping the "
+                "container instead of retrying forever. Its own messages are above (`make logs`)."
+            )
             return
         delay, service.backoff_s = next_backoff(service.backoff_s, ran_for_s)
-        service.restart_at = self.clock() + delay
+        service.restart_at = time.monotonic() + delay
         if code is not None:
             log.error(
                 f"{service.spec.name} exited with {describe_exit(code)} after {ran_for_s:.1f} s; "
                 f"restarting in {delay:.0f} s"
             )
-
-    # --- crash loops: a service that cannot start -------------------------------------------
-
-    def _cannot_start(self, service: Running, ran_for_s: float, code: int | None) -> bool:
-        """Count a quick exit; True (and `gave_up` set) once there were too many in a row."""
-        service.quick_exits = count_quick_exits(service.quick_exits, ran_for_s)
-        if service.quick_exits < self.give_up_after:
-            return False
-        last = describe_exit(code) if code is not None else "could not start"
-        self.gave_up = (
-            f"{service.spec.name} cannot start: it exited {service.quick_exits} times in a row "
-            f"within {QUICK_EXIT_S:.0f} s of starting (last: {last}); stopping the container "
-            "instead of retrying forever. Its own messages are above (`make logs`)."
-        )
-        return True
-
-    def _give_up(self) -> int:
-        log.error(self.gave_up or "a service cannot start")
-        self._stop_all()
-        return EXIT_GAVE_UP
 
     def _stop_all(self) -> int:
         reason = (
@@ -168,7 +145,7 @@ class Supervisor:
         )
         Stopper(
             grace_s=self.stop_grace_s,
-            root=os.getppid() if self.stop_root is None else self.stop_root,
+            root=os.getppid(),  # tini, PID 1: so every process in the container
             exclude=frozenset({os.getpid()}),
             reap=self._reap,
         ).run()

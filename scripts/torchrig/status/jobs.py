@@ -1,10 +1,6 @@
-"""The running torchrun jobs, read from /proc: each agent, its workers, how long they run, and the
-checkpoint directory its workers' CheckpointManager recorded (torchrig.checkpoint.location).
-
-A job is one torchrun agent (`torchrun ...`, `python -m torch.distributed.run ...`, or
-`torchrig launch ...`, whose child it is) and the workers it started, which are its children.
-Standard library only; the process table is torchrig.facts.processes's.
-"""
+"""The running torchrun jobs, read from /proc: each agent (`torchrun`, `python -m
+torch.distributed.run`, or the child of `torchrig launch`), its workers (its children), how long
+they run, and the checkpoint directory the workers' CheckpointManager recorded."""
 
 from __future__ import annotations
 
@@ -37,8 +33,8 @@ class TorchrunJob:
 
 
 def read_commands(proc: Path = PROC) -> list[Process]:
-    """Every process this user can see that runs a command (kernel threads left out), with its
-    age, working directory and rank variables."""
+    """Every process this user can see that runs a command (no kernel threads), with its age,
+    working directory and rank variables."""
     return [p for p in read_processes(proc, Reading(environ=RANK_VARIABLES)) if p.argv]
 
 
@@ -74,7 +70,7 @@ def find_jobs(
     recorded: Callable[[int], list[Path]] = location.recorded_directories,
 ) -> list[TorchrunJob]:
     """The torchrun agents among `processes`, each with its workers (its children) and the
-    checkpoint directory they recorded (`recorded(pid)`: torchrig.checkpoint.location's reader)."""
+    checkpoint directory they recorded (`recorded(pid)`)."""
     processes = list(processes)
     jobs = []
     for agent in processes:

@@ -1,14 +1,11 @@
-"""The status report: one dict (what `--json` prints) and its one-screen text form.
-
-GPUs and their processes come from `torchrig.facts.nvml` (the one NVML reader), jobs from
-`status.jobs`, each job's last checkpoint from `CheckpointManager.list` (imported, with torch, only
-when a job's workers recorded a checkpoint directory that exists).
-"""
+"""The status report: one dict (what `--json` prints) and its one-screen text form. A job's last
+checkpoint comes from `CheckpointManager.list`, imported (with torch) only when one is needed."""
 
 from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -54,15 +51,8 @@ def gpu_section(snapshot: NvmlSnapshot, owners: dict[int, int]) -> dict[str, Any
                 "memory_used_bytes": gpu.memory_used_bytes,
                 "memory_total_bytes": gpu.memory_total_bytes,
                 "temperature_c": gpu.temperature_c,
-                "processes": [
-                    {
-                        "pid": proc.pid,
-                        "name": proc.name,
-                        "used_memory_bytes": proc.used_memory_bytes,
-                        "job": owners.get(proc.pid),  # the agent pid of its torchrun job
-                    }
-                    for proc in gpu.processes
-                ],
+                # Each with the agent pid of its torchrun job.
+                "processes": [{**asdict(p), "job": owners.get(p.pid)} for p in gpu.processes],
             }
             for gpu in snapshot.gpus
         ],

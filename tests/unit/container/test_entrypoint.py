@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from torchrig.container import accounts, entrypoint
 from torchrig.container.log import SetupError
-from torchrig.container.settings import read_settings
+from torchrig.container.settings import SYSTEM_PATH, read_settings
 from torchrig.container.state import ENVIRONMENT_FILE, TOKEN_FILE
 
 
@@ -182,10 +182,10 @@ def test_root_steps_resolve_commands_in_system_directories_only(
     monkeypatch.setattr(entrypoint, "show_banner", lambda settings: None)
     monkeypatch.setattr(entrypoint, "state_dir", lambda: tmp_path)
     monkeypatch.setattr(entrypoint, "run_command", run_command)
-    monkeypatch.setattr(entrypoint.privileges, "set_no_new_privileges", lambda: None)
+    monkeypatch.setattr(entrypoint.accounts, "set_no_new_privileges", lambda: None)
     assert entrypoint.start(["true"]) == 0
-    assert seen == {"root": entrypoint.ROOT_PATH, "dev": container_path}
-    assert "/opt/venv" not in entrypoint.ROOT_PATH
+    assert seen == {"root": SYSTEM_PATH, "dev": container_path}
+    assert "/opt/venv" not in SYSTEM_PATH
 
 
 @pytest.mark.parametrize(
@@ -214,7 +214,7 @@ def test_no_new_privileges_for_everything_the_start_runs_unless_sudo_is_granted(
         entrypoint.accounts, "drop_privileges", lambda who: order.append("drop to dev")
     )
     monkeypatch.setattr(
-        entrypoint.privileges, "set_no_new_privileges", lambda: order.append("no-new-privileges")
+        entrypoint.accounts, "set_no_new_privileges", lambda: order.append("no-new-privileges")
     )
     monkeypatch.setattr(entrypoint, "show_banner", lambda settings: None)
     monkeypatch.setattr(entrypoint, "state_dir", lambda: tmp_path)
