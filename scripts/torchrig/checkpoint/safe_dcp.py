@@ -1,11 +1,6 @@
-"""Reading torch.distributed.checkpoint (DCP) folders without letting them run code.
-
-DCP unpickles a folder's `.metadata` with plain `pickle.load` and the non-tensor values in its
-shards with `torch.load(weights_only=False)`: a downloaded step folder could run any code the
-moment `torchrig ckpt ls` looks at it. Here metadata is unpickled with an allow-list, shard file
-names are checked, and non-tensor values must pass weights_only=True first (docs/checkpoints.md,
-docs/security.md). Import this module only where a DCP folder is read (it imports DCP).
-"""
+"""Reading DCP folders without letting them run code: DCP unpickles `.metadata` with plain
+`pickle.load` and non-tensor values with weights_only=False (docs/security.md). Import this module
+only where a DCP folder is read (it imports DCP)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,12 @@
-"""The sharded layout: one torch.distributed.checkpoint (DCP) folder per step, written by all ranks.
-
-For models too large for one GPU (FSDP2, DTensor parameters): every rank writes its own shards of
-`model` and `optim` (get_state_dict: prefix-free keys), DCP's coordinator writes `.metadata`
-last, and rank 0 adds `extra.pt` (format "torchrig-sharded/1" and `TrainingState.progress`). DCP
-reshards on load, so a run may change its sharding (or drop it) between save and resume. Every
-read goes through safe_dcp: a folder's metadata and non-tensor values cannot run code.
-"""
+"""The sharded layout: one torch.distributed.checkpoint (DCP) folder per step, written by all
+ranks (docs/checkpoints.md#what-a-checkpoint-holds); every read goes through safe_dcp."""
 
 from __future__ import annotations
 
 import contextlib
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +23,13 @@ EXTRA_NAME = "extra.pt"
 METADATA_NAME = ".metadata"
 
 
+@dataclass(kw_only=True)
 class ShardedLayout:
-    """One DCP folder per step, written by every rank (see the module docstring)."""
+    """One DCP folder per step, written by every rank."""
 
+    checksums: bool = False  # for extra.pt; DCP's shard files carry no checksums
     name = "sharded"
     kind = FOLDER
-
-    def __init__(self, *, checksums: bool = False) -> None:
-        self.checksums = checksums  # for extra.pt; DCP's shard files carry no checksums
-
-    # -- saving --
 
     def payload(self, state: TrainingState, step: int) -> dict[str, Any]:
         """What goes into extra.pt (on every rank, so that all of them raise alike)."""
@@ -57,8 +49,6 @@ class ShardedLayout:
         atomic_write(
             tmp / EXTRA_NAME, lambda f: torchfile.save(payload, f, checksums=self.checksums)
         )
-
-    # -- checking and loading --
 
     def check(self, path: Path, *, verify: bool) -> None:
         check_folder(path)
@@ -101,8 +91,8 @@ class ShardedLayout:
         )
 
     def model_weights(self, path: Path, map_location: Any) -> dict[str, torch.Tensor]:
-        """The full (unsharded) weights, gathered on the CPU of this one process (no process
-        group), then moved where a single-file load would put them."""
+        """The full weights, gathered on this process's CPU (no process group), then moved to
+        `map_location`."""
         from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
         from torchrig.checkpoint.safe_dcp import SafeEmptyLoadPlanner
@@ -140,9 +130,8 @@ def _dcp_parts(
 
 
 def check_folder(folder: Path) -> dict[str, Any]:
-    """`folder`'s extra.pt, once the folder is known to be a complete checkpoint of this layout:
-    metadata readable, every shard file it names present and long enough, extra.pt tagged and
-    intact. Else a CheckpointError."""
+    """`folder`'s extra.pt, once the folder is known complete (docs/checkpoints.md#bad-checkpoints);
+    else a CheckpointError."""
     metadata = _read_metadata(folder)
     needed: dict[str, int] = {}
     for info in (metadata.storage_data or {}).values():

@@ -1,5 +1,5 @@
-"""One `torch.save` file: written with or without CRCs, checked, and loaded with weights_only.
-The one reader and writer of both layouts' torch.save files (step files, `extra.pt`)."""
+"""One `torch.save` file (a step file, `extra.pt`): written with or without CRCs, checked, and
+loaded with weights_only."""
 
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ def save(value: Any, f: IO[bytes], *, checksums: bool) -> None:
 
 
 def check_structure(path: Path) -> None:
-    """Cheap check (reads only the zip's central directory): catches empty, truncated and foreign
-    files. Raises CheckpointError."""
+    """Cheap check (the zip's central directory only): empty, truncated and foreign files."""
     try:
         size = path.stat().st_size
     except OSError as exc:
