@@ -239,8 +239,3 @@ def remove_stale_temps(directory: Path) -> None:
                 stacklevel=5,
             )
             discard(entry)
-
-
-def point_latest_at(final: Path) -> None:
-    """Rewrite `latest` atomically; its directory fsync also makes the entry's rename durable."""
-    atomic_write(final.parent / LATEST_NAME, lambda f: f.write(f"{final.name}\n".encode()))

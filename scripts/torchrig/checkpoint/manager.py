@@ -16,12 +16,13 @@ from torchrig.checkpoint import _dist, location
 from torchrig.checkpoint.directory import (
     FILE,
     FOLDER,
+    LATEST_NAME,
     EntryKind,
+    atomic_write,
     discard,
     disk_full,
     entry_size,
     move_in,
-    point_latest_at,
     remove_stale_temps,
 )
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
@@ -135,7 +136,7 @@ class CheckpointManager:
             full = disk_full(exc)
             if full is None:
                 raise
-            latest = self.directory / "latest"
+            latest = self.directory / LATEST_NAME
             kept = latest.read_text().strip() if latest.is_file() else None
             free = shutil.disk_usage(self.directory).free
             raise CheckpointError(
@@ -144,7 +145,8 @@ class CheckpointManager:
                 + (f"`latest` still names {kept}, intact. " if kept else "no earlier checkpoint. ")
                 + "Free space there (fewer kept: keep=, `torchrig ckpt ls`) or save elsewhere."
             ) from exc
-        point_latest_at(final)  # its directory fsync makes the rename above durable too
+        # The pointer's directory fsync makes the rename above durable too.
+        atomic_write(self.directory / LATEST_NAME, lambda f: f.write(f"{final.name}\n".encode()))
         if replaced is not None:
             discard(replaced)
         newer = layout.kind.prune(self.directory, step, self.keep)

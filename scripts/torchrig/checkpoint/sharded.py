@@ -73,13 +73,13 @@ class ShardedLayout:
                 stacklevel=2,
             )
             optimizer = None
-        from torchrig.checkpoint.safe_dcp import SafeLoadPlanner
+        from torchrig.checkpoint.safe_dcp import SafeLoadPlanner, SafeReader
 
         parts, optimizers = _dcp_parts(state.model, optimizer)
         with _dcp_call(str):
             dcp.load(
                 parts,
-                storage_reader=_reader(path),
+                storage_reader=SafeReader(str(path)),
                 planner=SafeLoadPlanner(),
                 no_dist=not _dist.is_distributed(),
             )
@@ -95,7 +95,7 @@ class ShardedLayout:
         `map_location`."""
         from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-        from torchrig.checkpoint.safe_dcp import SafeEmptyLoadPlanner
+        from torchrig.checkpoint.safe_dcp import SafeEmptyLoadPlanner, SafeReader
 
         check_folder(path)
         state: dict[str, Any] = {}
@@ -104,7 +104,7 @@ class ShardedLayout:
             # This is what torch's own dcp_to_torch_save does; dcp.load fills a copy instead.
             _load_state_dict(
                 state,
-                storage_reader=_reader(path),
+                storage_reader=SafeReader(str(path)),
                 planner=SafeEmptyLoadPlanner(keys={"model"}),
                 no_dist=True,
             )
@@ -153,7 +153,9 @@ def _read_metadata(folder: Path) -> Any:
     if not (folder / METADATA_NAME).is_file():
         raise CheckpointError(f"{folder}: incomplete (no {METADATA_NAME})")
     try:
-        return _reader(folder).read_metadata()
+        from torchrig.checkpoint.safe_dcp import SafeReader
+
+        return SafeReader(str(folder)).read_metadata()
     except Exception as exc:  # unpickling damaged metadata raises all sorts of things
         raise CheckpointError(f"{folder}: unreadable {METADATA_NAME} ({exc})") from exc
 
@@ -179,12 +181,6 @@ def describe_folder(folder: Path) -> dict[str, Any]:
         "model_tensors": len(model),
         "model_bytes": sum(model),
     }
-
-
-def _reader(folder: Path) -> Any:
-    from torchrig.checkpoint.safe_dcp import SafeReader
-
-    return SafeReader(str(folder))
 
 
 @contextlib.contextmanager
