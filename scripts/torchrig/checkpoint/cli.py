@@ -1,8 +1,5 @@
-"""`torchrig ckpt`: list, inspect and export checkpoints.
-
-Standard library only at module level (the dispatcher imports this to build its parser); torch
-is imported by the functions that need it.
-"""
+"""`torchrig ckpt`: list, inspect and export checkpoints. Standard library only at module level
+(the dispatcher imports it to build its parser)."""
 
 from __future__ import annotations
 
@@ -49,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         # Skipped bad files are worth a line each, not Python's file:line warning format.
         warnings.simplefilter("always")
-        warnings.showwarning = _show_warning
+        warnings.showwarning = lambda message, *_args, **_kwargs: VOICE.warning(str(message))
         try:
             return int(args._ckpt(args))
         except CheckpointError as exc:
@@ -59,10 +56,6 @@ def run(args: argparse.Namespace) -> int:
             # `torchrig ckpt ls DIR | head`: the reader left; stop quietly, as other tools do.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 141
-
-
-def _show_warning(message: Warning | str, *_args: object, **_kwargs: object) -> None:
-    VOICE.warning(str(message))
 
 
 def _ls(args: argparse.Namespace) -> int:

@@ -1,15 +1,5 @@
-"""The checkpoint directory, whatever the layout: step entries, `latest`, pruning, atomic publish.
-
-    step_00001000.pt     an entry of the single-file layout (one torch.save zip)
-    step_00002000/       an entry of the sharded layout (one torch.distributed.checkpoint folder)
-    latest               text: the name of the newest good entry
-    .step_00003000.pt.tmp-<pid>-<hex>    only while a save runs (or after a crash)
-    .step_00003000.tmp/                  the same for a folder (one name for every rank)
-
-An entry gets its final name by `os.replace` only once complete and fsynced: a crash during a save
-leaves at worst a temp entry behind. The one place that names, lists, orders, prunes and cleans up
-entries; the layouts only write and read one entry. Standard library only.
-"""
+"""The checkpoint directory, whatever the layout: step entries, `latest`, pruning, atomic publish
+(docs/checkpoints.md#directory-layout, #how-a-save-stays-safe). Standard library only."""
 
 from __future__ import annotations
 
@@ -91,9 +81,9 @@ class EntryKind:
         return self.parse(pointer.text.strip())
 
     def candidates(self, directory: Path) -> list[Path]:
-        """Entries to try, best first: the one `latest` names, then older ones, newest first.
-        With no usable pointer, every entry, newest first. An entry newer than the pointer comes
-        from a crash between its rename and the pointer's: it is not preferred."""
+        """Entries to try, best first: the one `latest` names, then older ones (every entry when
+        the pointer is unusable). One newer than the pointer (a crash between the two renames)
+        is not tried."""
         steps = self.entries(directory)
         newest_first = sorted(steps, reverse=True)
         latest_step = self.latest_step(directory)
@@ -116,9 +106,8 @@ class EntryKind:
         return [steps[s] for s in newest_first if s <= latest_step]
 
     def prune(self, directory: Path, current_step: int, keep: int) -> list[str]:
-        """Keep the newest `keep` entries up to `current_step`; return the names of newer ones.
-        Those come from a run resumed from an earlier checkpoint: they are left alone (nothing
-        is deleted that might be wanted) and replaced when training reaches those steps again."""
+        """Keep the newest `keep` entries up to `current_step`; return the names of newer ones,
+        left alone (docs/checkpoints.md#directory-layout)."""
         steps = self.entries(directory)
         older = sorted((s for s in steps if s <= current_step), reverse=True)
         for step in older[keep:]:
@@ -126,8 +115,8 @@ class EntryKind:
         return [steps[s].name for s in sorted(s for s in steps if s > current_step)]
 
     def warn_if_other_kind(self, directory: Path) -> None:
-        """Nothing to resume, but the other layout's entries are here: likely a run started with
-        another sharding setting. Starting from scratch silently would throw its progress away."""
+        """Nothing to resume, but the other layout's entries are here: starting from scratch
+        silently would throw that run's progress away."""
         other = FOLDER if self is FILE else FILE
         found = sorted(p.name for p in other.entries(directory).values())
         if found:
@@ -165,8 +154,8 @@ class RecordingWrites:
 
 
 def write_synced(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write `path` (straight into the open file, no copy in memory), flush and fsync it. A failed
-    write raises the OSError itself (ENOSPC, EIO), whatever the writer made of it."""
+    """Write `path` straight into the open file, flush and fsync it; a failed write raises its
+    OSError (ENOSPC, EIO), whatever the writer made of it."""
     with open(path, "wb") as f:
         recording = RecordingWrites(f)
         try:
@@ -192,8 +181,7 @@ def disk_full(exc: BaseException) -> OSError | None:
 
 
 def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write `path` via a temp file in the same directory: write, fsync, rename, fsync the dir.
-    Readers see either the old file or the complete new one, never a partial one."""
+    """Write `path` via a temp file in the same directory: write, fsync, rename, fsync the dir."""
     tmp = FILE.temp_path(path)
     try:
         write_synced(tmp, write)
@@ -251,10 +239,3 @@ def remove_stale_temps(directory: Path) -> None:
                 stacklevel=5,
             )
             discard(entry)
-
-
-def point_latest_at(final: Path) -> None:
-    """Rewrite `latest` atomically. Its directory fsync also makes the entry's own rename
-    durable: were the pointer's to survive a crash and the entry's not, loading falls back
-    (with a warning) to the newest older entry."""
-    atomic_write(final.parent / LATEST_NAME, lambda f: f.write(f"{final.name}\n".encode()))

@@ -1,11 +1,7 @@
 """Where a process's checkpoints go, said by the process itself: `CheckpointManager` records its
-directory here at its first load or save, and `torchrig status` reads it from outside.
-
-The record is an in-memory file (memfd) `torchrig-checkpoint-dir`, holding the absolute path and
-open for the life of the process: nothing to clean up, nothing left to mislead once the process
-is gone, even if its pid is reused. From outside it is /proc/PID/fd/N, readable by the process's
-own user (and root), like /proc/PID/environ. Standard library only; Linux only.
-"""
+directory in an in-memory file (memfd) held open for the life of the process, `torchrig status`
+reads it through /proc/PID/fd/N: nothing to clean up or mislead once the process is gone.
+Standard library only; Linux only."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ _recorded: dict[Path, int] = {}
 
 
 def record(directory: Path) -> None:
-    """Leave `directory` where `recorded_directories(os.getpid())` finds it. Best effort: where
-    memfds are not available, nothing is recorded and training goes on."""
+    """Leave `directory` where `recorded_directories(os.getpid())` finds it; best effort."""
     path = directory.absolute()
     if path in _recorded or not hasattr(os, "memfd_create"):
         return
@@ -53,20 +48,17 @@ def recorded_directories(pid: int, proc: Path = PROC) -> list[Path]:
     found = []
     for entry in entries:
         with contextlib.suppress(OSError):  # closed meanwhile, or not ours to read
-            if os.readlink(entry).startswith(LINK_PREFIX) and (path := read_record(entry)):
-                found.append(path)
+            if not os.readlink(entry).startswith(LINK_PREFIX):
+                continue
+            # Root reads other users' processes, whose descriptor may have become anything since
+            # its name was read: only a regular file, no FIFO waited on, a path's worth of bytes.
+            fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                data = (
+                    os.read(fd, MAX_RECORD_BYTES + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+                )
+            finally:
+                os.close(fd)
+            if 0 < len(data) <= MAX_RECORD_BYTES:
+                found.append(Path(os.fsdecode(data)))
     return found
-
-
-def read_record(entry: Path) -> Path | None:
-    """The path a record holds. Root reads other users' processes (`torchrig status`), whose
-    descriptor may have become anything since its name was read: only a regular file, never a
-    FIFO waited on, and never more than a path's worth of bytes."""
-    fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, MAX_RECORD_BYTES + 1)
-    finally:
-        os.close(fd)
-    return Path(os.fsdecode(data)) if 0 < len(data) <= MAX_RECORD_BYTES else None

@@ -1,17 +1,11 @@
-"""`CheckpointManager`: save and resume a `TrainingState`, in whichever layout fits the model.
-
-One contract for every model, `save(step, state)` and `load_latest(state)` on every rank; a layout
-stores one step ("file": single_file.py, "sharded": sharded.py, "auto": see docs/checkpoints.md).
-Whatever the layout, the manager does the rest the same way (directory.py): temp name, atomic
-rename, the `latest` pointer, pruning, stale-temp cleanup, falling back past bad checkpoints,
-and the ranks' agreement on all of it. Its first load or save records the directory where
-`torchrig status` reads it (location.py).
-"""
+"""`CheckpointManager`: save and resume a `TrainingState` in whichever layout fits the model
+(docs/checkpoints.md); the directory's bookkeeping, the same for both layouts, is directory.py's."""
 
 from __future__ import annotations
 
 import builtins
 import os
+import shutil
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,12 +16,13 @@ from torchrig.checkpoint import _dist, location
 from torchrig.checkpoint.directory import (
     FILE,
     FOLDER,
+    LATEST_NAME,
     EntryKind,
+    atomic_write,
     discard,
     disk_full,
     entry_size,
     move_in,
-    point_latest_at,
     remove_stale_temps,
 )
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
@@ -72,9 +67,8 @@ class CheckpointManager:
         layout: LayoutName = "auto",
         checksums: bool = False,
     ) -> None:
-        """`keep`: how many checkpoints to keep (the newest). `checksums=True` records CRC32s in
-        the torch.save files written, so that loads also detect flipped bytes inside tensor data
-        (off by default: it costs a fifth to a third of the save time; docs/checkpoints.md)."""
+        """`keep`: the newest checkpoints kept. `checksums`: CRC32s in the torch.save files
+        written (docs/checkpoints.md#bad-checkpoints)."""
         if keep < 1:
             raise ValueError(f"keep must be >= 1, got {keep}")
         if layout not in ("auto", *_LAYOUTS):
@@ -86,11 +80,9 @@ class CheckpointManager:
         self._layout: Layout | None = None
         self._warned_newer = False
 
-    # -- the layout --
-
     def resolve_layout(self, model: torch.nn.Module | None = None) -> Layout:
-        """The layout this manager uses, fixed by its first save or load. Collective: the ranks
-        must agree, or they would wait in different collectives."""
+        """The layout, fixed by the first save or load. Collective: the ranks must agree, or they
+        would wait in different collectives."""
         if self._layout is None:
             layout = self._layout_here(model)
             choices = _dist.all_gather(layout.name)
@@ -114,13 +106,9 @@ class CheckpointManager:
                 name = "sharded"  # e.g. an FSDP run resumed without sharding: DCP reshards
         return _LAYOUTS[name](checksums=self.checksums)
 
-    # -- saving --
-
     def save(self, step: int, state: TrainingState) -> Path | None:
-        """Save `state` as step `step`: written under a temp name, renamed, `latest` pointed at
-        it, older checkpoints pruned. Returns the checkpoint's path on rank 0, None elsewhere.
-        Collective: call it on every rank, at a step boundary. Everything stored is checked
-        first (on every rank); if rank 0 then fails (disk full), every rank raises."""
+        """Save `state` as step `step` (docs/checkpoints.md#how-a-save-stays-safe); its path on
+        rank 0, None elsewhere. Collective: every rank, at a step boundary."""
         location.record(self.directory)  # for `torchrig status`
         layout = self.resolve_layout(state.model)
         final = self.directory / layout.kind.name(step)
@@ -132,20 +120,6 @@ class CheckpointManager:
         layout.write_shards(tmp, state)
         _dist.run_on_rank0(lambda: self._finish(layout, tmp, final, payload), f"save {final}")
         return final if _dist.rank() == 0 else None
-
-    def _disk_full_message(self, step: int, error: OSError) -> str:
-        """What a save that ran out of space says: what is kept, and what to do."""
-        import shutil
-
-        latest = self.directory / "latest"
-        kept = latest.read_text().strip() if latest.is_file() else None
-        free = shutil.disk_usage(self.directory).free
-        return (
-            f"cannot save step {step} in {self.directory}: {error.strerror or 'disk full'} "
-            f"({size_text(free, unit='MiB')} free). The unfinished file was removed; "
-            + (f"`latest` still names {kept}, intact. " if kept else "no earlier checkpoint. ")
-            + "Free space there (fewer kept: keep=, `torchrig ckpt ls`) or save elsewhere."
-        )
 
     def _prepare(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -160,10 +134,19 @@ class CheckpointManager:
         except BaseException as exc:
             discard(tmp)
             full = disk_full(exc)
-            if full is not None:
-                raise CheckpointError(self._disk_full_message(step, full)) from exc
-            raise
-        point_latest_at(final)  # its directory fsync makes the rename above durable too
+            if full is None:
+                raise
+            latest = self.directory / LATEST_NAME
+            kept = latest.read_text().strip() if latest.is_file() else None
+            free = shutil.disk_usage(self.directory).free
+            raise CheckpointError(
+                f"cannot save step {step} in {self.directory}: {full.strerror or 'disk full'} "
+                f"({size_text(free, unit='MiB')} free). The unfinished file was removed; "
+                + (f"`latest` still names {kept}, intact. " if kept else "no earlier checkpoint. ")
+                + "Free space there (fewer kept: keep=, `torchrig ckpt ls`) or save elsewhere."
+            ) from exc
+        # The pointer's directory fsync makes the rename above durable too.
+        atomic_write(self.directory / LATEST_NAME, lambda f: f.write(f"{final.name}\n".encode()))
         if replaced is not None:
             discard(replaced)
         newer = layout.kind.prune(self.directory, step, self.keep)
@@ -176,17 +159,12 @@ class CheckpointManager:
                 stacklevel=2,
             )
 
-    # -- loading --
-
     def load_latest(
         self, state: TrainingState, *, map_location: Any = None, verify: bool = True
     ) -> dict[str, Any] | None:
         """Restore `state` in place from the newest good checkpoint; {"epoch", "step", "sampler",
-        "config"} as saved, or None when there is nothing to resume. Collective: the ranks check
-        that they see the same checkpoints, and move past a bad one together. One that is intact
-        but fits no `state` is skipped too, but if none fits, CheckpointError: starting from
-        scratch would quietly throw the run's progress away. `map_location` (single-file
-        layout) defaults to the model's device: every rank's own GPU, not the saver's."""
+        "config"} as saved, or None when there is nothing to resume (docs/checkpoints.md#use,
+        #bad-checkpoints). Collective. `map_location` defaults to the model's device."""
         location.record(self.directory)  # for `torchrig status`
         layout = self.resolve_layout(state.model)
         if map_location is None:
@@ -227,8 +205,7 @@ class CheckpointManager:
 
     def latest_weights(self, map_location: Any = "cpu") -> dict[str, torch.Tensor]:
         """The full, prefix-free model weights of the newest good checkpoint, in this one process
-        (no process group needed): for export and inference. A sharded checkpoint is gathered
-        into full tensors, which needs CPU memory for the whole model."""
+        (no process group needed); a sharded one is gathered in CPU memory."""
         layout = self._layout or self._layout_here(None)
         for path in layout.kind.candidates(self.directory):
             try:
@@ -238,9 +215,8 @@ class CheckpointManager:
         raise CheckpointError(f"{self.directory}: no good checkpoint in this directory")
 
     def list(self, *, verify: bool = False) -> builtins.list[CheckpointInfo]:
-        """Every checkpoint in the directory, of either layout, oldest first. Cheap by default
-        (a zip's directory, a folder's metadata); `verify=True` also checks the CRCs of step
-        files and unpickles them with weights_only."""
+        """Every checkpoint in the directory, of either layout, oldest first; `verify=True` also
+        checks the CRCs of step files and unpickles them."""
         infos: builtins.list[CheckpointInfo] = []
         for make in _LAYOUTS.values():
             layout = make(checksums=self.checksums)
@@ -289,9 +265,8 @@ def _restore(
 def load_model_weights(
     path_or_dir: str | os.PathLike[str], map_location: Any = "cpu"
 ) -> dict[str, torch.Tensor]:
-    """Prefix-free model weights from: a checkpoint file, a plain state_dict file (e.g. one
-    written by `torchrig ckpt export`), a directory (its latest good checkpoint, either layout),
-    or one sharded step folder (gathered into full tensors in this process)."""
+    """Prefix-free model weights of a checkpoint file, a plain state_dict file, a directory (its
+    latest good checkpoint) or one sharded step folder."""
     path = Path(path_or_dir)
     if path.is_dir() and (path / METADATA_NAME).exists():
         return ShardedLayout().model_weights(path, map_location)

@@ -1,15 +1,9 @@
-"""Reading torch.distributed.checkpoint (DCP) folders without letting them run code.
-
-DCP unpickles a folder's `.metadata` with plain `pickle.load` and the non-tensor values in its
-shards with `torch.load(weights_only=False)`: a downloaded step folder could run any code the
-moment `torchrig ckpt ls` looks at it. Here metadata is unpickled with an allow-list, shard file
-names are checked, and non-tensor values must pass weights_only=True first (docs/checkpoints.md,
-docs/security.md). Import this module only where a DCP folder is read (it imports DCP).
-"""
+"""Reading DCP folders without letting them run code: DCP unpickles `.metadata` with plain
+`pickle.load` and non-tensor values with weights_only=False (docs/security.md). Import this module
+only where a DCP folder is read (it imports DCP)."""
 
 from __future__ import annotations
 
-import functools
 import importlib
 import io
 import pickle
@@ -65,11 +59,14 @@ def allowed_global(module: str, name: str) -> Any:
     )
 
 
-@functools.cache
-def _buildable_types() -> frozenset[type]:
-    """The allowed classes whose instances BUILD may fill in (the functions are not types)."""
-    values = (allowed_global(m, name) for m, names in _METADATA_CLASSES.items() for name in names)
-    return frozenset(value for value in values if isinstance(value, type))
+# The allowed classes whose instances BUILD may fill in (the functions are not types).
+_BUILDABLE = frozenset(
+    value
+    for value in (
+        allowed_global(m, name) for m, names in _METADATA_CLASSES.items() for name in names
+    )
+    if isinstance(value, type)
+)
 
 
 class MetadataUnpickler(pickle._Unpickler):
@@ -84,7 +81,7 @@ class MetadataUnpickler(pickle._Unpickler):
 
     def load_build(self) -> None:
         target = self.stack[-2]  # BUILD pops the state, then fills in the object below it
-        if type(target) not in _buildable_types():
+        if type(target) not in _BUILDABLE:
             what = target.__name__ if isinstance(target, type) else type(target).__name__
             kind = "the class" if isinstance(target, type) else "a"
             raise UnsafeCheckpoint(

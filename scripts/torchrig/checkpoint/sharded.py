@@ -1,17 +1,12 @@
-"""The sharded layout: one torch.distributed.checkpoint (DCP) folder per step, written by all ranks.
-
-For models too large for one GPU (FSDP2, DTensor parameters): every rank writes its own shards of
-`model` and `optim` (get_state_dict: prefix-free keys), DCP's coordinator writes `.metadata`
-last, and rank 0 adds `extra.pt` (format "torchrig-sharded/1" and `TrainingState.progress`). DCP
-reshards on load, so a run may change its sharding (or drop it) between save and resume. Every
-read goes through safe_dcp: a folder's metadata and non-tensor values cannot run code.
-"""
+"""The sharded layout: one torch.distributed.checkpoint (DCP) folder per step, written by all
+ranks (docs/checkpoints.md#what-a-checkpoint-holds); every read goes through safe_dcp."""
 
 from __future__ import annotations
 
 import contextlib
 import warnings
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +23,13 @@ EXTRA_NAME = "extra.pt"
 METADATA_NAME = ".metadata"
 
 
+@dataclass(kw_only=True)
 class ShardedLayout:
-    """One DCP folder per step, written by every rank (see the module docstring)."""
+    """One DCP folder per step, written by every rank."""
 
+    checksums: bool = False  # for extra.pt; DCP's shard files carry no checksums
     name = "sharded"
     kind = FOLDER
-
-    def __init__(self, *, checksums: bool = False) -> None:
-        self.checksums = checksums  # for extra.pt; DCP's shard files carry no checksums
-
-    # -- saving --
 
     def payload(self, state: TrainingState, step: int) -> dict[str, Any]:
         """What goes into extra.pt (on every rank, so that all of them raise alike)."""
@@ -57,8 +49,6 @@ class ShardedLayout:
         atomic_write(
             tmp / EXTRA_NAME, lambda f: torchfile.save(payload, f, checksums=self.checksums)
         )
-
-    # -- checking and loading --
 
     def check(self, path: Path, *, verify: bool) -> None:
         check_folder(path)
@@ -83,13 +73,13 @@ class ShardedLayout:
                 stacklevel=2,
             )
             optimizer = None
-        from torchrig.checkpoint.safe_dcp import SafeLoadPlanner
+        from torchrig.checkpoint.safe_dcp import SafeLoadPlanner, SafeReader
 
         parts, optimizers = _dcp_parts(state.model, optimizer)
         with _dcp_call(str):
             dcp.load(
                 parts,
-                storage_reader=_reader(path),
+                storage_reader=SafeReader(str(path)),
                 planner=SafeLoadPlanner(),
                 no_dist=not _dist.is_distributed(),
             )
@@ -101,11 +91,11 @@ class ShardedLayout:
         )
 
     def model_weights(self, path: Path, map_location: Any) -> dict[str, torch.Tensor]:
-        """The full (unsharded) weights, gathered on the CPU of this one process (no process
-        group), then moved where a single-file load would put them."""
+        """The full weights, gathered on this process's CPU (no process group), then moved to
+        `map_location`."""
         from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-        from torchrig.checkpoint.safe_dcp import SafeEmptyLoadPlanner
+        from torchrig.checkpoint.safe_dcp import SafeEmptyLoadPlanner, SafeReader
 
         check_folder(path)
         state: dict[str, Any] = {}
@@ -114,7 +104,7 @@ class ShardedLayout:
             # This is what torch's own dcp_to_torch_save does; dcp.load fills a copy instead.
             _load_state_dict(
                 state,
-                storage_reader=_reader(path),
+                storage_reader=SafeReader(str(path)),
                 planner=SafeEmptyLoadPlanner(keys={"model"}),
                 no_dist=True,
             )
@@ -140,9 +130,8 @@ def _dcp_parts(
 
 
 def check_folder(folder: Path) -> dict[str, Any]:
-    """`folder`'s extra.pt, once the folder is known to be a complete checkpoint of this layout:
-    metadata readable, every shard file it names present and long enough, extra.pt tagged and
-    intact. Else a CheckpointError."""
+    """`folder`'s extra.pt, once the folder is known complete (docs/checkpoints.md#bad-checkpoints);
+    else a CheckpointError."""
     metadata = _read_metadata(folder)
     needed: dict[str, int] = {}
     for info in (metadata.storage_data or {}).values():
@@ -164,7 +153,9 @@ def _read_metadata(folder: Path) -> Any:
     if not (folder / METADATA_NAME).is_file():
         raise CheckpointError(f"{folder}: incomplete (no {METADATA_NAME})")
     try:
-        return _reader(folder).read_metadata()
+        from torchrig.checkpoint.safe_dcp import SafeReader
+
+        return SafeReader(str(folder)).read_metadata()
     except Exception as exc:  # unpickling damaged metadata raises all sorts of things
         raise CheckpointError(f"{folder}: unreadable {METADATA_NAME} ({exc})") from exc
 
@@ -190,12 +181,6 @@ def describe_folder(folder: Path) -> dict[str, Any]:
         "model_tensors": len(model),
         "model_bytes": sum(model),
     }
-
-
-def _reader(folder: Path) -> Any:
-    from torchrig.checkpoint.safe_dcp import SafeReader
-
-    return SafeReader(str(folder))
 
 
 @contextlib.contextmanager

@@ -1,18 +1,12 @@
-"""The single-file layout: one `torch.save` file per step, written by rank 0.
-
-For models every rank holds in full (one GPU, DDP, DataParallel, `torch.compile`): a dict of
-`format` "torchrig-checkpoint/1", `model` (prefix-free), `optimizer` and `TrainingState.progress`
-(docs/checkpoints.md). A sharded model is refused: rank 0 alone would save only its own shards.
-
-DDP and DataParallel add `module.` to every key, `torch.compile` adds `_orig_mod.`, and weights
-carrying those only load into an identically wrapped model; checkpoints store them prefix-free.
-"""
+"""The single-file layout: one `torch.save` file per step, written by rank 0, its keys without
+wrapper prefixes (docs/checkpoints.md#what-a-checkpoint-holds)."""
 
 from __future__ import annotations
 
 import re
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,8 +51,7 @@ def strip_prefixes(state_dict: Mapping[str, Any]) -> dict[str, Any]:
 def load_model_state(model: torch.nn.Module, weights: Mapping[str, Any]) -> None:
     """Load `weights` into `model`, whatever wrappers either side had (strict: every key)."""
     target = unwrap_model(model)
-    # Match on prefix-free names, then use the target's own names: this also works for a model
-    # whose real top-level submodule happens to be called `module`.
+    # Matched on prefix-free names: this also works for a top-level submodule called `module`.
     target_names = {_WRAPPER_PREFIXES.sub("", name): name for name in target.state_dict()}
     renamed: dict[str, Any] = {}
     unexpected: list[str] = []
@@ -89,8 +82,7 @@ def _few(keys: list[str], limit: int = 5) -> str:
 
 
 def sharded_parameter(model: torch.nn.Module) -> str | None:
-    """The name of a DTensor parameter (FSDP2, tensor parallel) of `model`, or None if it has
-    none: such a model is sharded, each rank holding only its part of those parameters."""
+    """The name of a DTensor parameter (FSDP2, tensor parallel: a sharded model), or None."""
     # A DTensor exists only if its module was imported: no need to import it (slow) here.
     dtensor = getattr(sys.modules.get("torch.distributed.tensor"), "DTensor", None)
     if dtensor is None:
@@ -98,16 +90,13 @@ def sharded_parameter(model: torch.nn.Module) -> str | None:
     return next((name for name, p in model.named_parameters() if isinstance(p, dtensor)), None)
 
 
+@dataclass(kw_only=True)
 class SingleFileLayout:
-    """One torch.save file per step, written by rank 0 (see the module docstring)."""
+    """One torch.save file per step, written by rank 0."""
 
+    checksums: bool = False
     name = "file"
     kind = FILE
-
-    def __init__(self, *, checksums: bool = False) -> None:
-        self.checksums = checksums
-
-    # -- saving --
 
     def payload(self, state: TrainingState, step: int) -> dict[str, Any]:
         """The whole file's contents (on every rank, so that all of them raise alike)."""
@@ -132,8 +121,6 @@ class SingleFileLayout:
     def write_rest(self, tmp: Path, payload: dict[str, Any]) -> None:
         """Rank 0: the whole file, fsynced, under its temp name."""
         write_synced(tmp, lambda f: torchfile.save(payload, f, checksums=self.checksums))
-
-    # -- checking and loading --
 
     def check(self, path: Path, *, verify: bool) -> None:
         """Cheap by default (the zip's directory only); `verify` also checks CRCs and unpickles."""

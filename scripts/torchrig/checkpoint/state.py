@@ -1,11 +1,5 @@
-"""What a training checkpoint holds: `TrainingState`, and the parts both layouts store alike.
-
-A `TrainingState` knows the run's live objects and plain values; `CheckpointManager` takes
-everything from it and puts everything back, whatever the layout (torch.distributed.checkpoint's
-"Stateful application state" pattern). The model and optimizer are the layouts' business;
-everything else, `progress(step)`, is small, the same on every rank, and stored alike by both,
-in a form `torch.load(weights_only=True)` accepts (checked at save, RNG states included).
-"""
+"""What a training checkpoint holds: `TrainingState`, and the parts both layouts store alike in a
+form `torch.load(weights_only=True)` accepts (docs/checkpoints.md#what-a-checkpoint-holds)."""
 
 from __future__ import annotations
 
@@ -34,11 +28,8 @@ class Stateful(Protocol):
 
 @dataclass(eq=False)
 class TrainingState:
-    """Everything a run needs to resume, kept by reference: build it once, save it often.
-    Scheduler, scaler, sampler and each of `extras` (by name) are anything with `state_dict()` /
-    `load_state_dict()`, saved as rank 0 has them. `epoch` left as None is the sampler's own
-    `epoch` attribute, else 0. `config` must be JSON-like: it is stored for comparison on resume,
-    never restored over the run's settings (docs/checkpoints.md)."""
+    """Everything a run needs to resume, kept by reference: build it once, save it often
+    (docs/checkpoints.md#use has each field)."""
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer | None = None
@@ -66,20 +57,16 @@ class TrainingState:
                     "state elsewhere (for a sampler: torchrig.data.ResumableDistributedSampler)"
                 )
 
-    def current_epoch(self) -> int:
-        if self.epoch is not None:
-            return int(self.epoch)
-        return int(getattr(self.sampler, "epoch", 0))
-
     def progress(self, step: int) -> dict[str, Any]:
         """The parts besides model and optimizer, as stored. Collective (it gathers every rank's
         RNG state): the manager calls it on every rank, even where only rank 0 writes."""
         check_json_like(self.config)
         extras = {name: part.state_dict() for name, part in self.extras.items()}
+        epoch = self.epoch if self.epoch is not None else getattr(self.sampler, "epoch", 0)
         return {
             "scheduler": _state_of(self.scheduler),
             "scaler": _state_of(self.scaler),
-            "epoch": self.current_epoch(),
+            "epoch": int(epoch),
             "step": int(step),
             "sampler": _state_of(self.sampler),
             "rng": gather_rng_states(),
@@ -158,8 +145,6 @@ def require_format(value: Any, expected: str, path: Path) -> dict[str, Any]:
     return value
 
 
-# --- what torch.load(weights_only=True) accepts, checked at save time ---------------------------
-
 # Exact types: a subclass (numpy.float64 is a float, an IntEnum an int) pickles as its own class,
 # which weights_only loading refuses.
 _PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes)
@@ -169,7 +154,7 @@ _JSON_LEAVES = (type(None), bool, int, float, str)
 
 def check_loadable(value: Any, where: str = "state") -> None:
     """Raise CheckpointError, naming the key path, for anything `torch.load(weights_only=True)`
-    would refuse. Found at save time, not at the resume weeks later."""
+    would refuse."""
     if type(value) in _PLAIN_LEAVES or isinstance(value, _TORCH_LEAVES):
         return
     if type(value) in (dict, collections.OrderedDict):
@@ -210,9 +195,8 @@ def check_json_like(value: Any, where: str = "config") -> None:
     )
 
 
-# --- random number generator states ---------------------------------------------------------------
-# Python's and NumPy's states are tuples holding arrays and version tags; they are stored as plain
-# ints, floats, strings and lists so that no type needs allow-listing.
+# Python's and NumPy's RNG states are tuples holding arrays and version tags; they are stored as
+# plain ints, floats, strings and lists so that no type needs allow-listing.
 
 
 def capture_rng_state() -> dict[str, Any]:

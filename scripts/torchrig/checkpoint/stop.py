@@ -1,18 +1,7 @@
-"""Stop and preemption signals as "save now": one checkpoint at the next step boundary, then a
-resumable exit (docs/checkpoints.md#stopping-save-now has the loop).
-
-The signals mean "this job is being stopped, and may come back": SIGTERM (docker stop,
-Kubernetes, Slurm, torchrun passing on its own), SIGINT (Ctrl-C), SIGHUP (the terminal went away;
-torchrun passes it on too) and SIGUSR1/SIGUSR2 (Slurm's `--signal`, preemption notices). A handler
-only records the signal: the save happens in the training loop, at a step boundary, where the
-state is consistent, and the ranks agree through one all-reduce, so a signal that reached only
-some of them stops all of them after the same step.
-
-This module is the stop protocol's one home: the signals and who handles them, the notes that
-`exit_resumable` leaves for `torchrig launch` (torchrun itself exits 1 whatever its workers
-exited with) and `launch_status`, which reads them, and the status 75. Standard library only at
-import time; torch is imported by `agreed()`.
-"""
+"""The stop protocol's one home: stop signals mean "save now" at the next step boundary, agreed
+by every rank, then a resumable exit (status 75) with a note for `torchrig launch`, which
+`launch_status` reads (docs/checkpoints.md#stopping-save-now). Standard library only at import
+time; torch is imported by `agreed()`."""
 
 from __future__ import annotations
 
@@ -33,9 +22,8 @@ if TYPE_CHECKING:
 # EX_TEMPFAIL (sysexits.h): "temporary failure, try again". What a scheduler keys on to requeue
 # the job (Slurm's RequeueExit, a Kubernetes podFailurePolicy onExitCodes rule); docs/training.md.
 RESUMABLE_EXIT = 75
-# Set by `torchrig launch` for its workers: a private folder where each worker that exits
-# RESUMABLE_EXIT leaves a note named after its local rank; from the notes launch tells a
-# resumable stop from a failure.
+# Set by `torchrig launch`: a private folder for the notes of workers that exit RESUMABLE_EXIT
+# (torchrun itself exits 1, whatever its workers exited with).
 RESUMABLE_NOTES_ENV = "TORCHRIG_RESUMABLE_NOTES"
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2")
 # Left as ignored when the process started with them ignored: the shell or nohup meant it.
@@ -78,10 +66,8 @@ class StopSignals:
             self.received = signal.Signals(signum).name
 
     def agreed(self) -> bool:
-        """True on every rank once any rank has received a stop signal. Collective when a process
-        group exists: call it on every rank at the same point (once per step). It all-reduces one
-        integer over gloo on the CPU, so a GPU job does not wait for its GPU here; with NCCL as
-        the default backend, a gloo group is made on the first call."""
+        """True on every rank once any rank has received a stop signal. Collective: every rank,
+        once per step. Over gloo on the CPU, so a GPU job does not wait for its GPU here."""
         import torch
         import torch.distributed as dist
 
@@ -100,9 +86,8 @@ class StopSignals:
 
 
 def handle_stop_signals(handler: Callable[[int, FrameType | None], None]) -> dict[int, Any]:
-    """`handler` for every stop signal, but SIGINT and SIGHUP stay ignored when the process
-    started with them ignored (nohup, a background job: the shell meant it). Returns the
-    handlers it replaced."""
+    """`handler` for every stop signal but the TERMINAL_SIGNALS found ignored; the handlers it
+    replaced."""
     previous: dict[int, Any] = {}
     for name in STOP_SIGNALS:
         signum = getattr(signal, name)
@@ -113,9 +98,9 @@ def handle_stop_signals(handler: Callable[[int, FrameType | None], None]) -> dic
 
 
 def ignore_stop_signals(_worker_id: int | None = None) -> None:
-    """Ignore the stop signals in this process: a DataLoader `worker_init_fn`. torchrun passes a
-    signal on to each worker's whole process group, and a loader worker it killed would end the
-    training loop with an error before the save; its parent shuts it down instead."""
+    """Ignore the stop signals in this process: a DataLoader `worker_init_fn`. torchrun signals
+    each worker's whole process group, and a killed loader worker would fail the loop before
+    the save."""
     for name in STOP_SIGNALS:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
 
@@ -132,8 +117,7 @@ def note_resumable_exit(environ: Mapping[str, str] = os.environ) -> None:
 
 
 def forget_resumable_exit(environ: Mapping[str, str] = os.environ) -> None:
-    """Remove this local rank's note from an earlier round: torchrun restarts its workers after
-    a failure (--max-restarts), and a note of the round before must not speak for this one."""
+    """Remove this local rank's note of an earlier round (torchrun's --max-restarts)."""
     folder = environ.get(RESUMABLE_NOTES_ENV)
     if folder:
         rank = environ.get("LOCAL_RANK", "0")
@@ -144,8 +128,8 @@ def forget_resumable_exit(environ: Mapping[str, str] = os.environ) -> None:
 
 def exit_resumable(immediately: bool = False) -> NoReturn:
     """Exit with RESUMABLE_EXIT after the stop's checkpoint is saved (and the process group left).
-    `immediately` skips Python's teardown (os._exit after flushing stdout and stderr): with torch
-    loaded that takes seconds, and a stop's grace period is counted; atexit handlers do not run."""
+    `immediately`: os._exit after flushing, skipping Python's teardown (seconds with torch loaded,
+    out of a counted grace period) and atexit handlers."""
     note_resumable_exit()
     if not immediately:
         raise SystemExit(RESUMABLE_EXIT)
@@ -165,9 +149,8 @@ def every_worker_stopped_resumably(notes: Iterable[str]) -> bool:
 
 
 def launch_status(torchrun_code: int, notes: Iterable[str]) -> int:
-    """`torchrig launch`'s exit status from torchrun's (Popen's: negative for a signal) and the
-    workers' notes: RESUMABLE_EXIT when torchrun failed and every local worker stopped
-    resumably; else torchrun's own (a signal's death as 128 + its number, as a shell says)."""
+    """`torchrig launch`'s exit status from torchrun's (Popen's) and the workers' notes: 75 when
+    every local worker stopped resumably; else torchrun's own (a signal's as 128 + its number)."""
     if torchrun_code == 0:
         return 0
     if every_worker_stopped_resumably(notes):

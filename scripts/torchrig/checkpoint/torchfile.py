@@ -1,5 +1,5 @@
-"""One `torch.save` file: written with or without CRCs, checked, and loaded with weights_only.
-The one reader and writer of both layouts' torch.save files (step files, `extra.pt`)."""
+"""One `torch.save` file (a step file, `extra.pt`): written with or without CRCs, checked, and
+loaded with weights_only."""
 
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ def save(value: Any, f: IO[bytes], *, checksums: bool) -> None:
 
 
 def check_structure(path: Path) -> None:
-    """Cheap check (reads only the zip's central directory): catches empty, truncated and foreign
-    files. Raises CheckpointError."""
+    """Cheap check (the zip's central directory only): empty, truncated and foreign files."""
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -43,30 +42,24 @@ def check_structure(path: Path) -> None:
         raise CheckpointError(f"{path}: a zip file, but not one written by torch.save")
 
 
-def check_crc(path: Path) -> None:
-    """Full check: every record's CRC32, which torch.save records. torch.load itself does not
-    verify them, so without this flipped bytes inside tensor data would load silently."""
+def load(path: Path, map_location: Any = None, *, verify: bool = True) -> Any:
+    """torch.load with weights_only=True; every failure becomes a CheckpointError naming `path`.
+    `verify` checks every record's CRC32 first: torch.load does not, so flipped bytes inside
+    tensor data would load silently."""
+    check_structure(path)
     try:
         with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist()
+            infos = archive.infolist() if verify else []
             # A writer with CRCs switched off (torch.serialization.set_crc32_options(False))
             # records 0 everywhere: nothing to verify then.
-            if all(info.CRC == 0 for info in infos if info.file_size > 0):
-                return
-            for info in infos:
-                # Reading a member to its end makes zipfile compare the CRC (BadZipFile if not).
-                with archive.open(info) as member:
-                    while member.read(_CRC_CHUNK):
-                        pass
+            if any(info.CRC != 0 for info in infos if info.file_size > 0):
+                for info in infos:
+                    # Reading a member to its end makes zipfile compare the CRC (else BadZipFile).
+                    with archive.open(info) as member:
+                        while member.read(_CRC_CHUNK):
+                            pass
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise CheckpointError(f"{path}: corrupt ({exc})") from exc
-
-
-def load(path: Path, map_location: Any = None, *, verify: bool = True) -> Any:
-    """torch.load with weights_only=True; every failure becomes a CheckpointError naming `path`."""
-    check_structure(path)
-    if verify:
-        check_crc(path)
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as exc:  # torch raises RuntimeError, EOFError, UnpicklingError, ...

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from torchrig.checkpoint.directory import FILE, FOLDER, TEMP_RE, point_latest_at
+from torchrig.checkpoint.directory import FILE, FOLDER, TEMP_RE
 from torchrig.checkpoint.errors import CheckpointWarning
 
 
@@ -34,7 +34,7 @@ def test_temp_names_are_recognised_and_entries_are_not(tmp_path: Path) -> None:
 def test_candidates_start_at_latest_and_pruning_spares_newer_entries(tmp_path: Path) -> None:
     for step in (1, 2, 3, 4, 5):
         (tmp_path / FILE.name(step)).write_bytes(b"x")
-    point_latest_at(tmp_path / FILE.name(3))
+    (tmp_path / "latest").write_text(f"{FILE.name(3)}\n")
     assert [p.name for p in FILE.candidates(tmp_path)] == [FILE.name(s) for s in (3, 2, 1)]
     assert FILE.prune(tmp_path, 3, keep=2) == [FILE.name(4), FILE.name(5)]
     assert sorted(FILE.entries(tmp_path)) == [2, 3, 4, 5]

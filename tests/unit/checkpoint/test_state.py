@@ -82,9 +82,9 @@ def test_epoch_is_the_samplers_unless_set() -> None:
     class EpochSampler(Position):
         epoch = 4
 
-    assert TrainingState(TinyNet(), sampler=EpochSampler()).current_epoch() == 4
-    assert TrainingState(TinyNet(), sampler=EpochSampler(), epoch=2).current_epoch() == 2
-    assert TrainingState(TinyNet()).current_epoch() == 0
+    assert TrainingState(TinyNet(), sampler=EpochSampler()).progress(0)["epoch"] == 4
+    assert TrainingState(TinyNet(), sampler=EpochSampler(), epoch=2).progress(0)["epoch"] == 2
+    assert TrainingState(TinyNet()).progress(0)["epoch"] == 0
 
 
 def test_a_part_that_cannot_be_checkpointed_is_refused_at_once() -> None:
