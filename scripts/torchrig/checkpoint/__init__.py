@@ -1,32 +1,66 @@
 """Atomic, resumable training checkpoints: `TrainingState`, `CheckpointManager`, `StopSignals`
-(docs/checkpoints.md). Importing this package is cheap: each name loads its module (and torch)
-on first use, so the `torchrig` command stays instant on machines without torch."""
+(docs/checkpoints.md; `torchrig ckpt` is the command-line side).
+
+Importing this package is cheap: the names below load their modules (and torch) on first use,
+so the `torchrig` command stays instant on machines without torch.
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 
-# Each public name and the module that defines it.
+if TYPE_CHECKING:
+    from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager, load_model_weights
+    from torchrig.checkpoint.single_file import strip_prefixes, unwrap_model
+    from torchrig.checkpoint.state import (
+        TrainingState,
+        capture_rng_state,
+        gather_rng_states,
+        restore_rng_state,
+    )
+    from torchrig.checkpoint.stop import (
+        RESUMABLE_EXIT,
+        StopSignals,
+        exit_resumable,
+        ignore_stop_signals,
+    )
+
 _LAZY: dict[str, str] = {
     "CheckpointInfo": "manager",
     "CheckpointManager": "manager",
-    "load_model_weights": "manager",
     "TrainingState": "state",
-    "capture_rng_state": "state",
-    "gather_rng_states": "state",
-    "restore_rng_state": "state",
     "RESUMABLE_EXIT": "stop",
     "StopSignals": "stop",
     "exit_resumable": "stop",
     "ignore_stop_signals": "stop",
+    "capture_rng_state": "state",
+    "gather_rng_states": "state",
+    "restore_rng_state": "state",
+    "load_model_weights": "manager",
     "strip_prefixes": "single_file",
     "unwrap_model": "single_file",
 }
 
-__all__ = ["CheckpointError", "CheckpointWarning", *_LAZY]
+__all__ = [
+    "RESUMABLE_EXIT",
+    "CheckpointError",
+    "CheckpointInfo",
+    "CheckpointManager",
+    "CheckpointWarning",
+    "StopSignals",
+    "TrainingState",
+    "capture_rng_state",
+    "exit_resumable",
+    "gather_rng_states",
+    "ignore_stop_signals",
+    "load_model_weights",
+    "restore_rng_state",
+    "strip_prefixes",
+    "unwrap_model",
+]
 
 
 def __getattr__(name: str) -> Any:
