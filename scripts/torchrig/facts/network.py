@@ -1,8 +1,6 @@
-"""The network facts a multi-node launch depends on, read with the standard library: the local
-address and interface that route to the rendezvous endpoint (torchrun advertises its FQDN
-otherwise, often 127.0.1.1), whether the endpoint answers and how it fails (a firewall that drops
-packets is otherwise a rendezvous timeout a minute later), and this machine's public addresses
-(torch's stores listen on every interface, whatever `--local-addr` says).
+"""The network facts a multi-node launch depends on (docs/multinode.md): the route to the endpoint
+(torchrun advertises its FQDN otherwise, often 127.0.1.1), whether it answers (a dropping firewall
+is otherwise a rendezvous timeout a minute later), public addresses (torch's stores listen on all).
 """
 
 from __future__ import annotations
@@ -80,17 +78,6 @@ def resolve(host: str) -> str | None:
     return str(infos[0][4][0]) if infos else None
 
 
-def source_address(address: str) -> str | None:
-    """The local address the kernel would send from to reach `address` (no packet is sent)."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect((address, 9))
-        except OSError:
-            return None
-        return str(probe.getsockname()[0])
-
-
 def interface_addresses() -> dict[str, str]:
     """IPv4 address -> interface name, for every interface that has one (Linux ioctl)."""
     found: dict[str, str] = {}
@@ -135,9 +122,14 @@ def route_to(host: str) -> Route | None:
     address = resolve(host)
     if address is None:
         return None
-    local = source_address(address)
-    if local is None:
-        return None
+    # The address the kernel would send from: a UDP connect sends no packet.
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((address, 9))
+        except OSError:
+            return None
+        local = str(probe.getsockname()[0])
     return Route(local, interface_addresses().get(local))
 
 

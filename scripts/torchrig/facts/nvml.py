@@ -7,7 +7,6 @@ support becomes None, a missing pynvml or driver an error value, never an except
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,25 +93,6 @@ class NvmlSnapshot:
     @property
     def available(self) -> bool:
         return self.error is None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> NvmlSnapshot:
-        """Load a snapshot saved with `to_dict` (a recorded machine, in tests)."""
-        gpus = [gpu_from_dict(entry) for entry in data.get("gpus", [])]
-        fields = {key: value for key, value in data.items() if key != "gpus"}
-        return cls(gpus=gpus, **fields)
-
-
-def gpu_from_dict(data: dict[str, Any]) -> NvmlGpu:
-    values = dict(data)
-    for key in ("compute_capability", "mig_mode", "pcie_gen", "pcie_width"):
-        if values.get(key) is not None:
-            values[key] = tuple(values[key])
-    values["processes"] = [NvmlProcess(**proc) for proc in values.get("processes", [])]
-    return NvmlGpu(**values)
 
 
 def read_snapshot(nvml: Any = None, inventory_only: bool = False) -> NvmlSnapshot:
