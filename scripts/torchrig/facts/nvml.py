@@ -1,9 +1,5 @@
-"""The one place NVML is opened: a thin adapter over pynvml (nvidia-ml-py), plain values out.
-
-`read_snapshot` reads everything `torchrig verify` judges; `read_inventory` only the driver and
-each GPU's identity and memory (the banner, `torchrig launch`), quickly. A query the GPU does not
-support becomes None, a missing pynvml or driver an error value, never an exception.
-"""
+"""The one place NVML is opened (docs/verify.md, "How it works"): plain values out; an unsupported
+query is None, a missing pynvml or driver an error value, never an exception."""
 
 from __future__ import annotations
 
@@ -156,7 +152,8 @@ def read_identity(nvml: Any, index: int, handle: Any) -> NvmlGpu:
 def read_health(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:
     """Everything else per GPU: modes, memory errors, heat, clocks, links, processes, usage."""
     gpu.compute_capability = as_tuple(optional(nvml.nvmlDeviceGetCudaComputeCapability, handle))
-    gpu.persistence_mode = as_bool(optional(nvml.nvmlDeviceGetPersistenceMode, handle))
+    persistence = optional(nvml.nvmlDeviceGetPersistenceMode, handle)
+    gpu.persistence_mode = None if persistence is None else bool(persistence)
     gpu.compute_mode = optional(nvml.nvmlDeviceGetComputeMode, handle)
     gpu.mig_mode = as_tuple(optional(nvml.nvmlDeviceGetMigMode, handle))
     gpu.ecc_volatile_uncorrected = optional(
@@ -282,10 +279,6 @@ def cuda_version_text(value: int | None) -> str | None:
 
 def as_tuple(value: Any) -> tuple[int, int] | None:
     return None if value is None else (int(value[0]), int(value[1]))
-
-
-def as_bool(value: Any) -> bool | None:
-    return None if value is None else bool(value)
 
 
 def both(first: int | None, second: int | None) -> tuple[int, int] | None:

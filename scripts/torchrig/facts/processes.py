@@ -1,9 +1,6 @@
 """The process table, as /proc shows it: the one reader of it and the one `Process` type.
-
-Each caller asks for what it needs (`Reading`). Read best-effort: a process that ends while it
-is read, or is a zombie, is left out; another user's environment, working directory and file
-descriptors are not readable (empty, None, and `files.known` False).
-"""
+Best-effort: a process that ends while read, or a zombie, is left out; another user's environment,
+working directory and file descriptors are unreadable (empty, None, and `files.known` False)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""`torchrig verify`: is this machine right for a training run? One command, one verdict each.
-Exit codes: 0 nothing failed, 1 something failed, 2 no GPU visible (GPU mode only), 3 bad input.
-"""
+"""`torchrig verify`: is this machine right for a training run? (docs/verify.md: exit codes)"""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Per-GPU health from one NVML snapshot, pure functions of it: modes, memory errors, temperature,
-clocks, PCIe, NVLink, other processes; each kind one row across the selected GPUs, naming those
-that are not right. Then, between the selected GPUs, peer-to-peer status and topology."""
+"""Per-GPU health from one NVML snapshot, one row per kind across the selected GPUs naming those
+that are not right; then P2P status and topology between them (docs/verify.md, "gpus")."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -340,12 +340,7 @@ def check_topology(snapshot: Snapshot, selected: list[SelectedGpu]) -> Check:
     matrix = {
         first: {second: topology_label(snapshot, i, j) for second, j in pairs} for first, i in pairs
     }
-    kinds: dict[str, int] = {}
-    for _, i in pairs:
-        for _, j in pairs:
-            if i < j:
-                label = topology_label(snapshot, i, j)
-                kinds[label] = kinds.get(label, 0) + 1
+    kinds = Counter(topology_label(snapshot, i, j) for _, i in pairs for _, j in pairs if i < j)
     summary = ", ".join(f"{count} pair(s) {label}" for label, count in sorted(kinds.items()))
     # Pairs across CPU sockets (SYS) are slow without NVLink; worth knowing, not a fault.
     return passed(SECTION, "topology", summary, matrix=matrix, legend=dict(TOPOLOGY_NAMES))

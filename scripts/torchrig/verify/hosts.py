@@ -1,9 +1,5 @@
-"""`torchrig verify --hostfile FILE`: every host's checks side by side, and the link between them.
-
-Each host runs `torchrig verify --json` over `multihost`'s fan-out, one column per host. Then,
-unless --quick, an all-reduce across the hosts, run as `torchrig launch --hostfile` runs a job;
-its bus bandwidth beside each host's own shows the slow link.
-"""
+"""`torchrig verify --hostfile FILE` (docs/verify.md): every host's `verify --json` side by side,
+then a cross-node all-reduce run as `torchrig launch --hostfile` runs a job."""
 
 from __future__ import annotations
 

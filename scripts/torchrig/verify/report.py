@@ -36,10 +36,7 @@ class Report:
         self.checks.extend(checks)
 
     def counts(self) -> dict[str, int]:
-        counts = {verdict.value.lower(): 0 for verdict in Verdict}
-        for check in self.checks:
-            counts[check.verdict.value.lower()] += 1
-        return counts
+        return {v.value.lower(): sum(c.verdict is v for c in self.checks) for v in Verdict}
 
     def exit_code(self) -> int:
         if self.no_gpu and self.mode == "gpu":

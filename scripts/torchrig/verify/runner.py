@@ -18,13 +18,7 @@ from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
 from torchrig.facts.visible import CUDA_VISIBLE, visibility_env
 from torchrig.interpreter import module_command
-from torchrig.verify import (
-    collectives,
-    health,
-    probes,
-    selection,
-    software,
-)
+from torchrig.verify import collectives, health, probes, selection, software
 from torchrig.verify.report import Report
 from torchrig.verify.software import TorchFacts
 

@@ -1,7 +1,5 @@
-"""Which GPUs are under test, whether the counts agree, and each one's identity: name, memory,
-and its compute capability against the archs in torch's build. torch numbers the GPUs after
-CUDA_VISIBLE_DEVICES; a GPU is paired with NVML's by UUID, else by CUDA's visible order.
-"""
+"""Which GPUs are under test, whether the counts agree, and each one's identity against torch's
+archs. A torch GPU is paired with NVML's by UUID, else by CUDA's visible order."""
 
 from __future__ import annotations
 
