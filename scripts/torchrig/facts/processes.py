@@ -230,10 +230,11 @@ def read_open_files(entry: Path) -> OpenFiles:
             target = os.readlink(entry / "fd" / name)
             if target.startswith("pipe:["):
                 inode = int(target[6:-1])
-                writing = fd_flags(entry, name) & O_ACCMODE != O_RDONLY
+                writing = int(fdinfo(entry, name)["flags"].strip(), 8) & O_ACCMODE != O_RDONLY
                 (pipes_written if writing else pipes_read).add(inode)
             elif target in PTY_MASTERS:
-                pty_masters.add(pty_index(entry, name))
+                # The pty a master drives; -1 when the kernel does not say.
+                pty_masters.add(int(fdinfo(entry, name).get("tty-index", "-1").strip()))
             elif target.startswith(TERMINAL_PREFIX) and target[len(TERMINAL_PREFIX) :].isdigit():
                 terminals.add(int(target[len(TERMINAL_PREFIX) :]))
         except (OSError, ValueError):
@@ -245,12 +246,3 @@ def read_open_files(entry: Path) -> OpenFiles:
 def fdinfo(entry: Path, fd: str) -> dict[str, str]:
     lines = (entry / "fdinfo" / fd).read_text().splitlines()
     return dict(line.split(":", 1) for line in lines if ":" in line)
-
-
-def fd_flags(entry: Path, fd: str) -> int:
-    return int(fdinfo(entry, fd)["flags"].strip(), 8)
-
-
-def pty_index(entry: Path, fd: str) -> int:
-    """The pty a master fd drives (fdinfo's tty-index); -1 when the kernel does not say."""
-    return int(fdinfo(entry, fd).get("tty-index", "-1").strip())

@@ -4,6 +4,7 @@ then a cross-node all-reduce run as `torchrig launch --hostfile` runs a job."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import sys
@@ -20,7 +21,7 @@ from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, preflight
 from torchrig.multihost.hostfile import Host
 from torchrig.verify import collectives, report
-from torchrig.verify.report import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, check_to_dict
+from torchrig.verify.report import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK
 
 SCHEMA = "torchrig.verify.hosts/1"
 NAME = "cross-node all-reduce"
@@ -223,7 +224,7 @@ def render_json(reports: Mapping[str, HostReport], cross: Check | None) -> str:
             host: {"error": value} if isinstance(value, str) else value
             for host, value in reports.items()
         },
-        "cross_node": None if cross is None else check_to_dict(cross),
+        "cross_node": None if cross is None else dataclasses.asdict(cross),
     }
     return json.dumps(document, indent=2, default=str)
 

@@ -56,14 +56,8 @@ class Report:
             "hint": self.hint,
             "elapsed_s": round(self.elapsed_s, 3),
             "summary": self.counts(),
-            "checks": [check_to_dict(check) for check in self.checks],
+            "checks": [dataclasses.asdict(check) for check in self.checks],
         }
-
-
-def check_to_dict(check: Check) -> dict[str, Any]:
-    result = dataclasses.asdict(check)
-    result["verdict"] = check.verdict.value
-    return result
 
 
 COLOURS = {
