@@ -43,9 +43,9 @@ def gpu_plan(devices: list[int], timeout: float) -> Plan:
     return Plan("nccl", list(devices), len(devices), GPU_SIZES, timeout)
 
 
-def cpu_plan(timeout: float, cpu_count: int | None = None) -> Plan:
+def cpu_plan(timeout: float, cpu_count: int) -> Plan:
     # A few ranks show the path works; more than the CPUs would only measure contention.
-    world = max(2, min(4, cpu_count or os.cpu_count() or 2))
+    world = max(2, min(4, cpu_count))
     return Plan("gloo", [], world, CPU_SIZES, timeout)
 
 

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from torchrig.facts.nvml import P2P_STATUS_NAMES, P2P_STATUS_OK, TOPOLOGY_NAMES, NvmlGpu
 from torchrig.facts.nvml import NvmlSnapshot as Snapshot
-from torchrig.facts.verdict import Check, Verdict, passed
+from torchrig.facts.verdict import Check, Verdict, passed, warned
 from torchrig.sizes import size_text
 from torchrig.verify.selection import SelectedGpu
 
@@ -301,13 +301,12 @@ def check_p2p(snapshot: Snapshot, selected: list[SelectedGpu]) -> Check:
         f"{a}-{b} ({P2P_STATUS_NAMES.get(code, 'unknown')})" for a, b, code in blocked[:4]
     )
     more = f" and {len(blocked) - 4} more" if len(blocked) > 4 else ""
-    return Check(
+    return warned(
         SECTION,
         "p2p",
-        Verdict.WARN,
         f"no peer-to-peer on {len(blocked)}/{total} pairs: {shown}{more}",
         p2p_fix({code for _, _, code in blocked}),
-        {"matrix": matrix},
+        matrix=matrix,
     )
 
 

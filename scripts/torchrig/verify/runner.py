@@ -94,7 +94,7 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
     snapshot = readers.nvml()
     facts = readers.torch(True)
     report.meta["driver"] = snapshot.driver_version
-    report.add(*software.check_software(facts, snapshot, gpu_mode=True))
+    report.add(*software.check_software(facts, snapshot))
     runtime_facts = readers.runtime()
     if not (snapshot.available and snapshot.gpus) and facts.device_count == 0:
         report.no_gpu = True
@@ -211,7 +211,7 @@ def run_cpu_mode(options: Options, readers: Readers, report: Report) -> None:
     if options.gpus is not None:
         raise ValueError("--gpus cannot be combined with --cpu")
     facts = readers.torch(False)
-    report.add(*software.check_software(facts, None, gpu_mode=False))
+    report.add(*software.check_software(facts, None))
     report.add(skipped("gpus", "gpus", "not checked in --cpu mode"))
     runtime_facts = readers.runtime()
     report.add(*runtime.check_runtime(runtime_facts, gpu_count=0))
