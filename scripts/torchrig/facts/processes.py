@@ -111,19 +111,16 @@ def read_process(
 
 
 def read_descendants(
-    root: int,
-    exclude: Collection[int] = frozenset(),
-    reading: Reading = Reading(),
-    proc: Path = PROC,
+    root: int, exclude: Collection[int] = frozenset(), reading: Reading = Reading()
 ) -> list[Process]:
     """The living processes below `root` now (see `descendants`)."""
-    return descendants(read_processes(proc, reading), root, exclude)
+    return descendants(read_processes(PROC, reading), root, exclude)
 
 
-def running(pid: int, proc: Path = PROC) -> bool:
+def running(pid: int) -> bool:
     """Whether process `pid` is there and not a zombie (an orphan's zombie waits for its
     reaper: it has ended)."""
-    return read_process(proc / str(pid)) is not None
+    return read_process(PROC / str(pid)) is not None
 
 
 def stat_fields(entry: Path) -> list[str]:
@@ -208,12 +205,8 @@ def read_environ(entry: Path, names: Collection[str]) -> dict[str, str]:
         raw = (entry / "environ").read_bytes()
     except OSError:
         return {}
-    kept = {}
-    for item in raw.split(b"\0"):
-        name, _, value = item.decode(errors="replace").partition("=")
-        if name in names:
-            kept[name] = value
-    return kept
+    pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0"))
+    return {name: value for name, _, value in pairs if name in names}
 
 
 def read_open_files(entry: Path) -> OpenFiles:

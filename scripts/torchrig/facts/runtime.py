@@ -182,11 +182,7 @@ def check_cpus(facts: RuntimeFacts, gpu_count: int) -> Check:
 
 
 def check_numa(cpulists: list[str]) -> Check:
-    if not cpulists:
-        return passed(SECTION, "numa", "NUMA not reported", nodes=[])
-    return passed(
-        SECTION,
-        "numa",
-        f"{len(cpulists)} node(s): " + "; ".join(cpulists),
-        nodes=cpulists,
+    summary = (
+        f"{len(cpulists)} node(s): " + "; ".join(cpulists) if cpulists else "NUMA not reported"
     )
+    return passed(SECTION, "numa", summary, nodes=cpulists)

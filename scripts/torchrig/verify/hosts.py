@@ -101,10 +101,9 @@ def cross_node_check(hosts: list[Host], cpu: bool, timeout: float, python: str) 
     )
     launch = Launch(cross_node_request(hosts, cpu, timeout), hosts, python)
     outcome = launch_on_hosts.run_on_hosts(launch, FOLDER, printer, policy)
-    if outcome.problems:
-        problems = outcome.problems
+    problems, code = outcome.problems, outcome.code
+    if problems:
         return failed("collectives", NAME, "not run: " + problems[0], "; ".join(problems))
-    code = outcome.code
     lines = [line.split(": ", 1)[-1] for line in out.getvalue().splitlines()]
     result = children.last_json_object("\n".join(lines), required_key="sweep")
     if code != 0 or result is None:

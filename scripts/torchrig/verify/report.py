@@ -75,8 +75,7 @@ def use_colour(stream: IO[str], environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     if env.get("NO_COLOR"):
         return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    return stream.isatty()
 
 
 def render_json(report: Report) -> str:
