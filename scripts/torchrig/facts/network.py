@@ -49,7 +49,7 @@ class Reach:
     UNRESOLVED = "unresolved"  # the name does not resolve here
 
 
-def parse_endpoint(text: str, default_port: int = DEFAULT_RDZV_PORT) -> Endpoint:
+def parse_endpoint(text: str) -> Endpoint:
     """'host:port', 'host', '[v6]:port' -> Endpoint; ValueError with the rule otherwise."""
     text = text.strip()
     if text.startswith("["):
@@ -62,7 +62,7 @@ def parse_endpoint(text: str, default_port: int = DEFAULT_RDZV_PORT) -> Endpoint
     if not host:
         raise ValueError(f"{text!r}: expected HOST:PORT")
     if not port_text:
-        return Endpoint(host, default_port)
+        return Endpoint(host, DEFAULT_RDZV_PORT)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise ValueError(f"{text!r}: the port must be a number from 1 to 65535")
     return Endpoint(host, int(port_text))

@@ -49,28 +49,6 @@ def cpu_plan(timeout: float, cpu_count: int) -> Plan:
     return Plan("gloo", [], world, CPU_SIZES, timeout)
 
 
-def worker_args(plan: Plan, rank: int, port: int) -> list[str]:
-    args = [
-        f"--rank={rank}",
-        f"--world={plan.world}",
-        f"--port={port}",
-        f"--backend={plan.backend}",
-        "--sizes=" + ",".join(str(size) for size in plan.sizes),
-        f"--timeout={plan.timeout:g}",
-    ]
-    if plan.devices:
-        args.append(f"--device={plan.devices[rank]}")
-    return args
-
-
-def worker_env(plan: Plan) -> dict[str, str]:
-    env = dict(os.environ)
-    if plan.backend == "gloo":
-        # One thread per rank: the ranks share few cores with each other.
-        env.setdefault("OMP_NUM_THREADS", "1")
-    return env
-
-
 def run_allreduce(
     plan: Plan, nvlink_everywhere: bool = False, module: str = "torchrig.verify.allreduce_worker"
 ) -> Check:
@@ -83,13 +61,22 @@ def run_allreduce(
         wait_for_workers=False,
         timeout=datetime.timedelta(seconds=plan.timeout),
     )
-    helpers = [
-        children.start(
-            module_command(sys.executable, module, *worker_args(plan, rank, store.port)),
-            worker_env(plan),
-        )
-        for rank in range(plan.world)
+    env = dict(os.environ)
+    if plan.backend == "gloo":
+        # One thread per rank: the ranks share few cores with each other.
+        env.setdefault("OMP_NUM_THREADS", "1")
+    shared = [
+        f"--world={plan.world}",
+        f"--port={store.port}",
+        f"--backend={plan.backend}",
+        "--sizes=" + ",".join(str(size) for size in plan.sizes),
+        f"--timeout={plan.timeout:g}",
     ]
+    helpers = []
+    for rank in range(plan.world):
+        device = [f"--device={plan.devices[rank]}"] if plan.devices else []
+        command = module_command(sys.executable, module, f"--rank={rank}", *shared, *device)
+        helpers.append(children.start(command, env))
     outcomes = children.wait_all(helpers, plan.timeout)
     del store
     return allreduce_verdict(plan, outcomes, nvlink_everywhere)

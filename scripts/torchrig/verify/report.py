@@ -68,6 +68,7 @@ COLOURS = {
 }
 RESET = "\033[0m"
 NAME_WIDTH = 24
+INDENT = " " * (8 + NAME_WIDTH + 1)  # under a row's summary
 
 
 def use_colour(stream: IO[str], environ: dict[str, str] | None = None) -> bool:
@@ -83,8 +84,7 @@ def render_json(report: Report) -> str:
 
 
 def render_text(report: Report, colour: bool = False) -> str:
-    options = report.options
-    flavour = "quick" if options.get("quick") else "full"
+    flavour = "quick" if report.options.get("quick") else "full"
     lines = [f"torchrig verify: {report.mode} mode, {flavour} run"]
     section = None
     for check in report.checks:
@@ -123,13 +123,12 @@ def matrix_lines(matrix: Any) -> list[str]:
     """A GPU-by-GPU matrix, as `nvidia-smi topo -m` lays it out."""
     if not matrix:
         return []
-    indent = " " * (8 + NAME_WIDTH + 1)
     labels = list(matrix)
     width = max(5, *(len(label) + 1 for label in labels))
-    lines = [indent + " " * width + "".join(f"{label:>{width}}" for label in labels)]
+    lines = [INDENT + " " * width + "".join(f"{label:>{width}}" for label in labels)]
     for row in labels:
         cells = "".join(f"{matrix[row].get(column, '?'):>{width}}" for column in labels)
-        lines.append(f"{indent}{row:<{width}}{cells}")
+        lines.append(f"{INDENT}{row:<{width}}{cells}")
     return lines
 
 
@@ -137,11 +136,10 @@ def sweep_lines(sweep: Any) -> list[str]:
     """The all-reduce size sweep, nccl-tests style, under its row."""
     if not sweep:
         return []
-    indent = " " * (8 + NAME_WIDTH + 1)
-    lines = [f"{indent}{'size':>10} {'time us':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  ok"]
+    lines = [f"{INDENT}{'size':>10} {'time us':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  ok"]
     for entry in sweep:
         lines.append(
-            f"{indent}{size_text(entry['bytes'], digits=None):>10} {entry['time_us']:>10.1f} "
+            f"{INDENT}{size_text(entry['bytes'], digits=None):>10} {entry['time_us']:>10.1f} "
             f"{entry['algbw_gbps']:>11.3g} {entry['busbw_gbps']:>11.3g}  "
             f"{'yes' if entry['correct'] else 'NO'}"
         )

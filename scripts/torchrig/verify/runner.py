@@ -8,7 +8,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torchrig import __version__, children
@@ -40,7 +40,7 @@ class Options:
     quick: bool = False
     cpu: bool = False
     gpus: list[int] | None = None
-    timeout: float = 60.0
+    timeout_s: float = 60.0
 
 
 @dataclass
@@ -59,12 +59,7 @@ def verify(options: Options, readers: Readers | None = None) -> Report:
     begin = time.monotonic()
     report = Report(
         mode="cpu" if options.cpu else "gpu",
-        options={
-            "quick": options.quick,
-            "cpu": options.cpu,
-            "gpus": options.gpus,
-            "timeout_s": options.timeout,
-        },
+        options=asdict(options),
         meta=machine_meta(),
     )
     if options.cpu:
@@ -129,9 +124,9 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
         why = "left out by --quick" if options.quick else "CUDA is not usable"
         report.add(*left_out(why if options.quick else f"{why} (see software/cuda)", why))
         return
-    report.add(*run_gpu_probes(selected, options.timeout))
+    report.add(*run_gpu_probes(selected, options.timeout_s))
     nvlink = health.all_pairs_nvlink(snapshot, selected)
-    plan = collectives.gpu_plan([gpu.torch_index for gpu in selected], options.timeout)
+    plan = collectives.gpu_plan([gpu.torch_index for gpu in selected], options.timeout_s)
     report.add(guarded_allreduce(plan, nvlink))
 
 
@@ -218,8 +213,8 @@ def run_cpu_mode(options: Options, readers: Readers, report: Report) -> None:
     if options.quick or facts.error is not None:
         report.add(*left_out("left out by --quick" if options.quick else "torch is not usable"))
         return
-    report.add(*run_cpu_probes(options.timeout))
-    plan = collectives.cpu_plan(options.timeout, runtime_facts.usable_cpus)
+    report.add(*run_cpu_probes(options.timeout_s))
+    plan = collectives.cpu_plan(options.timeout_s, runtime_facts.usable_cpus)
     report.add(guarded_allreduce(plan, nvlink=False))
 
 

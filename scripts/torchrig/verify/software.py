@@ -15,7 +15,6 @@ SECTION = "software"
 
 @dataclass
 class TorchDevice:
-    index: int
     name: str
     total_memory_bytes: int
     compute_capability: tuple[int, int]
@@ -67,7 +66,6 @@ def torch_device(torch: Any, index: int) -> TorchDevice:
     props = torch.cuda.get_device_properties(index)
     uuid = getattr(props, "uuid", None)
     return TorchDevice(
-        index=index,
         name=props.name,
         total_memory_bytes=int(props.total_memory),
         compute_capability=(int(props.major), int(props.minor)),
