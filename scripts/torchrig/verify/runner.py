@@ -213,21 +213,15 @@ def run_cpu_mode(options: Options, readers: Readers, report: Report) -> None:
     if options.quick or facts.error is not None:
         report.add(*left_out("left out by --quick" if options.quick else "torch is not usable"))
         return
-    report.add(*run_cpu_probes(options.timeout_s))
-    plan = collectives.cpu_plan(options.timeout_s, runtime_facts.usable_cpus)
-    report.add(guarded_allreduce(plan, nvlink=False))
-
-
-def run_cpu_probes(timeout: float) -> list[Check]:
     import torch
 
     # Figures first, then the compile test: on a CPU they would compete for the same cores.
-    checks = [
+    report.add(
         *probes.run_cpu_figures(torch),
         probes.guarded("numerics", lambda: probes.run_numerics(torch, "cpu")),
         probes.guarded("amp", lambda: probes.run_amp(torch, "cpu")),
-    ]
-    compile_helper = start_compile_smoke("cpu")
-    (outcome,) = children.wait_all([compile_helper], timeout)
-    checks.append(probes.compile_check(outcome, timeout, "cpu"))
-    return checks
+    )
+    (outcome,) = children.wait_all([start_compile_smoke("cpu")], options.timeout_s)
+    report.add(probes.compile_check(outcome, options.timeout_s, "cpu"))
+    plan = collectives.cpu_plan(options.timeout_s, runtime_facts.usable_cpus)
+    report.add(guarded_allreduce(plan, nvlink=False))
