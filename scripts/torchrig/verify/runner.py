@@ -106,7 +106,11 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
         report.add(*runtime.check_runtime(runtime_facts, gpu_count=0))
         return
     env = readers.env()
-    wanted = validate_gpu_indices(options.gpus, visible_count(snapshot, facts, env))
+    # --gpus may name torch's GPUs, or those NVML implies when torch sees none (NVML lists some).
+    count = facts.device_count or selection.expected_torch_count(
+        snapshot.gpus, env.get(CUDA_VISIBLE)
+    )
+    wanted = validate_gpu_indices(options.gpus, count)
     selected = selection.select_gpus(snapshot, facts, wanted, env.get(CUDA_VISIBLE))
     report.add(selection.check_counts(snapshot, facts, env))
     hosts = visible.host_indices(env.get(visible.NVIDIA_VISIBLE), len(snapshot.gpus))
@@ -136,15 +140,6 @@ def left_out(probes_why: str, collectives_why: str | None = None) -> list[Check]
         skipped("probes", "probes", probes_why),
         skipped("collectives", collectives.NAME, collectives_why or probes_why),
     ]
-
-
-def visible_count(snapshot: NvmlSnapshot, facts: TorchFacts, env: dict[str, str | None]) -> int:
-    """How many GPUs --gpus may name: torch's count, or what NVML implies when torch sees none."""
-    if facts.device_count:
-        return facts.device_count
-    if not snapshot.available:
-        return 0
-    return selection.expected_torch_count(snapshot.gpus, env.get(CUDA_VISIBLE))
 
 
 def validate_gpu_indices(wanted: list[int] | None, visible: int) -> list[int] | None:
