@@ -1,5 +1,3 @@
 """What this machine is and gives a training job, read once and judged once (docs/architecture.md).
-
-Standard library only: the banner imports this at every container start and must never pull in
-torch; pynvml is imported inside the function that reads NVML.
+Standard library only: the banner imports it at every start; pynvml is imported where NVML is read.
 """

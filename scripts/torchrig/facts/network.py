@@ -1,8 +1,6 @@
-"""The network facts a multi-node launch depends on, read with the standard library: the local
-address and interface that route to the rendezvous endpoint (torchrun advertises its FQDN
-otherwise, often 127.0.1.1), whether the endpoint answers and how it fails (a firewall that drops
-packets is otherwise a rendezvous timeout a minute later), and this machine's public addresses
-(torch's stores listen on every interface, whatever `--local-addr` says).
+"""The network facts a multi-node launch depends on (docs/multinode.md): the route to the endpoint
+(torchrun advertises its FQDN otherwise, often 127.0.1.1), whether it answers (a dropping firewall
+is otherwise a rendezvous timeout a minute later), public addresses (torch's stores listen on all).
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ class Reach:
     UNRESOLVED = "unresolved"  # the name does not resolve here
 
 
-def parse_endpoint(text: str, default_port: int = DEFAULT_RDZV_PORT) -> Endpoint:
+def parse_endpoint(text: str) -> Endpoint:
     """'host:port', 'host', '[v6]:port' -> Endpoint; ValueError with the rule otherwise."""
     text = text.strip()
     if text.startswith("["):
@@ -64,7 +62,7 @@ def parse_endpoint(text: str, default_port: int = DEFAULT_RDZV_PORT) -> Endpoint
     if not host:
         raise ValueError(f"{text!r}: expected HOST:PORT")
     if not port_text:
-        return Endpoint(host, default_port)
+        return Endpoint(host, DEFAULT_RDZV_PORT)
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         raise ValueError(f"{text!r}: the port must be a number from 1 to 65535")
     return Endpoint(host, int(port_text))
@@ -78,17 +76,6 @@ def resolve(host: str) -> str | None:
         return None
     infos.sort(key=lambda info: info[0] != socket.AF_INET)
     return str(infos[0][4][0]) if infos else None
-
-
-def source_address(address: str) -> str | None:
-    """The local address the kernel would send from to reach `address` (no packet is sent)."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect((address, 9))
-        except OSError:
-            return None
-        return str(probe.getsockname()[0])
 
 
 def interface_addresses() -> dict[str, str]:
@@ -135,9 +122,14 @@ def route_to(host: str) -> Route | None:
     address = resolve(host)
     if address is None:
         return None
-    local = source_address(address)
-    if local is None:
-        return None
+    # The address the kernel would send from: a UDP connect sends no packet.
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((address, 9))
+        except OSError:
+            return None
+        local = str(probe.getsockname()[0])
     return Route(local, interface_addresses().get(local))
 
 

@@ -1,13 +1,8 @@
-"""The one place NVML is opened: a thin adapter over pynvml (nvidia-ml-py), plain values out.
-
-`read_snapshot` reads everything `torchrig verify` judges; `read_inventory` only the driver and
-each GPU's identity and memory (the banner, `torchrig launch`), quickly. A query the GPU does not
-support becomes None, a missing pynvml or driver an error value, never an exception.
-"""
+"""The one place NVML is opened (docs/verify.md, "How it works"): plain values out; an unsupported
+query is None, a missing pynvml or driver an error value, never an exception."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,25 +90,6 @@ class NvmlSnapshot:
     def available(self) -> bool:
         return self.error is None
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> NvmlSnapshot:
-        """Load a snapshot saved with `to_dict` (a recorded machine, in tests)."""
-        gpus = [gpu_from_dict(entry) for entry in data.get("gpus", [])]
-        fields = {key: value for key, value in data.items() if key != "gpus"}
-        return cls(gpus=gpus, **fields)
-
-
-def gpu_from_dict(data: dict[str, Any]) -> NvmlGpu:
-    values = dict(data)
-    for key in ("compute_capability", "mig_mode", "pcie_gen", "pcie_width"):
-        if values.get(key) is not None:
-            values[key] = tuple(values[key])
-    values["processes"] = [NvmlProcess(**proc) for proc in values.get("processes", [])]
-    return NvmlGpu(**values)
-
 
 def read_snapshot(nvml: Any = None, inventory_only: bool = False) -> NvmlSnapshot:
     """Read every GPU NVML sees. `nvml` is the pynvml module or a fake with the same functions."""
@@ -176,7 +152,8 @@ def read_identity(nvml: Any, index: int, handle: Any) -> NvmlGpu:
 def read_health(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:
     """Everything else per GPU: modes, memory errors, heat, clocks, links, processes, usage."""
     gpu.compute_capability = as_tuple(optional(nvml.nvmlDeviceGetCudaComputeCapability, handle))
-    gpu.persistence_mode = as_bool(optional(nvml.nvmlDeviceGetPersistenceMode, handle))
+    persistence = optional(nvml.nvmlDeviceGetPersistenceMode, handle)
+    gpu.persistence_mode = None if persistence is None else bool(persistence)
     gpu.compute_mode = optional(nvml.nvmlDeviceGetComputeMode, handle)
     gpu.mig_mode = as_tuple(optional(nvml.nvmlDeviceGetMigMode, handle))
     gpu.ecc_volatile_uncorrected = optional(
@@ -302,10 +279,6 @@ def cuda_version_text(value: int | None) -> str | None:
 
 def as_tuple(value: Any) -> tuple[int, int] | None:
     return None if value is None else (int(value[0]), int(value[1]))
-
-
-def as_bool(value: Any) -> bool | None:
-    return None if value is None else bool(value)
 
 
 def both(first: int | None, second: int | None) -> tuple[int, int] | None:

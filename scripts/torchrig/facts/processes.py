@@ -1,9 +1,6 @@
 """The process table, as /proc shows it: the one reader of it and the one `Process` type.
-
-Each caller asks for what it needs (`Reading`). Read best-effort: a process that ends while it
-is read, or is a zombie, is left out; another user's environment, working directory and file
-descriptors are not readable (empty, None, and `files.known` False).
-"""
+Best-effort: a process that ends while read, or a zombie, is left out; another user's environment,
+working directory and file descriptors are unreadable (empty, None, and `files.known` False)."""
 
 from __future__ import annotations
 
@@ -114,19 +111,16 @@ def read_process(
 
 
 def read_descendants(
-    root: int,
-    exclude: Collection[int] = frozenset(),
-    reading: Reading = Reading(),
-    proc: Path = PROC,
+    root: int, exclude: Collection[int] = frozenset(), reading: Reading = Reading()
 ) -> list[Process]:
     """The living processes below `root` now (see `descendants`)."""
-    return descendants(read_processes(proc, reading), root, exclude)
+    return descendants(read_processes(PROC, reading), root, exclude)
 
 
-def running(pid: int, proc: Path = PROC) -> bool:
+def running(pid: int) -> bool:
     """Whether process `pid` is there and not a zombie (an orphan's zombie waits for its
     reaper: it has ended)."""
-    return read_process(proc / str(pid)) is not None
+    return read_process(PROC / str(pid)) is not None
 
 
 def stat_fields(entry: Path) -> list[str]:
@@ -211,12 +205,8 @@ def read_environ(entry: Path, names: Collection[str]) -> dict[str, str]:
         raw = (entry / "environ").read_bytes()
     except OSError:
         return {}
-    kept = {}
-    for item in raw.split(b"\0"):
-        name, _, value = item.decode(errors="replace").partition("=")
-        if name in names:
-            kept[name] = value
-    return kept
+    pairs = (item.decode(errors="replace").partition("=") for item in raw.split(b"\0"))
+    return {name: value for name, _, value in pairs if name in names}
 
 
 def read_open_files(entry: Path) -> OpenFiles:
@@ -233,10 +223,11 @@ def read_open_files(entry: Path) -> OpenFiles:
             target = os.readlink(entry / "fd" / name)
             if target.startswith("pipe:["):
                 inode = int(target[6:-1])
-                writing = fd_flags(entry, name) & O_ACCMODE != O_RDONLY
+                writing = int(fdinfo(entry, name)["flags"].strip(), 8) & O_ACCMODE != O_RDONLY
                 (pipes_written if writing else pipes_read).add(inode)
             elif target in PTY_MASTERS:
-                pty_masters.add(pty_index(entry, name))
+                # The pty a master drives; -1 when the kernel does not say.
+                pty_masters.add(int(fdinfo(entry, name).get("tty-index", "-1").strip()))
             elif target.startswith(TERMINAL_PREFIX) and target[len(TERMINAL_PREFIX) :].isdigit():
                 terminals.add(int(target[len(TERMINAL_PREFIX) :]))
         except (OSError, ValueError):
@@ -248,12 +239,3 @@ def read_open_files(entry: Path) -> OpenFiles:
 def fdinfo(entry: Path, fd: str) -> dict[str, str]:
     lines = (entry / "fdinfo" / fd).read_text().splitlines()
     return dict(line.split(":", 1) for line in lines if ":" in line)
-
-
-def fd_flags(entry: Path, fd: str) -> int:
-    return int(fdinfo(entry, fd)["flags"].strip(), 8)
-
-
-def pty_index(entry: Path, fd: str) -> int:
-    """The pty a master fd drives (fdinfo's tty-index); -1 when the kernel does not say."""
-    return int(fdinfo(entry, fd).get("tty-index", "-1").strip())

@@ -1,8 +1,5 @@
-"""What the container (or host) gives a DDP job: /dev/shm, ulimits, CPUs, NUMA; and the verdicts.
-
-`torchrig verify` shows every row, the start-up banner the WARN and FAIL ones, so both use one
-threshold set; a summary that is not PASS names its subject (the banner shows no row name).
-"""
+"""What the container (or host) gives a DDP job: /dev/shm, ulimits, CPUs, NUMA; and the verdicts,
+one threshold set for `torchrig verify` and the banner (no row name there: summaries name it)."""
 
 from __future__ import annotations
 
@@ -185,11 +182,7 @@ def check_cpus(facts: RuntimeFacts, gpu_count: int) -> Check:
 
 
 def check_numa(cpulists: list[str]) -> Check:
-    if not cpulists:
-        return passed(SECTION, "numa", "NUMA not reported", nodes=[])
-    return passed(
-        SECTION,
-        "numa",
-        f"{len(cpulists)} node(s): " + "; ".join(cpulists),
-        nodes=cpulists,
+    summary = (
+        f"{len(cpulists)} node(s): " + "; ".join(cpulists) if cpulists else "NUMA not reported"
     )
+    return passed(SECTION, "numa", summary, nodes=cpulists)

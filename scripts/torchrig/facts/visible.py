@@ -1,9 +1,6 @@
-"""`CUDA_VISIBLE_DEVICES`, read once and by CUDA's rules, for `torchrig launch` and `verify`.
-
-CUDA reads the list up to its first invalid entry: an index out of range, a GPU named twice, a
-`GPU-` prefix that matches no GPU or several, or anything else but an index, a `GPU-` prefix or a
-`MIG-` name. So "", "-1" or "none" hide every GPU; unset, every GPU is visible in NVML's order.
-"""
+"""`CUDA_VISIBLE_DEVICES`, read by CUDA's rules: the list ends at its first invalid entry (an index
+out of range, a GPU twice, a `GPU-` prefix matching none or several, anything but an index, `GPU-`
+prefix or `MIG-` name), so "", "-1" or "none" hide every GPU; unset, all are visible."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""One rank of the all-reduce probe: `python -m torchrig.verify.allreduce_worker ...`.
-
-It joins the parent's TCPStore (--rank, --world, --port: `collectives.py`) or, without them,
-torchrun's group (`verify --hostfile`), checks that the sums are exact, times each size, and
-rank 0 prints one JSON line with the sweep.
-"""
+"""One rank of the all-reduce probe: in the parent's TCPStore (--rank, --world, --port), or in
+torchrun's group (`verify --hostfile`); rank 0 prints the sweep as one JSON line."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""`torchrig verify`: is this machine right for a training run? One command, one verdict each.
-Exit codes: 0 nothing failed, 1 something failed, 2 no GPU visible (GPU mode only), 3 bad input.
-"""
+"""`torchrig verify`: is this machine right for a training run? (docs/verify.md: exit codes)"""
 
 from __future__ import annotations
 
@@ -76,13 +74,13 @@ def run(args: argparse.Namespace) -> int:
             quick=args.quick,
             cpu=args.cpu,
             gpus=None if args.gpus is None else parse_gpu_list(args.gpus),
-            timeout=parse_timeout(args.timeout),
+            timeout_s=parse_timeout(args.timeout),
         )
         hosts = hosts_from(args.hostfile, args.hosts)
         if hosts is not None:
             from torchrig.verify import hosts as across_hosts
 
-            return across_hosts.run(args, hosts, options.timeout)
+            return across_hosts.run(args, hosts, options.timeout_s)
         result = verify(options)
     except ValueError as exc:
         Voice.of_command("verify").error(str(exc))

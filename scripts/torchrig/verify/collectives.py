@@ -43,32 +43,10 @@ def gpu_plan(devices: list[int], timeout: float) -> Plan:
     return Plan("nccl", list(devices), len(devices), GPU_SIZES, timeout)
 
 
-def cpu_plan(timeout: float, cpu_count: int | None = None) -> Plan:
+def cpu_plan(timeout: float, cpu_count: int) -> Plan:
     # A few ranks show the path works; more than the CPUs would only measure contention.
-    world = max(2, min(4, cpu_count or os.cpu_count() or 2))
+    world = max(2, min(4, cpu_count))
     return Plan("gloo", [], world, CPU_SIZES, timeout)
-
-
-def worker_args(plan: Plan, rank: int, port: int) -> list[str]:
-    args = [
-        f"--rank={rank}",
-        f"--world={plan.world}",
-        f"--port={port}",
-        f"--backend={plan.backend}",
-        "--sizes=" + ",".join(str(size) for size in plan.sizes),
-        f"--timeout={plan.timeout:g}",
-    ]
-    if plan.devices:
-        args.append(f"--device={plan.devices[rank]}")
-    return args
-
-
-def worker_env(plan: Plan) -> dict[str, str]:
-    env = dict(os.environ)
-    if plan.backend == "gloo":
-        # One thread per rank: the ranks share few cores with each other.
-        env.setdefault("OMP_NUM_THREADS", "1")
-    return env
 
 
 def run_allreduce(
@@ -83,13 +61,22 @@ def run_allreduce(
         wait_for_workers=False,
         timeout=datetime.timedelta(seconds=plan.timeout),
     )
-    helpers = [
-        children.start(
-            module_command(sys.executable, module, *worker_args(plan, rank, store.port)),
-            worker_env(plan),
-        )
-        for rank in range(plan.world)
+    env = dict(os.environ)
+    if plan.backend == "gloo":
+        # One thread per rank: the ranks share few cores with each other.
+        env.setdefault("OMP_NUM_THREADS", "1")
+    shared = [
+        f"--world={plan.world}",
+        f"--port={store.port}",
+        f"--backend={plan.backend}",
+        "--sizes=" + ",".join(str(size) for size in plan.sizes),
+        f"--timeout={plan.timeout:g}",
     ]
+    helpers = []
+    for rank in range(plan.world):
+        device = [f"--device={plan.devices[rank]}"] if plan.devices else []
+        command = module_command(sys.executable, module, f"--rank={rank}", *shared, *device)
+        helpers.append(children.start(command, env))
     outcomes = children.wait_all(helpers, plan.timeout)
     del store
     return allreduce_verdict(plan, outcomes, nvlink_everywhere)

@@ -1,9 +1,5 @@
-"""The torch.compile smoke test, in a process of its own: `python -m torchrig.verify.compile_smoke`.
-
-Inductor compiles with the system's C compiler; slim images without one fail only at the first
-compiled call (pytorch#116696). Apart, the parent bounds it with a deadline and keeps probing
-meanwhile. Prints one JSON line.
-"""
+"""The torch.compile smoke test, in a process of its own, prints one JSON line. Inductor needs the
+system's C compiler; slim images fail only at the first compiled call (pytorch#116696)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,15 @@
-"""Per-GPU health from one NVML snapshot, pure functions of it: modes, memory errors, temperature,
-clocks, PCIe, NVLink, other processes; each kind one row across the selected GPUs, naming those
-that are not right. Then, between the selected GPUs, peer-to-peer status and topology."""
+"""Per-GPU health from one NVML snapshot, one row per kind across the selected GPUs naming those
+that are not right; then P2P status and topology between them (docs/verify.md, "gpus")."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import NamedTuple
 
 from torchrig.facts.nvml import P2P_STATUS_NAMES, P2P_STATUS_OK, TOPOLOGY_NAMES, NvmlGpu
 from torchrig.facts.nvml import NvmlSnapshot as Snapshot
-from torchrig.facts.verdict import Check, Verdict, passed
+from torchrig.facts.verdict import Check, Verdict, passed, warned
 from torchrig.sizes import size_text
 from torchrig.verify.selection import SelectedGpu
 
@@ -301,13 +301,12 @@ def check_p2p(snapshot: Snapshot, selected: list[SelectedGpu]) -> Check:
         f"{a}-{b} ({P2P_STATUS_NAMES.get(code, 'unknown')})" for a, b, code in blocked[:4]
     )
     more = f" and {len(blocked) - 4} more" if len(blocked) > 4 else ""
-    return Check(
+    return warned(
         SECTION,
         "p2p",
-        Verdict.WARN,
         f"no peer-to-peer on {len(blocked)}/{total} pairs: {shown}{more}",
         p2p_fix({code for _, _, code in blocked}),
-        {"matrix": matrix},
+        matrix=matrix,
     )
 
 
@@ -340,12 +339,7 @@ def check_topology(snapshot: Snapshot, selected: list[SelectedGpu]) -> Check:
     matrix = {
         first: {second: topology_label(snapshot, i, j) for second, j in pairs} for first, i in pairs
     }
-    kinds: dict[str, int] = {}
-    for _, i in pairs:
-        for _, j in pairs:
-            if i < j:
-                label = topology_label(snapshot, i, j)
-                kinds[label] = kinds.get(label, 0) + 1
+    kinds = Counter(topology_label(snapshot, i, j) for _, i in pairs for _, j in pairs if i < j)
     summary = ", ".join(f"{count} pair(s) {label}" for label, count in sorted(kinds.items()))
     # Pairs across CPU sockets (SYS) are slow without NVLink; worth knowing, not a fault.
     return passed(SECTION, "topology", summary, matrix=matrix, legend=dict(TOPOLOGY_NAMES))

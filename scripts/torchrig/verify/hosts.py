@@ -1,13 +1,10 @@
-"""`torchrig verify --hostfile FILE`: every host's checks side by side, and the link between them.
-
-Each host runs `torchrig verify --json` over `multihost`'s fan-out, one column per host. Then,
-unless --quick, an all-reduce across the hosts, run as `torchrig launch --hostfile` runs a job;
-its bus bandwidth beside each host's own shows the slow link.
-"""
+"""`torchrig verify --hostfile FILE` (docs/verify.md): every host's `verify --json` side by side,
+then a cross-node all-reduce run as `torchrig launch --hostfile` runs a job."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import sys
@@ -24,7 +21,7 @@ from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, preflight
 from torchrig.multihost.hostfile import Host
 from torchrig.verify import collectives, report
-from torchrig.verify.report import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, check_to_dict
+from torchrig.verify.report import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK
 
 SCHEMA = "torchrig.verify.hosts/1"
 NAME = "cross-node all-reduce"
@@ -104,10 +101,9 @@ def cross_node_check(hosts: list[Host], cpu: bool, timeout: float, python: str) 
     )
     launch = Launch(cross_node_request(hosts, cpu, timeout), hosts, python)
     outcome = launch_on_hosts.run_on_hosts(launch, FOLDER, printer, policy)
-    if outcome.problems:
-        problems = outcome.problems
+    problems, code = outcome.problems, outcome.code
+    if problems:
         return failed("collectives", NAME, "not run: " + problems[0], "; ".join(problems))
-    code = outcome.code
     lines = [line.split(": ", 1)[-1] for line in out.getvalue().splitlines()]
     result = children.last_json_object("\n".join(lines), required_key="sweep")
     if code != 0 or result is None:
@@ -227,7 +223,7 @@ def render_json(reports: Mapping[str, HostReport], cross: Check | None) -> str:
             host: {"error": value} if isinstance(value, str) else value
             for host, value in reports.items()
         },
-        "cross_node": None if cross is None else check_to_dict(cross),
+        "cross_node": None if cross is None else dataclasses.asdict(cross),
     }
     return json.dumps(document, indent=2, default=str)
 

@@ -1,9 +1,6 @@
-"""Spec-sheet peaks of common data-center and workstation GPUs, to set measured numbers against.
-
-Dense tensor-core TFLOP/s (fp32 accumulation) and memory GB/s (10^9 bytes). Hopper and Blackwell
-data sheets print TFLOP/s "with sparsity": the dense ones here are half of those. Matched on the
-name NVML and torch report; a GH200 runs at other bandwidths, so it is left out.
-"""
+"""Spec-sheet peaks: dense tensor-core TFLOP/s (fp32 accumulation) and memory GB/s (10^9 bytes).
+Hopper and Blackwell sheets print TFLOP/s "with sparsity": the dense ones here are half of those.
+A GH200 runs at other bandwidths, so it is left out."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Probes: measured matmul TFLOP/s and memory bandwidth against spec peaks; numerics; AMP;
-the verdict on the torch.compile test. The torch module is an argument: this module imports only
-the standard library."""
+"""Probes: matmul TFLOP/s and memory bandwidth against spec peaks, numerics, AMP, and the
+torch.compile verdict. torch is an argument: this module imports only the standard library."""
 
 from __future__ import annotations
 
@@ -176,17 +175,12 @@ def run_numerics(torch: Any, device: str) -> Check:
     return numerics_check(errors, device)
 
 
-def amp_dtype(torch: Any, device: str) -> Any:
-    if device.startswith("cuda") and not torch.cuda.is_bf16_supported():
-        return torch.float16
-    return torch.bfloat16
-
-
 def run_amp(torch: Any, device: str) -> Check:
     generator = torch.Generator().manual_seed(1)
     layer = torch.nn.Linear(256, 128).to(device)
     inputs = torch.randn(64, 256, generator=generator).to(device)
-    dtype = amp_dtype(torch, device)
+    bf16 = not device.startswith("cuda") or torch.cuda.is_bf16_supported()
+    dtype = torch.bfloat16 if bf16 else torch.float16
     with torch.no_grad():
         reference = layer(inputs).double().cpu()
         with torch.autocast(device_type=device.split(":")[0], dtype=dtype):

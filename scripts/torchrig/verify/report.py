@@ -36,10 +36,7 @@ class Report:
         self.checks.extend(checks)
 
     def counts(self) -> dict[str, int]:
-        counts = {verdict.value.lower(): 0 for verdict in Verdict}
-        for check in self.checks:
-            counts[check.verdict.value.lower()] += 1
-        return counts
+        return {v.value.lower(): sum(c.verdict is v for c in self.checks) for v in Verdict}
 
     def exit_code(self) -> int:
         if self.no_gpu and self.mode == "gpu":
@@ -59,14 +56,8 @@ class Report:
             "hint": self.hint,
             "elapsed_s": round(self.elapsed_s, 3),
             "summary": self.counts(),
-            "checks": [check_to_dict(check) for check in self.checks],
+            "checks": [dataclasses.asdict(check) for check in self.checks],
         }
-
-
-def check_to_dict(check: Check) -> dict[str, Any]:
-    result = dataclasses.asdict(check)
-    result["verdict"] = check.verdict.value
-    return result
 
 
 COLOURS = {
@@ -77,6 +68,7 @@ COLOURS = {
 }
 RESET = "\033[0m"
 NAME_WIDTH = 24
+INDENT = " " * (8 + NAME_WIDTH + 1)  # under a row's summary
 
 
 def use_colour(stream: IO[str], environ: dict[str, str] | None = None) -> bool:
@@ -84,8 +76,7 @@ def use_colour(stream: IO[str], environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
     if env.get("NO_COLOR"):
         return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    return stream.isatty()
 
 
 def render_json(report: Report) -> str:
@@ -93,8 +84,7 @@ def render_json(report: Report) -> str:
 
 
 def render_text(report: Report, colour: bool = False) -> str:
-    options = report.options
-    flavour = "quick" if options.get("quick") else "full"
+    flavour = "quick" if report.options.get("quick") else "full"
     lines = [f"torchrig verify: {report.mode} mode, {flavour} run"]
     section = None
     for check in report.checks:
@@ -133,13 +123,12 @@ def matrix_lines(matrix: Any) -> list[str]:
     """A GPU-by-GPU matrix, as `nvidia-smi topo -m` lays it out."""
     if not matrix:
         return []
-    indent = " " * (8 + NAME_WIDTH + 1)
     labels = list(matrix)
     width = max(5, *(len(label) + 1 for label in labels))
-    lines = [indent + " " * width + "".join(f"{label:>{width}}" for label in labels)]
+    lines = [INDENT + " " * width + "".join(f"{label:>{width}}" for label in labels)]
     for row in labels:
         cells = "".join(f"{matrix[row].get(column, '?'):>{width}}" for column in labels)
-        lines.append(f"{indent}{row:<{width}}{cells}")
+        lines.append(f"{INDENT}{row:<{width}}{cells}")
     return lines
 
 
@@ -147,11 +136,10 @@ def sweep_lines(sweep: Any) -> list[str]:
     """The all-reduce size sweep, nccl-tests style, under its row."""
     if not sweep:
         return []
-    indent = " " * (8 + NAME_WIDTH + 1)
-    lines = [f"{indent}{'size':>10} {'time us':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  ok"]
+    lines = [f"{INDENT}{'size':>10} {'time us':>10} {'algbw GB/s':>11} {'busbw GB/s':>11}  ok"]
     for entry in sweep:
         lines.append(
-            f"{indent}{size_text(entry['bytes'], digits=None):>10} {entry['time_us']:>10.1f} "
+            f"{INDENT}{size_text(entry['bytes'], digits=None):>10} {entry['time_us']:>10.1f} "
             f"{entry['algbw_gbps']:>11.3g} {entry['busbw_gbps']:>11.3g}  "
             f"{'yes' if entry['correct'] else 'NO'}"
         )

@@ -8,7 +8,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torchrig import __version__, children
@@ -18,13 +18,7 @@ from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
 from torchrig.facts.visible import CUDA_VISIBLE, visibility_env
 from torchrig.interpreter import module_command
-from torchrig.verify import (
-    collectives,
-    health,
-    probes,
-    selection,
-    software,
-)
+from torchrig.verify import collectives, health, probes, selection, software
 from torchrig.verify.report import Report
 from torchrig.verify.software import TorchFacts
 
@@ -46,7 +40,7 @@ class Options:
     quick: bool = False
     cpu: bool = False
     gpus: list[int] | None = None
-    timeout: float = 60.0
+    timeout_s: float = 60.0
 
 
 @dataclass
@@ -65,12 +59,7 @@ def verify(options: Options, readers: Readers | None = None) -> Report:
     begin = time.monotonic()
     report = Report(
         mode="cpu" if options.cpu else "gpu",
-        options={
-            "quick": options.quick,
-            "cpu": options.cpu,
-            "gpus": options.gpus,
-            "timeout_s": options.timeout,
-        },
+        options=asdict(options),
         meta=machine_meta(),
     )
     if options.cpu:
@@ -100,7 +89,7 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
     snapshot = readers.nvml()
     facts = readers.torch(True)
     report.meta["driver"] = snapshot.driver_version
-    report.add(*software.check_software(facts, snapshot, gpu_mode=True))
+    report.add(*software.check_software(facts, snapshot))
     runtime_facts = readers.runtime()
     if not (snapshot.available and snapshot.gpus) and facts.device_count == 0:
         report.no_gpu = True
@@ -117,7 +106,11 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
         report.add(*runtime.check_runtime(runtime_facts, gpu_count=0))
         return
     env = readers.env()
-    wanted = validate_gpu_indices(options.gpus, visible_count(snapshot, facts, env))
+    # --gpus may name torch's GPUs, or those NVML implies when torch sees none (NVML lists some).
+    count = facts.device_count or selection.expected_torch_count(
+        snapshot.gpus, env.get(CUDA_VISIBLE)
+    )
+    wanted = validate_gpu_indices(options.gpus, count)
     selected = selection.select_gpus(snapshot, facts, wanted, env.get(CUDA_VISIBLE))
     report.add(selection.check_counts(snapshot, facts, env))
     hosts = visible.host_indices(env.get(visible.NVIDIA_VISIBLE), len(snapshot.gpus))
@@ -135,9 +128,9 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
         why = "left out by --quick" if options.quick else "CUDA is not usable"
         report.add(*left_out(why if options.quick else f"{why} (see software/cuda)", why))
         return
-    report.add(*run_gpu_probes(selected, options.timeout))
+    report.add(*run_gpu_probes(selected, options.timeout_s))
     nvlink = health.all_pairs_nvlink(snapshot, selected)
-    plan = collectives.gpu_plan([gpu.torch_index for gpu in selected], options.timeout)
+    plan = collectives.gpu_plan([gpu.torch_index for gpu in selected], options.timeout_s)
     report.add(guarded_allreduce(plan, nvlink))
 
 
@@ -147,15 +140,6 @@ def left_out(probes_why: str, collectives_why: str | None = None) -> list[Check]
         skipped("probes", "probes", probes_why),
         skipped("collectives", collectives.NAME, collectives_why or probes_why),
     ]
-
-
-def visible_count(snapshot: NvmlSnapshot, facts: TorchFacts, env: dict[str, str | None]) -> int:
-    """How many GPUs --gpus may name: torch's count, or what NVML implies when torch sees none."""
-    if facts.device_count:
-        return facts.device_count
-    if not snapshot.available:
-        return 0
-    return selection.expected_torch_count(snapshot.gpus, env.get(CUDA_VISIBLE))
 
 
 def validate_gpu_indices(wanted: list[int] | None, visible: int) -> list[int] | None:
@@ -217,28 +201,22 @@ def run_cpu_mode(options: Options, readers: Readers, report: Report) -> None:
     if options.gpus is not None:
         raise ValueError("--gpus cannot be combined with --cpu")
     facts = readers.torch(False)
-    report.add(*software.check_software(facts, None, gpu_mode=False))
+    report.add(*software.check_software(facts, None))
     report.add(skipped("gpus", "gpus", "not checked in --cpu mode"))
     runtime_facts = readers.runtime()
     report.add(*runtime.check_runtime(runtime_facts, gpu_count=0))
     if options.quick or facts.error is not None:
         report.add(*left_out("left out by --quick" if options.quick else "torch is not usable"))
         return
-    report.add(*run_cpu_probes(options.timeout))
-    plan = collectives.cpu_plan(options.timeout, runtime_facts.usable_cpus)
-    report.add(guarded_allreduce(plan, nvlink=False))
-
-
-def run_cpu_probes(timeout: float) -> list[Check]:
     import torch
 
     # Figures first, then the compile test: on a CPU they would compete for the same cores.
-    checks = [
+    report.add(
         *probes.run_cpu_figures(torch),
         probes.guarded("numerics", lambda: probes.run_numerics(torch, "cpu")),
         probes.guarded("amp", lambda: probes.run_amp(torch, "cpu")),
-    ]
-    compile_helper = start_compile_smoke("cpu")
-    (outcome,) = children.wait_all([compile_helper], timeout)
-    checks.append(probes.compile_check(outcome, timeout, "cpu"))
-    return checks
+    )
+    (outcome,) = children.wait_all([start_compile_smoke("cpu")], options.timeout_s)
+    report.add(probes.compile_check(outcome, options.timeout_s, "cpu"))
+    plan = collectives.cpu_plan(options.timeout_s, runtime_facts.usable_cpus)
+    report.add(guarded_allreduce(plan, nvlink=False))

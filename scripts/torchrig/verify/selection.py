@@ -1,7 +1,5 @@
-"""Which GPUs are under test, whether the counts agree, and each one's identity: name, memory,
-and its compute capability against the archs in torch's build. torch numbers the GPUs after
-CUDA_VISIBLE_DEVICES; a GPU is paired with NVML's by UUID, else by CUDA's visible order.
-"""
+"""Which GPUs are under test, whether the counts agree, and each one's identity against torch's
+archs. A torch GPU is paired with NVML's by UUID, else by CUDA's visible order."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ from dataclasses import dataclass
 from torchrig.facts import visible
 from torchrig.facts.nvml import NvmlGpu
 from torchrig.facts.nvml import NvmlSnapshot as Snapshot
-from torchrig.facts.verdict import Check, Verdict, passed
+from torchrig.facts.verdict import Check, failed, passed, warned
 from torchrig.facts.visible import CUDA_VISIBLE, NVIDIA_VISIBLE, visible_devices, visible_positions
 from torchrig.sizes import size_text
 from torchrig.verify.software import TorchDevice, TorchFacts
@@ -42,12 +40,6 @@ def expected_torch_count(nvml_gpus: list[NvmlGpu], cuda_visible: str | None) -> 
     return len(visible_devices(cuda_visible, [gpu.uuid for gpu in nvml_gpus]) or [])
 
 
-def visible_nvml_order(nvml_gpus: list[NvmlGpu], cuda_visible: str | None) -> list[NvmlGpu]:
-    """NVML's GPUs in the order torch numbers them (CUDA_VISIBLE_DEVICES order)."""
-    positions = visible_positions(cuda_visible, [gpu.uuid for gpu in nvml_gpus])
-    return [nvml_gpus[position] for position in positions]
-
-
 def normalise_uuid(uuid: str) -> str:
     return uuid.lower().removeprefix("gpu-")
 
@@ -58,7 +50,9 @@ def select_gpus(
     """Pair torch's devices with NVML's, by UUID when torch reports one, else by visible order."""
     nvml_gpus = snapshot.gpus if snapshot.available else []
     by_uuid = {normalise_uuid(gpu.uuid): gpu for gpu in nvml_gpus}
-    in_order = visible_nvml_order(nvml_gpus, cuda_visible)
+    # NVML's GPUs in the order torch numbers them (CUDA_VISIBLE_DEVICES order).
+    positions = visible_positions(cuda_visible, [gpu.uuid for gpu in nvml_gpus])
+    in_order = [nvml_gpus[position] for position in positions]
     visible_count = facts.device_count if facts.devices else len(in_order)
     selected = []
     for index in wanted if wanted is not None else range(visible_count):
@@ -86,35 +80,32 @@ def check_counts(snapshot: Snapshot, facts: TorchFacts, env: dict[str, str | Non
     if cuda_visible is not None:
         summary += f", CUDA_VISIBLE_DEVICES={cuda_visible!r}"
     if nvml_count is None:
-        return Check(
+        return warned(
             SECTION,
             "counts",
-            Verdict.WARN,
             summary + " (NVML unavailable: counts not cross-checked)",
             "install nvidia-ml-py so the GPUs can be checked through NVML",
-            data,
+            **data,
         )
     expected = expected_torch_count(snapshot.gpus, cuda_visible)
     data["expected_torch"] = expected
     if facts.device_count != expected:
-        return Check(
+        return failed(
             SECTION,
             "counts",
-            Verdict.FAIL,
             f"{summary}: torch should see {expected}",
             count_mismatch_fix(facts, cuda_visible),
-            data,
+            **data,
         )
     listed = explicit_device_list(nvidia_visible)
     if listed is not None and listed != nvml_count:
-        return Check(
+        return warned(
             SECTION,
             "counts",
-            Verdict.WARN,
             f"{summary}, but NVIDIA_VISIBLE_DEVICES lists {listed}",
             "the container runtime did not pass the listed GPUs: check the NVIDIA Container "
             "Toolkit",
-            data,
+            **data,
         )
     return passed(SECTION, "counts", summary, **data)
 
@@ -165,10 +156,11 @@ def arch_support(capability: tuple[int, int], arch_list: list[str]) -> str:
 
 def check_identity(gpu: SelectedGpu, arch_list: list[str], host_index: str | None = None) -> Check:
     """`host_index`: the GPU's index on the host (`facts.visible.host_indices`), None unknown."""
-    capability = capability_of(gpu)
-    memory = memory_of(gpu)
+    nvml, device = gpu.nvml, gpu.torch
+    capability = device.compute_capability if device else nvml.compute_capability if nvml else None
+    memory = nvml.memory_total_bytes if nvml else device.total_memory_bytes if device else 0
     sm = f"sm_{capability[0]}{capability[1]}" if capability else "sm_?"
-    uuid = gpu.nvml.uuid if gpu.nvml else ""
+    uuid = nvml.uuid if nvml else ""
     outside = f" ({visible.host_name(host_index, uuid)})" if uuid or host_index else ""
     summary = f"{gpu.name}, {size_text(memory, digits=0, unit='GiB')}, {sm}{outside}"
     data = {
@@ -176,10 +168,10 @@ def check_identity(gpu: SelectedGpu, arch_list: list[str], host_index: str | Non
         "name": gpu.name,
         "memory_bytes": memory,
         "compute_capability": list(capability) if capability else None,
-        "nvml_index": gpu.nvml.index if gpu.nvml else None,
-        "uuid": gpu.nvml.uuid if gpu.nvml else None,
-        "pci_bus_id": gpu.nvml.pci_bus_id if gpu.nvml else None,
-        "numa_node": gpu.nvml.numa_node if gpu.nvml else None,
+        "nvml_index": nvml.index if nvml else None,
+        "uuid": nvml.uuid if nvml else None,
+        "pci_bus_id": nvml.pci_bus_id if nvml else None,
+        "numa_node": nvml.numa_node if nvml else None,
     }
     if capability is None or not arch_list:
         return passed(SECTION, gpu.label, summary, **data)
@@ -189,31 +181,17 @@ def check_identity(gpu: SelectedGpu, arch_list: list[str], host_index: str | Non
         return passed(SECTION, gpu.label, summary, **data)
     carried = " ".join(arch_list)
     if support == "ptx":
-        return Check(
+        return warned(
             SECTION,
             gpu.label,
-            Verdict.WARN,
             f"{summary}: torch carries no {sm} code, only PTX ({carried})",
             "kernels are JIT-compiled at first use (slow start): use a torch build with this arch",
-            data,
+            **data,
         )
-    return Check(
+    return failed(
         SECTION,
         gpu.label,
-        Verdict.FAIL,
         f"{summary}: torch's build does not run on {sm} (carries {carried})",
         "use a torch build for this GPU: rebuild the image with a newer `CUDA_FLAVOUR`",
-        data,
+        **data,
     )
-
-
-def capability_of(gpu: SelectedGpu) -> tuple[int, int] | None:
-    if gpu.torch is not None:
-        return gpu.torch.compute_capability
-    return gpu.nvml.compute_capability if gpu.nvml else None
-
-
-def memory_of(gpu: SelectedGpu) -> int:
-    if gpu.nvml is not None:
-        return gpu.nvml.memory_total_bytes
-    return gpu.torch.total_memory_bytes if gpu.torch else 0

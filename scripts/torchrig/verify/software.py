@@ -15,7 +15,6 @@ SECTION = "software"
 
 @dataclass
 class TorchDevice:
-    index: int
     name: str
     total_memory_bytes: int
     compute_capability: tuple[int, int]
@@ -67,7 +66,6 @@ def torch_device(torch: Any, index: int) -> TorchDevice:
     props = torch.cuda.get_device_properties(index)
     uuid = getattr(props, "uuid", None)
     return TorchDevice(
-        index=index,
         name=props.name,
         total_memory_bytes=int(props.total_memory),
         compute_capability=(int(props.major), int(props.minor)),
@@ -75,18 +73,17 @@ def torch_device(torch: Any, index: int) -> TorchDevice:
     )
 
 
-def check_software(facts: TorchFacts, snapshot: NvmlSnapshot | None, gpu_mode: bool) -> list[Check]:
-    """The torch stack and, in GPU mode, whether CUDA works and the driver is new enough."""
-    checks = [check_torch(facts)]
+def check_software(facts: TorchFacts, snapshot: NvmlSnapshot | None) -> list[Check]:
+    """The torch stack and, in GPU mode (a snapshot), whether CUDA works and the driver suits."""
     if facts.error is not None:
-        return checks
-    if not gpu_mode:
-        checks.append(skipped(SECTION, "cuda", "not checked in --cpu mode"))
-        return checks
-    checks.append(check_cuda_available(facts, snapshot))
-    if snapshot is not None:
-        checks.append(check_driver(facts, snapshot))
-    return checks
+        return [check_torch(facts)]
+    if snapshot is None:
+        return [check_torch(facts), skipped(SECTION, "cuda", "not checked in --cpu mode")]
+    return [
+        check_torch(facts),
+        check_cuda_available(facts, snapshot),
+        check_driver(facts, snapshot),
+    ]
 
 
 def check_torch(facts: TorchFacts) -> Check:
@@ -122,7 +119,7 @@ def cudnn_text(version: int | None) -> str | None:
     return f"{version // 1000}.{(version % 1000) // 100}.{version % 100}"
 
 
-def check_cuda_available(facts: TorchFacts, snapshot: NvmlSnapshot | None) -> Check:
+def check_cuda_available(facts: TorchFacts, snapshot: NvmlSnapshot) -> Check:
     if facts.cuda_build is None:
         return failed(
             SECTION,
@@ -135,7 +132,7 @@ def check_cuda_available(facts: TorchFacts, snapshot: NvmlSnapshot | None) -> Ch
             SECTION, "cuda", f"torch.cuda.is_available(): True, {facts.device_count} device(s)"
         )
     reason = facts.cuda_error or "torch.cuda.is_available() is False"
-    if snapshot is None or not snapshot.available:
+    if not snapshot.available:
         fix = "no working NVIDIA driver is visible: pass the GPUs in (see the hint) or install it"
     else:
         fix = "the driver answers NVML but CUDA does not start: check the driver version below"

@@ -27,9 +27,7 @@ def torch_facts(
     data = load_board()
     uuids = uuids if uuids is not None else [gpu["uuid"] for gpu in data["gpus"]][:count]
     devices = [
-        TorchDevice(
-            index, names, 80 * GIB, capability, uuids[index] if index < len(uuids) else None
-        )
+        TorchDevice(names, 80 * GIB, capability, uuids[index] if index < len(uuids) else None)
         for index in range(count)
     ]
     return TorchFacts(

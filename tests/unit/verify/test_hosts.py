@@ -4,6 +4,7 @@ of the all-reduce across hosts and the exit code (no host contacted)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import pytest
@@ -12,7 +13,7 @@ from torchrig.launch.hosts import JobOutcome
 from torchrig.multihost.fanout import SSH_FAILED, Captured
 from torchrig.multihost.hostfile import Host
 from torchrig.verify import hosts
-from torchrig.verify.report import Report, check_to_dict
+from torchrig.verify.report import Report
 
 
 def host_report(*checks, exit_code: int | None = None) -> dict:
@@ -108,7 +109,7 @@ def test_the_json_document() -> None:
     document = json.loads(hosts.render_json({"a": A, "b": "b: gone"}, cross))
     assert document["schema"] == hosts.SCHEMA and document["exit_code"] == 1
     assert document["hosts"] == {"a": A, "b": {"error": "b: gone"}}
-    assert document["cross_node"] == json.loads(json.dumps(check_to_dict(cross)))
+    assert document["cross_node"] == json.loads(json.dumps(dataclasses.asdict(cross)))
     assert json.loads(hosts.render_json({"a": A}, None))["cross_node"] is None
 
 

@@ -74,7 +74,7 @@ def test_a_full_gpu_run_probes_each_selected_gpu_then_all_reduces_across_them(
 
     monkeypatch.setattr(runner, "run_gpu_probes", fake_probes)
     monkeypatch.setattr(runner, "guarded_allreduce", fake_allreduce)
-    result = verify(Options(gpus=[2, 5], timeout=12.0), fakes.readers())
+    result = verify(Options(gpus=[2, 5], timeout_s=12.0), fakes.readers())
     assert probed == [[2, 5]]
     ((plan, nvlink),) = plans
     assert (plan.backend, plan.devices, plan.world, plan.timeout) == ("nccl", [2, 5], 2, 12.0)

@@ -67,7 +67,7 @@ def test_the_torch_row_names_cuda_cudnn_and_nccl() -> None:
 
 
 def test_a_cpu_build_of_torch_fails_the_cuda_row() -> None:
-    checks = by_name(software.check_software(torch_facts(cuda=None), snapshot(), gpu_mode=True))
+    checks = by_name(software.check_software(torch_facts(cuda=None), snapshot()))
     assert checks["cuda"].verdict is Verdict.FAIL
     assert "CPU-only build" in checks["cuda"].summary
 
@@ -81,12 +81,12 @@ def test_cuda_not_available_fails_with_its_reason() -> None:
 
 
 def test_torch_that_will_not_import_fails_and_stops_the_software_checks() -> None:
-    checks = software.check_software(TorchFacts(error="import torch failed: x"), None, True)
+    checks = software.check_software(TorchFacts(error="import torch failed: x"), snapshot())
     assert [(check.name, check.verdict) for check in checks] == [("torch", Verdict.FAIL)]
 
 
 def test_cpu_mode_skips_the_cuda_rows() -> None:
-    checks = by_name(software.check_software(torch_facts(), None, gpu_mode=False))
+    checks = by_name(software.check_software(torch_facts(), None))
     assert checks["cuda"].verdict is Verdict.SKIP
     assert "driver" not in checks
 
