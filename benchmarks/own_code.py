@@ -3,14 +3,9 @@ how long a restart round takes to start after a worker died.
 
     python benchmarks/own_code.py --runs 20 [--spawn-runs 60] [--load] [--without-fixes] > out.json
 
-Runs tests/users_code/ (plain torch.distributed, accelerate, Lightning Fabric: the last two from
-tests/users_code/frameworks.txt) on 2 CPU processes with `--max-restarts 1`: good when it exits 0
-and every rank started once. The restart case kills rank 1 of the plain script in round 0 (good
-when round 1 finishes; timed from the kill to a round-1 worker's start); the spawn case runs
-spawn_ddp.py (mp.spawn) and counts exits 0. Every interpreter gets the image's `.pth` line; a run
-that hangs is killed after HANG_S. `--without-fixes`: plain torchrun without the workstation's
-fixes, for the comparison; `--load`: every core kept busy meanwhile. docs/benchmarks.md: the
-method and the figures.
+Runs tests/users_code/ on 2 CPU processes with `--max-restarts 1`, the image's `.pth` line in
+every interpreter; `--without-fixes`: plain torchrun, for the comparison; `--load`: every core
+kept busy meanwhile. docs/benchmarks.md, "Users' own code": the method and the figures.
 """
 
 from __future__ import annotations

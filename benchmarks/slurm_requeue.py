@@ -3,11 +3,8 @@ to the resumed training's first step.
 
     python benchmarks/slurm_requeue.py [--repeats 3] [--json]
 
-Starts the Slurm tests' cluster (testbed/slurm_cluster.py; needs root, slurm-wlm and munge),
-submits deploy/slurm/train.sbatch (the tiny CPU model, one process per node) and polls the job's
-output every 50 ms. Once the first run has logged a step after a checkpoint, `scontrol requeue`
-stops it as a preemption does and queues it again. Phases: submit -> RUNNING -> first step;
-requeue -> RUNNING again -> the resumed run's first step (docs/benchmarks.md).
+On the Slurm tests' cluster (testbed/slurm_cluster.py; needs root, slurm-wlm and munge), output
+polled every 50 ms; `scontrol requeue` once a checkpoint is written (docs/benchmarks.md, "Slurm").
 """
 
 from __future__ import annotations
