@@ -45,7 +45,7 @@ def cluster(image: str, ssh_keys: KeyPair) -> Iterator[Cluster]:
     try:
         for name in ("a", "b", "c"):
             made.add(name)
-        made.make_launcher(made.nodes["a"])
+        made.make_launcher()
         made.write_hostfile("two", "# two workstations\na\nb  # the second\n")
         made.write_hostfile("three", "a slots=1\nb slots=1\nc slots=1\n")
         yield made
