@@ -21,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from testbed import wait_until  # noqa: E402
 from testbed.slurm_cluster import CRED_EXPIRE_S, SlurmCluster  # noqa: E402
 from testbed.slurm_jobs import read_runs, submit_training  # noqa: E402
-from testbed.waiting import wait_until  # noqa: E402
 
 
 def wait(condition: Callable[[], bool], what: str) -> float:

@@ -20,8 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from docker.models.containers import Container
 
-from testbed import REPO_ROOT, traced_train
-from testbed.waiting import wait_until
+from testbed import REPO_ROOT, traced_train, wait_until
 
 EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
 WORKSPACE = "/workspace"
