@@ -42,9 +42,9 @@ def spin() -> None:
         pass
 
 
-def environment(without_fixes: bool, hook_dir: Path) -> dict[str, str]:
+def environment(without_fixes: bool) -> dict[str, str]:
     """The image's environment: its `.pth` line in every interpreter; without the fixes, off."""
-    env = with_image_hook({**os.environ, "OMP_NUM_THREADS": "1"}, hook_dir)
+    env = with_image_hook({**os.environ, "OMP_NUM_THREADS": "1"})
     if without_fixes:
         env["TORCHRIG_RANK_EXIT"] = "off"
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"
@@ -90,8 +90,8 @@ def restart_time(out: Path) -> float | None:
     return first - float(killed.read_text())
 
 
-def measure(runs: int, spawned: int, without_fixes: bool, hook_dir: Path) -> dict:
-    env = environment(without_fixes, hook_dir)
+def measure(runs: int, spawned: int, without_fixes: bool) -> dict:
+    env = environment(without_fixes)
     outcomes = []
     for _ in range(spawned):
         with tempfile.TemporaryDirectory() as folder:
@@ -142,8 +142,7 @@ def main() -> int:
             spinner.start()
     started = time.time()
     try:
-        with tempfile.TemporaryDirectory() as hook_dir:
-            results = measure(args.runs, spawned, args.without_fixes, Path(hook_dir))
+        results = measure(args.runs, spawned, args.without_fixes)
     finally:
         for spinner in spinners:
             spinner.terminate()

@@ -256,12 +256,8 @@ PartitionName=high Nodes={node_list} PriorityTier=2 MaxTime=INFINITE State=UP
     def wait_until_done(self, job_id: int, timeout: float) -> Job:
         """The job once it has ended for good (not pending again after a requeue)."""
         final = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
-        deadline = time.monotonic() + timeout
-        while (job := self.job(job_id)).state not in final:
-            if time.monotonic() > deadline:
-                raise ClusterError(f"job {job_id}: no end within {timeout:.0f} s: {job.raw}")
-            time.sleep(0.5)
-        return job
+        self.wait_until(lambda: self.job(job_id).state in final, f"end of job {job_id}", timeout)
+        return self.job(job_id)
 
     def cancel_all(self) -> None:
         """Cancel every job of this cluster and wait until both nodes are idle again."""
