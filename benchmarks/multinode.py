@@ -144,7 +144,7 @@ def recovery() -> dict:
         while not file_exists(a, "/checkpoints/bench/latest"):
             time.sleep(0.2)
         killed = time.time()
-        cluster.kill("b")
+        cluster.nodes["b"].container.kill()  # SIGKILL: as a machine dies, mid-step
         shrunk = run.first(r"tiny on 1 x cpu", after=killed)
         restarted = time.time()
         cluster.restart("b")

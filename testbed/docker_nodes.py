@@ -183,10 +183,6 @@ class Cluster:
     def write_hostfile(self, name: str, text: str) -> None:
         self.nodes["a"].put({f"{WORKSPACE}/{name}": (text.encode(), 0o644)})
 
-    def kill(self, name: str) -> None:
-        """SIGKILL the whole container: the node dies as a machine would, mid-step."""
-        self.nodes[name].container.kill()
-
     def restart(self, name: str) -> None:
         node = self.nodes[name]
         node.container.start()

@@ -55,7 +55,6 @@ class Job:
     restarts: int
     exit_code: str
     node_list: str
-    raw: str
 
     @classmethod
     def parse(cls, line: str) -> Job:
@@ -67,7 +66,6 @@ class Job:
                 int(fields["Restarts"]),
                 fields["ExitCode"],
                 fields["NodeList"],
-                raw=line,
             )
         except KeyError as missing:
             raise ClusterError(f"no {missing.args[0]}= in `scontrol show job`: {line}") from None
