@@ -25,10 +25,7 @@ from testbed import wait_until  # noqa: E402
 from testbed.slurm_cluster import CRED_EXPIRE_S, SlurmCluster  # noqa: E402
 from testbed.slurm_jobs import read_runs, submit_training  # noqa: E402
 
-
-def wait(condition: Callable[[], bool], what: str) -> float:
-    """Poll every 50 ms until `condition()`; the monotonic time it first held."""
-    return wait_until(what, condition, timeout_s=600, interval_s=0.05)
+POLL = {"timeout_s": 600, "interval_s": 0.05}  # wait_until: the times are taken to 50 ms
 
 
 def one_round(cluster: SlurmCluster, work: Path) -> dict[str, float]:
@@ -48,14 +45,14 @@ def one_round(cluster: SlurmCluster, work: Path) -> dict[str, float]:
 
         return check
 
-    running_at = wait(running, "RUNNING job")
-    first_step_at = wait(stepped(0), "first step")
-    wait(stepped(0, at_least=3), "a checkpoint")
+    running_at = wait_until("RUNNING job", running, **POLL)
+    first_step_at = wait_until("first step", stepped(0), **POLL)
+    wait_until("a checkpoint", stepped(0, at_least=3), **POLL)
     requeued = time.monotonic()
     cluster.run("scontrol", "requeue", str(job_id))
-    wait(lambda: cluster.job(job_id).restarts == 1, "requeue")
-    rerunning_at = wait(running, "RUNNING job after the requeue")
-    resumed_at = wait(stepped(1), "first resumed step")
+    wait_until("requeue", lambda: cluster.job(job_id).restarts == 1, **POLL)
+    rerunning_at = wait_until("RUNNING job after the requeue", running, **POLL)
+    resumed_at = wait_until("first resumed step", stepped(1), **POLL)
     assert read_runs(output, job_id)[1].resumed_from, "the requeued run did not resume"
     cluster.cancel_all()
     return {
