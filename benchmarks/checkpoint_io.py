@@ -2,13 +2,9 @@
 
     python benchmarks/checkpoint_io.py [--dir DIR] [--mb 100] [--repeats 5] [--device cpu] [--json]
 
-Save = `CheckpointManager.save` of a `TrainingState` (the model, an SGD optimizer that holds no
-tensors) in the single-file layout; raw write = the model's tensor bytes written sequentially to
-one file with one fsync. Load = `CheckpointManager.load_latest` (into the model); raw read = the
-file's bytes read sequentially. Reads are cold where the OS allows it (the file's pages dropped
-from the page cache first). The target is save >= 0.8 of raw (docs/checkpoints.md, "Speed").
---device cuda puts the model on the GPU, as a training run has it: a save then includes the copy
-to host memory and a load the copy back, while the raw figures stay the disk's own.
+Save and load of a `TrainingState` by `CheckpointManager` against the same bytes written and
+read raw, reads cold where the OS allows (docs/checkpoints.md, "Speed"; docs/benchmarks.md,
+"Checkpoints"). --device cuda includes the copies between GPU and host memory.
 """
 
 from __future__ import annotations

@@ -3,10 +3,7 @@ a running workstation.
 
     python benchmarks/kept_packages.py CONTAINER [--repeats 5] [--json]
 
-Each command runs in the container with `docker exec`, timed there by bash's `time`: pip and uv
-refusing another torch and uv installing torch-ema 0.3 (as dev in a login shell, what the bare uv
-would fetch without the image's records), an empty Python's start (the kept venv's and the
-image's, as dev and root), and the entrypoint's `kept.prepare`, on a fresh folder and again.
+Each command runs in the container with `docker exec`, timed there by bash's `time`.
 Needs PyPI to be reachable from the container (torch-ema is 6 kB).
 """
 

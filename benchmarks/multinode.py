@@ -4,15 +4,9 @@
     python benchmarks/multinode.py allreduce
     python benchmarks/multinode.py recovery
 
-The nodes are the container tests' (testbed/docker_nodes.py); node a launches. Needs a built
-image (TORCHRIG_TEST_IMAGE: `docker compose config --images` names this checkout's) and the test
-venv. The nodes share this machine's kernel, so its clock times every event, read as lines
-arrive from `docker exec`. docs/benchmarks.md describes each figure:
-rendezvous: `torchrig launch --hostfile` of a script whose ranks print the time at their first
-  line: the preflight, then torchrun's start, rendezvous and worker start;
-allreduce: `torchrig verify --hostfile --cpu --json`: gloo across two containers and within one;
-recovery: the example on two nodes; the second node's container is killed after the first
-  checkpoint, then started again: the times to the job's runs on one node and on two.
+The nodes are the container tests' (testbed/docker_nodes.py), node a launches; this machine's
+clock times every event as lines arrive. Needs TORCHRIG_TEST_IMAGE and the test venv.
+docs/benchmarks.md, "Multi-node", describes each figure.
 """
 
 from __future__ import annotations
@@ -89,7 +83,7 @@ def make_cluster(names: list[str]) -> Cluster:
     cluster = Cluster(image, new_key_pair())
     for name in names:
         cluster.add(name)
-    cluster.make_launcher(cluster.nodes["a"])
+    cluster.make_launcher()
     cluster.write_hostfile("hosts", "\n".join(names) + "\n")
     return cluster
 
@@ -150,7 +144,7 @@ def recovery() -> dict:
         while not file_exists(a, "/checkpoints/bench/latest"):
             time.sleep(0.2)
         killed = time.time()
-        cluster.kill("b")
+        cluster.nodes["b"].container.kill()  # SIGKILL: as a machine dies, mid-step
         shrunk = run.first(r"tiny on 1 x cpu", after=killed)
         restarted = time.time()
         cluster.restart("b")

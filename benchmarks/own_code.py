@@ -3,14 +3,9 @@ how long a restart round takes to start after a worker died.
 
     python benchmarks/own_code.py --runs 20 [--spawn-runs 60] [--load] [--without-fixes] > out.json
 
-Runs tests/users_code/ (plain torch.distributed, accelerate, Lightning Fabric: the last two from
-tests/users_code/frameworks.txt) on 2 CPU processes with `--max-restarts 1`: good when it exits 0
-and every rank started once. The restart case kills rank 1 of the plain script in round 0 (good
-when round 1 finishes; timed from the kill to a round-1 worker's start); the spawn case runs
-spawn_ddp.py (mp.spawn) and counts exits 0. Every interpreter gets the image's `.pth` line; a run
-that hangs is killed after HANG_S. `--without-fixes`: plain torchrun without the workstation's
-fixes, for the comparison; `--load`: every core kept busy meanwhile. docs/benchmarks.md: the
-method and the figures.
+Runs tests/users_code/ on 2 CPU processes with `--max-restarts 1`, the image's `.pth` line in
+every interpreter; `--without-fixes`: plain torchrun, for the comparison; `--load`: every core
+kept busy meanwhile. docs/benchmarks.md, "Users' own code": the method and the figures.
 """
 
 from __future__ import annotations
@@ -47,9 +42,9 @@ def spin() -> None:
         pass
 
 
-def environment(without_fixes: bool, hook_dir: Path) -> dict[str, str]:
+def environment(without_fixes: bool) -> dict[str, str]:
     """The image's environment: its `.pth` line in every interpreter; without the fixes, off."""
-    env = with_image_hook({**os.environ, "OMP_NUM_THREADS": "1"}, hook_dir)
+    env = with_image_hook({**os.environ, "OMP_NUM_THREADS": "1"})
     if without_fixes:
         env["TORCHRIG_RANK_EXIT"] = "off"
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"
@@ -95,8 +90,8 @@ def restart_time(out: Path) -> float | None:
     return first - float(killed.read_text())
 
 
-def measure(runs: int, spawned: int, without_fixes: bool, hook_dir: Path) -> dict:
-    env = environment(without_fixes, hook_dir)
+def measure(runs: int, spawned: int, without_fixes: bool) -> dict:
+    env = environment(without_fixes)
     outcomes = []
     for _ in range(spawned):
         with tempfile.TemporaryDirectory() as folder:
@@ -147,8 +142,7 @@ def main() -> int:
             spinner.start()
     started = time.time()
     try:
-        with tempfile.TemporaryDirectory() as hook_dir:
-            results = measure(args.runs, spawned, args.without_fixes, Path(hook_dir))
+        results = measure(args.runs, spawned, args.without_fixes)
     finally:
         for spinner in spinners:
             spinner.terminate()

@@ -3,11 +3,8 @@ to the resumed training's first step.
 
     python benchmarks/slurm_requeue.py [--repeats 3] [--json]
 
-Starts the Slurm tests' cluster (testbed/slurm_cluster.py; needs root, slurm-wlm and munge),
-submits deploy/slurm/train.sbatch (the tiny CPU model, one process per node) and polls the job's
-output every 50 ms. Once the first run has logged a step after a checkpoint, `scontrol requeue`
-stops it as a preemption does and queues it again. Phases: submit -> RUNNING -> first step;
-requeue -> RUNNING again -> the resumed run's first step (docs/benchmarks.md).
+On the Slurm tests' cluster (testbed/slurm_cluster.py; needs root, slurm-wlm and munge), output
+polled every 50 ms; `scontrol requeue` once a checkpoint is written (docs/benchmarks.md, "Slurm").
 """
 
 from __future__ import annotations
@@ -24,14 +21,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from testbed import wait_until  # noqa: E402
 from testbed.slurm_cluster import CRED_EXPIRE_S, SlurmCluster  # noqa: E402
 from testbed.slurm_jobs import read_runs, submit_training  # noqa: E402
-from testbed.waiting import wait_until  # noqa: E402
 
-
-def wait(condition: Callable[[], bool], what: str) -> float:
-    """Poll every 50 ms until `condition()`; the monotonic time it first held."""
-    return wait_until(what, condition, timeout_s=600, interval_s=0.05)
+POLL = {"timeout_s": 600, "interval_s": 0.05}  # wait_until: the times are taken to 50 ms
 
 
 def one_round(cluster: SlurmCluster, work: Path) -> dict[str, float]:
@@ -51,14 +45,14 @@ def one_round(cluster: SlurmCluster, work: Path) -> dict[str, float]:
 
         return check
 
-    running_at = wait(running, "RUNNING job")
-    first_step_at = wait(stepped(0), "first step")
-    wait(stepped(0, at_least=3), "a checkpoint")
+    running_at = wait_until("RUNNING job", running, **POLL)
+    first_step_at = wait_until("first step", stepped(0), **POLL)
+    wait_until("a checkpoint", stepped(0, at_least=3), **POLL)
     requeued = time.monotonic()
     cluster.run("scontrol", "requeue", str(job_id))
-    wait(lambda: cluster.job(job_id).restarts == 1, "requeue")
-    rerunning_at = wait(running, "RUNNING job after the requeue")
-    resumed_at = wait(stepped(1), "first resumed step")
+    wait_until("requeue", lambda: cluster.job(job_id).restarts == 1, **POLL)
+    rerunning_at = wait_until("RUNNING job after the requeue", running, **POLL)
+    resumed_at = wait_until("first resumed step", stepped(1), **POLL)
     assert read_runs(output, job_id)[1].resumed_from, "the requeued run did not resume"
     cluster.cancel_all()
     return {

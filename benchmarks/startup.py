@@ -3,11 +3,9 @@
     python benchmarks/startup.py [--repeats 5] [--cpu] [--json]
     python benchmarks/startup.py --make-up [--from stopped] [--repeats 5] [--cpu] [--json]
 
-Each repeat takes the stack down (`--from stopped`: only stops it), starts it, and polls the
-published ports (Jupyter's `/api`, sshd's `SSH-` banner); then reads Jupyter's CPU time and times
-`import torch` in the container (docs/benchmarks.md: the method). Uses the compose project
-`torchrig-bench` (or `$TORCHRIG_BENCH_PROJECT`), free ports and temporary bind-mount folders, so
-it does not touch a running workstation. Set MEMLOCK where the engine caps it; needs `make build`.
+Each repeat takes the stack down (or stops it) and times its start to both services answering,
+then Jupyter's CPU time and `import torch` (docs/benchmarks.md, "Start-up"). Its own compose
+project, free ports and temporary folders leave a running workstation alone; needs `make build`.
 """
 
 from __future__ import annotations

@@ -2,13 +2,8 @@
 
     python benchmarks/stop.py [--repeats 3] [--cpu]      # prints JSON: each run, medians
 
-Each repeat times the stop of the stack with only the services running, then with the training
-example (2 CPU processes, a step every ~0.6 s, under testbed's traced wrapper) past step 4, and
-reports the steps lost: the last step any rank trained less the step the job saved (0 when the
-save-on-stop works; docs/benchmarks.md: the method). Uses the compose project
-`torchrig-bench-stop`, free ports and temporary folders. Needs a built image named by
-TORCHRIG_IMAGE (`make build`; `docker compose config --images`); set MEMLOCK where the engine
-caps it.
+Steps lost: the last step any rank trained less the step the job saved (docs/benchmarks.md,
+"Stopping the container without losing training"). Needs a built image (`make build`).
 """
 
 from __future__ import annotations

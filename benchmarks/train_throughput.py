@@ -4,17 +4,10 @@
     python benchmarks/train_throughput.py gpu     [--model resnet18] [--batch-size 128] [--json]
     python benchmarks/train_throughput.py compile [--model resnet18] [--batch-size 128] [--json]
 
-cpu: the example under torchrun with gloo, 1 process against 2 (one thread each, the same batch
-  per process), samples/s from its throughput lines after the first (warm-up) window.
-gpu: images/s of a step loop on device-resident synthetic batches: naive (fp32, NCHW, eager, no
-  cudnn.benchmark) against the example's defaults (bf16 autocast or fp16 + GradScaler,
-  channels_last, cudnn.benchmark, TF32, torch.compile; target >= 2.5x); the eager defaults
-  without and with DDP in a one-process NCCL group (target overhead <= 5 %); and the example end
-  to end, 1 process (--no-example leaves it out). `--device cpu` proves the code path without a
-  GPU; its figures say nothing about one.
-compile: the seconds of the first "defaults" step (compilation included) against a later one,
-  and the compile caches' hits and misses; run twice with one TORCHINDUCTOR_CACHE_DIR, the
-  second should hit (benchmarks/gpu_report.py does that).
+cpu: the example, 1 process against 2; gpu: naive against the example's defaults, the cost of
+DDP, the example end to end; compile: the first step against a later one, and the compile caches
+(docs/benchmarks.md, "Training"; docs/gpu-report.md). `--device cpu` proves the code path
+without a GPU; its figures say nothing about one.
 """
 
 from __future__ import annotations
@@ -208,27 +201,11 @@ def bench_gpu(
     return result
 
 
-CACHE_COUNTERS = {
-    "inductor": ("fxgraph_cache_hit", "fxgraph_cache_miss"),
-    "aot_autograd": ("autograd_cache_hit", "autograd_cache_miss"),
-}
-
-
-def compile_cache_counters() -> dict[str, int]:
-    """Inductor's FX graph cache and AOTAutograd's cache, hits and misses so far."""
-    from torch._dynamo.utils import counters
-
-    return {
-        name: int(counters[group][name])
-        for group, names in CACHE_COUNTERS.items()
-        for name in names
-    }
-
-
 def bench_compile(
     model_name: str, batch_size: int, image_size: int, steps: int, device_type: str
 ) -> dict:
     import torch
+    from torch._dynamo.utils import counters
 
     if device_type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("compile: CUDA is not available here (--device cpu compiles for the CPU)")
@@ -250,7 +227,12 @@ def bench_compile(
         "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
         "first_step_s": round(first, 3),
         "later_step_s": round(statistics.median(later), 4),
-        "cache": compile_cache_counters(),
+        # Inductor's FX graph cache and AOTAutograd's cache, hits and misses so far.
+        "cache": {
+            name: int(counters[group][name])
+            for group, kind in (("inductor", "fxgraph"), ("aot_autograd", "autograd"))
+            for name in (f"{kind}_cache_hit", f"{kind}_cache_miss")
+        },
     }
 
 

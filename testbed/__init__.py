@@ -3,9 +3,12 @@ machines on this one (containers of the image as nodes, a Slurm cluster of local
 training example with the knobs its tests need (traced_train.py). Never part of the image."""
 
 import socket
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TIMEOUT_S = 180.0
 
 
 def free_port() -> int:
@@ -13,3 +16,20 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def wait_until(
+    what: str,
+    probe: Callable[[], bool],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    interval_s: float = 1.0,
+    on_timeout: Callable[[], str] | None = None,
+) -> float:
+    """Poll `probe` until it is true (the monotonic time it first was), or fail with evidence."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if probe():
+            return time.monotonic()
+        time.sleep(interval_s)
+    evidence = on_timeout() if on_timeout else ""
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}\n{evidence}")

@@ -1,14 +1,11 @@
 """Apptainer's rules, applied through Docker: a simulation of Apptainer, which is not packaged here.
 
-The `docker run` of a call runs as the caller's own uid and gid (unknown to the image's passwd),
-with a read-only root, the host's `/tmp` and the caller's HOME, the host's network, process and
-IPC namespaces; `exec` skips the image's entrypoint, `run` runs it; `--bind SRC[:DST][,...]`,
-`--pwd DIR` and `--home` as Apptainer takes them; `--nv` is accepted and ignored (no driver to bind
-on a machine without one). Not simulated: the SIF format (a "`.sif`" here is a text file naming
-the Docker image: `sif_file`), Apptainer's own environment, overlay and fakeroot modes: a test on
-this proves that the image works under these rules, not that Apptainer itself runs it.
-
-Run as a program it stands in for `apptainer`: `exec` and `run`, with the options above.
+A call's `docker run` runs as the caller's uid and gid, with a read-only root, the host's /tmp,
+the caller's HOME and the host's network, pid and IPC namespaces; `exec` skips the entrypoint,
+`run` runs it; `--bind`, `--pwd`, `--home` as Apptainer takes them, `--nv` ignored. Not simulated:
+SIF (a "`.sif`" here is a text file naming the image), overlays, fakeroot: a test on this proves
+the image works under these rules, not that Apptainer runs it. As a program it stands in for
+`apptainer`: exec and run.
 """
 
 from __future__ import annotations
@@ -23,8 +20,6 @@ from pathlib import Path
 
 # A .sif stand-in: one line naming the Docker image it stands for.
 SIF_PREFIX = "docker-image: "
-FLAGS_WITH_VALUES = ("--bind", "-B", "--pwd", "--home")
-FLAGS_IGNORED = ("--nv",)
 # Every container the stand-in starts carries this label, with the value of the variable of the
 # same name (the test that started it), so a test can remove what a killed job left running.
 LABEL = "TORCHRIG_TESTBED_APPTAINER"
@@ -55,34 +50,25 @@ def docker_image_of(sif: str) -> str:
     return text.removeprefix(SIF_PREFIX)
 
 
-def parse_binds(value: str) -> list[tuple[str, str]]:
-    """`a,b:/c` -> [(a, a), (b, /c)]: Apptainer binds a folder at the same path unless told."""
-    binds = []
-    for item in value.split(","):
-        source, _, destination = item.partition(":")
-        binds.append((source, destination.split(":")[0] or source))
-    return binds
-
-
 def parse(argv: list[str]) -> Call:
-    args = list(argv)
-    action = args.pop(0)
+    action, *args = argv
     if action not in ("exec", "run"):
         raise SystemExit(f"apptainer (stand-in): only exec and run are simulated, not {action!r}")
-    binds: list[tuple[str, str]] = []
-    values: dict[str, str] = {}
+    call = Call(action, "", [])
     while args and args[0].startswith("-"):
         flag = args.pop(0)
-        if flag in FLAGS_WITH_VALUES:
-            value = args.pop(0)
-            if flag in ("--bind", "-B"):
-                binds.extend(parse_binds(value))
-            else:
-                values[flag] = value
-        elif flag not in FLAGS_IGNORED:
+        if flag in ("--bind", "-B"):  # `a,b:/c`: a folder binds at the same path unless told
+            for item in args.pop(0).split(","):
+                source, _, destination = item.partition(":")
+                call.binds.append((source, destination.split(":")[0] or source))
+        elif flag == "--pwd":
+            call.pwd = args.pop(0)
+        elif flag == "--home":
+            call.home = args.pop(0)
+        elif flag != "--nv":
             raise SystemExit(f"apptainer (stand-in): option {flag} is not simulated")
-    image, *command = args
-    return Call(action, image, command, binds, values.get("--pwd"), values.get("--home"))
+    call.image, *call.command = args
+    return call
 
 
 def passed_environment(environ: Mapping[str, str], image: set[str]) -> list[str]:
@@ -131,7 +117,7 @@ def image_variables(docker_image: str) -> set[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    call = parse(list(sys.argv[1:] if argv is None else argv))
+    call = parse(sys.argv[1:] if argv is None else argv)
     home = os.environ.get("HOME") or str(Path.home())
     image = docker_image_of(call.image)
     command = docker_argv(call, image, os.getuid(), os.getgid(), home, image_variables(image))

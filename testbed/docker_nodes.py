@@ -1,9 +1,6 @@
-"""Emulated nodes for the multi-node tests and benchmarks: containers of our image on one Docker
-network, each with the hostname and network alias `a`, `b`, ... (Docker's DNS resolves them),
-sshd only, the session's public key (a throwaway ed25519 pair), and a named volume at
-/checkpoints that every node shares. The launcher node holds the private key, an ~/.ssh/config
-with the image's port and user, and the hostfiles. The example is at the same path on every node,
-testbed's traced_train.py beside it.
+"""Emulated nodes for the multi-node tests and benchmarks: containers of the image on one Docker
+network, named `a`, `b`, ... (Docker's DNS resolves them), sshd only, a throwaway ed25519 key and a
+shared /checkpoints volume; the launcher node holds the private key, ~/.ssh/config and hostfiles.
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from docker.models.containers import Container
 
-from testbed import REPO_ROOT, traced_train
-from testbed.waiting import wait_until
+from testbed import REPO_ROOT, traced_train, wait_until
 
 EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
 WORKSPACE = "/workspace"
@@ -175,9 +171,9 @@ class Cluster:
             on_timeout=lambda: node.container.logs().decode(errors="replace")[-3000:],
         )
 
-    def make_launcher(self, node: Node) -> None:
-        """The private key and ~/.ssh/config, as a person would set up their first machine."""
-        node.put(
+    def make_launcher(self) -> None:
+        """Node a gets the private key and ~/.ssh/config, as a person would set up a machine."""
+        self.nodes["a"].put(
             {
                 f"{HOME}/.ssh/id_ed25519": (self.keys.private_text.encode(), 0o600),
                 f"{HOME}/.ssh/config": (SSH_CONFIG.encode(), 0o600),
@@ -186,10 +182,6 @@ class Cluster:
 
     def write_hostfile(self, name: str, text: str) -> None:
         self.nodes["a"].put({f"{WORKSPACE}/{name}": (text.encode(), 0o644)})
-
-    def kill(self, name: str) -> None:
-        """SIGKILL the whole container: the node dies as a machine would, mid-step."""
-        self.nodes[name].container.kill()
 
     def restart(self, name: str) -> None:
         node = self.nodes[name]

@@ -1,7 +1,6 @@
-"""The image's `.pth` hook (entrypoint/torchrig-rank-exit.pth) in every interpreter started
-outside the image: the file in a folder that a `sitecustomize` makes a site folder, which `site`
-reads at each start as it reads the image's site-packages. For the tests and benchmarks of users'
-own code run on this machine."""
+"""The image's `.pth` hook (entrypoint/torchrig-rank-exit.pth) in interpreters started outside the
+image: written to a folder that a `sitecustomize` makes a site folder.
+"""
 
 import os
 import tempfile

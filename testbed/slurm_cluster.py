@@ -1,20 +1,12 @@
-"""A real Slurm cluster on this machine: munged, one slurmctld and two slurmd (nodes n1 and n2).
+"""A real Slurm cluster on this machine: munged, one slurmctld and two slurmd (nodes n1 and n2,
+each with its own port, spool and pid file through `%n`, NodeAddr=127.0.0.1), all in one
+temporary folder on free ports, so it never meets a cluster or munged the machine runs itself.
 
-Debian's `slurm-wlm` and `munge`, nothing emulated but the machines: both slurmd run here, each
-under its own node name, port, spool folder and pid file (`%n` in slurm.conf), with
-NodeAddr=127.0.0.1. Everything lives in one temporary folder, munged included (its own key and
-socket), on free ports, so it never meets a cluster or munged the machine may run itself.
-
-Settings that are not Slurm's defaults, and why:
-- proctrack/linuxproc and task/none: no cgroups to delegate here; two slurmd on one host.
-- two partitions, `low` (default) and `high`, with PreemptType=preempt/partition_prio and
-  PreemptMode=REQUEUE: a job in `high` preempts (requeues) a job in `low`, as on a cluster.
-- AuthInfo cred_expire=10: a requeued job may start again only after its old credential expired
-  (default 120 s); sched_interval=2 (default 60 s) so the scheduler looks again soon after.
-- KillWait=30 (Slurm's default, stated): the time between SIGTERM and SIGKILL.
-
-Every daemon runs in the foreground as our child, with SLURM_CONF in its environment; at the end
-every process that carries that SLURM_CONF (daemons, slurmstepd, job processes) is ended by pid.
+Settings that are not Slurm's defaults, and why: proctrack/linuxproc and task/none (no cgroups to
+delegate; two slurmd on one host); partitions `low` (default) and `high` with partition_prio and
+PreemptMode=REQUEUE (`high` requeues `low`, as on a cluster); cred_expire=10 (a requeued job
+starts again only once its old credential expired, default 120 s) and sched_interval=2 (default
+60 s). At the end every process carrying this cluster's SLURM_CONF is ended by pid.
 """
 
 from __future__ import annotations
@@ -63,7 +55,6 @@ class Job:
     restarts: int
     exit_code: str
     node_list: str
-    raw: str
 
     @classmethod
     def parse(cls, line: str) -> Job:
@@ -75,7 +66,6 @@ class Job:
                 int(fields["Restarts"]),
                 fields["ExitCode"],
                 fields["NodeList"],
-                raw=line,
             )
         except KeyError as missing:
             raise ClusterError(f"no {missing.args[0]}= in `scontrol show job`: {line}") from None
@@ -213,12 +203,11 @@ PartitionName=high Nodes={node_list} PriorityTier=2 MaxTime=INFINITE State=UP
                 raise ClusterError(f"no {what} within {timeout:.0f} s:\n" + self.logs())
             time.sleep(0.2)
 
-    def logs(self, chars: int = 3000) -> str:
-        parts = []
-        for path in sorted((self.root / "log").glob("*")):
-            text = path.read_text(errors="replace")[-chars:]
-            parts.append(f"--- {path.name}\n{text}")
-        return "\n".join(parts)
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {path.name}\n{path.read_text(errors='replace')[-3000:]}"
+            for path in sorted((self.root / "log").glob("*"))
+        )
 
     # -- Slurm's commands --
 
@@ -265,14 +254,10 @@ PartitionName=high Nodes={node_list} PriorityTier=2 MaxTime=INFINITE State=UP
     def wait_until_done(self, job_id: int, timeout: float) -> Job:
         """The job once it has ended for good (not pending again after a requeue)."""
         final = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
-        deadline = time.monotonic() + timeout
-        while (job := self.job(job_id)).state not in final:
-            if time.monotonic() > deadline:
-                raise ClusterError(f"job {job_id}: no end within {timeout:.0f} s: {job.raw}")
-            time.sleep(0.5)
-        return job
+        self.wait_until(lambda: self.job(job_id).state in final, f"end of job {job_id}", timeout)
+        return self.job(job_id)
 
-    def cancel_all(self, timeout: float = STOP_TIMEOUT_S) -> None:
+    def cancel_all(self) -> None:
         """Cancel every job of this cluster and wait until both nodes are idle again."""
         self.run("scancel", "--user", pwd.getpwuid(os.getuid()).pw_name, check=False)
-        self.wait_until(self.nodes_idle, "both nodes idle after scancel", timeout)
+        self.wait_until(self.nodes_idle, "both nodes idle after scancel", STOP_TIMEOUT_S)

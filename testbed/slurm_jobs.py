@@ -1,9 +1,6 @@
-"""The training example as Slurm jobs on testbed's cluster (slurm_cluster.py): the template, its
-environment, and reading its output.
-
-Jobs run the real example (gloo on CPU) with this test run's own venv as the "bare-metal venv"
-flavour. Each job's output file holds every run of the job (--open-mode=append); the template
-starts each run with a line `torchrig: job <id> restart <n> ...`, which splits it into runs.
+"""The training example as Slurm jobs on testbed's cluster, run with this test run's venv (the
+bare-metal flavour). A job's output file holds each run (--open-mode=append), the template's
+`torchrig: job <id> restart <n>` line starting each.
 """
 
 from __future__ import annotations

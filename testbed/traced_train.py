@@ -3,15 +3,10 @@
     python testbed/traced_train.py --script workspace/examples/train_ddp.py \
         [--step-delay S] [--log-samples FILE] [the script's own arguments]
 
---step-delay sleeps S seconds in every optimizer step (in `StopSignals.agreed()`, before the
-ranks agree), so that a test can kill or stop a tiny run mid-way. --log-samples appends one JSON
-line per micro-batch and rank, {"rank", "world_size", "step", "epoch", "indices"}: the samples
-trained on (the DataLoader's dataset wrapped in torchrig.data.WithIndex; the indices are taken
-off the batch before the script sees it, and written at `ResumableDistributedSampler.advance`).
-The flags may stand anywhere among the arguments (launchers put flags of their own after the
-script); the rest reach the script, run as `python SCRIPT ARGS` would run it, unchanged.
-
-Standard library at import (tests and benchmarks use `command`); torch and torchrig when run.
+--step-delay sleeps S seconds in every optimizer step; --log-samples appends one JSON line per
+micro-batch and rank: {"rank", "world_size", "step", "epoch", "indices"}. The flags may stand
+anywhere (launchers put flags of their own after the script); the rest reach the script
+unchanged. Standard library at import (tests and benchmarks use `command`).
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from testbed import wait_until
 from testbed.docker_nodes import RUN_TIMEOUT_S, Node, launch_argv
-from testbed.waiting import wait_until
 
 
 def run_launch(node: Node, *args: str) -> tuple[int, str]:

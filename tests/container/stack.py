@@ -24,8 +24,8 @@ import docker
 import paramiko
 from docker.models.containers import Container
 
+from testbed import DEFAULT_TIMEOUT_S, wait_until
 from testbed.docker_nodes import LIST_PROCESSES
-from testbed.waiting import DEFAULT_TIMEOUT_S, wait_until
 
 from . import ssh
 

@@ -45,7 +45,7 @@ def cluster(image: str, ssh_keys: KeyPair) -> Iterator[Cluster]:
     try:
         for name in ("a", "b", "c"):
             made.add(name)
-        made.make_launcher(made.nodes["a"])
+        made.make_launcher()
         made.write_hostfile("two", "# two workstations\na\nb  # the second\n")
         made.write_hostfile("three", "a slots=1\nb slots=1\nc slots=1\n")
         yield made
@@ -126,7 +126,7 @@ def test_a_killed_node_leaves_the_job_running_and_rejoins_when_back(
     try:
         job.wait_for("both nodes training", lambda out: world_sizes(out) == [2])
         wait_until("a checkpoint", lambda: file_exists(a, "/checkpoints/elastic/latest"))
-        cluster.kill("b")
+        cluster.nodes["b"].container.kill()  # SIGKILL: as a machine dies, mid-step
         job.wait_for("the job to go on without b", lambda out: world_sizes(out)[-1:] == [1])
         cluster.restart("b")
         job.wait_for("b to rejoin", lambda out: world_sizes(out)[-1:] == [2])

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import apptainer_rules
-from testbed.waiting import wait_until
+from testbed import apptainer_rules, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900, func_only=True)]
 

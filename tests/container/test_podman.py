@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testbed.waiting import wait_until
+from testbed import wait_until
 
 from . import ssh
 from .ssh import KeyPair
