@@ -1,12 +1,7 @@
-"""GPUs or CPU mode for `make up`, decided from what this machine and its Docker engine have
-(`choose_mode`, a pure function of those facts; reading them is kept apart). `CPU=1`/`CPU=0`
-force the choice; unset, a machine without NVIDIA GPUs starts in CPU mode, said loudly.
+"""GPUs or CPU mode for `make up`: `choose_mode` is a pure function of the facts read apart.
 
-Docker can hand GPUs over when the engine has the `nvidia` runtime (`nvidia-ctk runtime
-configure`) or when the toolkit's `nvidia-container-runtime-hook` is installed: the engine
-registers its `nvidia` device driver whenever it finds that hook on its PATH, so a machine with
-the hook alone works and must not be refused. Where the facts miss (an engine on another machine
-through DOCKER_HOST), compose's own "could not select device driver" is the last word.
+The engine registers its `nvidia` device driver whenever it finds the toolkit's hook on its PATH,
+so a machine with the hook alone (no `nvidia` runtime) works and must not be refused.
 """
 
 from __future__ import annotations

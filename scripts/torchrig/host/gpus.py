@@ -1,9 +1,5 @@
-"""GPUs per person (`GPUS`): `all` (the default), host indices (`0,1`, nvidia-smi's numbers),
-UUIDs (`GPU-...`, which survive a renumbering), or `free:N`: N that no other running workstation
-holds, lowest index first, written to `.env` so the next `make up` keeps them. A GPU another
-running workstation holds is refused unless sharing is meant (`SHARE_GPUS=1`). What others hold
-is read from the engine (`workstations`), so one started by plain compose counts too.
-"""
+"""GPUs per person (`GPUS`): checked, `free:N` picked, another running workstation's refused
+unless `SHARE_GPUS=1` (docs/sharing.md). What others hold is read from the engine."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """`make up`: start the workstation in the mode this machine allows, wait until it answers, and
 say how to reach it, or why not (`up [--cpu 0|1] [--timeout S] -- docker compose ...`).
 
-In this one process, before compose touches anything: the mode (`gpu_mode`), `prepare`, `claim`
-and the build's inputs (compose builds a missing image). When `docker compose up -d` itself
-fails, nothing ran, and `compose_failure` says what it was, never "not ready". The wait is inside
-the container (`torchrig.container.endpoints --wait`, every 50 ms; Docker's healthcheck would add
-up to its 3 s interval). A container that exited or that Docker restarts in a loop is stopped:
-`restart: unless-stopped` is right for a crash after hours of work and wrong for a bad setting.
+The wait is inside the container (every 50 ms; Docker's healthcheck would add up to 3 s). A
+container that exited or restarts in a loop is stopped: `restart: unless-stopped` is right for a
+crash after hours of work and wrong for a bad setting.
 """
 
 from __future__ import annotations
@@ -120,9 +117,8 @@ def endpoint_arguments(container: Container) -> list[str]:
 
 
 def error_lines(logs: str, limit: int = MAX_LINES) -> list[str]:
-    """The container's `[torchrig] error:` lines, each once (a restarted container repeats
-    them), oldest first, then what the failing service itself printed last; the log's last lines
-    instead when it has no error line."""
+    """The container's error lines, each once, then what the failing service printed last; the
+    log's last lines when it has no error line."""
     lines = [harmless(ANSI_CONTROL.sub("", line)).rstrip() for line in logs.splitlines()]
     marked = [i for i, line in enumerate(lines) if ERROR_MARK in line]
     if not marked:
@@ -246,8 +242,7 @@ def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
 
 
 def report_asking_failed(compose: Compose, timeout_s: int, output: list[str]) -> int:
-    """The waiting command itself ended badly: the container stopped under it (its errors), or
-    the asking failed, which is said as such, not as a start that was slow."""
+    """The waiting command ended badly: the container stopped, or the asking itself failed."""
     state = read_state(compose)
     if state is None or state.failed_to_start or state.state != "running":
         return report_failure(compose, timeout_s)
@@ -275,8 +270,7 @@ def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int
 
 
 def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
-    """Before compose touches anything: the name is not another folder's workstation, and the
-    GPUs asked for are not another running workstation's. Says the name."""
+    """Before compose runs: the name and the GPUs are no other workstation's. Says the name."""
     name = project.compose_name(compose)
     if name is None:
         return 0  # prepare said why already; compose will again

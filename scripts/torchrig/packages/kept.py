@@ -1,11 +1,5 @@
 """The kept venv on the packages volume, run as dev: made, refreshed and judged at every start,
-listed and reset (`make packages`, `make packages-reset`). Standard library only.
-
-A venv is made for one Python: after a rebuild onto another, the start moves the old venv aside
-whole (venv-python3.11/) and makes a fresh one, so no import finds a module built for the other
-Python. Packages that need the stack and were installed before this torch arrived may have been
-built against the old one: the venv remembers which torch it last saw and since when (`Stamp`),
-and each start names them until they are reinstalled.
+listed and reset. Standard library only. Another Python or another torch: docs/packages.md.
 """
 
 from __future__ import annotations
@@ -190,8 +184,7 @@ def set_aside_venvs(root: Path) -> list[Path]:
 
 
 def ensure_venv(prefix: Path) -> bool:
-    """Make the kept venv unless it is there (a venv with its Python); True when it was made or
-    mended. Without pip: the image's pip runs in it (through the image's site-packages)."""
+    """Make the kept venv (no pip: the image's runs in it) unless it is there; True if made."""
     if (prefix / "pyvenv.cfg").is_file() and (prefix / "bin" / "python").exists():
         return False
     venv.EnvBuilder(symlinks=True, with_pip=False, clear=False).create(str(prefix))
@@ -275,8 +268,7 @@ def read_constraints(path: Path) -> dict[str, str]:
 
 
 def reset(root: Path) -> list[Path]:
-    """Remove every kept venv (all Pythons) and whatever else is in the kept folder; the
-    folder itself stays (it is the volume's mount point). Symlinks are removed, never followed."""
+    """Empty the kept folder (the volume's mount point stays); symlinks removed, never followed."""
     removed = []
     for entry in sorted(root.iterdir()):
         if entry.is_dir() and not entry.is_symlink():

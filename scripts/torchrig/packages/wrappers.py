@@ -1,10 +1,6 @@
-"""`pip` and `uv` as dev runs them in the kept venv (kept.py writes the scripts that call
-`main`): the real tool, plus a line after a refusal by the pinned stack saying how to override on
-purpose, and for uv the image's records. uv sees only the target environment's own site-packages
-(astral-sh/uv#2500), so in the kept venv it would fetch the whole stack again; while a `uv pip`
-command that reads the environment runs, a record of each image distribution (a dist-info with
-its METADATA) stands in the kept site-packages, and goes when uv ends (or at the next start).
-docs/architecture.md says why nothing simpler works.
+"""`pip` and `uv` as dev runs them in the kept venv: the real tool, plus the override hint after a
+refusal by the pinned stack, and for uv the image's records while it runs (uv sees only the
+target's own site-packages, astral-sh/uv#2500; docs/architecture.md says why).
 """
 
 from __future__ import annotations
@@ -88,9 +84,8 @@ def image_records(site: Path, image: Path) -> Iterator[None]:
 
 
 def run_keeping_output(command: Sequence[str]) -> tuple[int, str]:
-    """Run a command with its output shown as it comes; its exit status and the tail of what it
-    printed (pip says which pins it ran into on stdout, uv on stderr). When stdout is a terminal
-    the command gets one too (a pseudo-terminal), so pip still draws its progress bars."""
+    """Run a command, its output shown as it comes; its status and output's tail. On a terminal
+    it gets a pseudo-terminal, so pip still draws its progress bars."""
     out_read, out_write = pty.openpty() if sys.stdout.isatty() else os.pipe()
     err_read, err_write = os.pipe()
     try:
