@@ -86,18 +86,14 @@ def torch_version(environ: Mapping[str, str], dockerfile_text: str, locks: Path)
     return version
 
 
-def problems(environ: Mapping[str, str], dockerfile_text: str, locks: Path) -> list[str]:
-    found = [
-        check_extra_ca(environ.get("EXTRA_CA_CERT")),
-        check_flavour(environ.get("CUDA_FLAVOUR"), dockerfile_text, locks),
-    ]
-    return [problem for problem in found if problem]
-
-
 def checked_torch_version(environ: Mapping[str, str]) -> tuple[str | None, list[str]]:
     """(torch's version for PYTORCH_VERSION, []) or (None, the problems with the build's inputs)."""
     dockerfile_text, locks = read_dockerfile(), Path("locks")
-    found = problems(environ, dockerfile_text, locks)
+    checked = (
+        check_extra_ca(environ.get("EXTRA_CA_CERT")),
+        check_flavour(environ.get("CUDA_FLAVOUR"), dockerfile_text, locks),
+    )
+    found = [problem for problem in checked if problem]
     if found:
         return None, found
     try:

@@ -36,10 +36,6 @@ class HostGpus:
         # (nvidia-modprobe), so a server that has not run CUDA since boot may have none yet.
         return bool(self.device_nodes or self.nvidia_smi)
 
-    def evidence(self) -> str:
-        found = [*self.device_nodes[:3], *(["nvidia-smi"] if self.nvidia_smi else [])]
-        return ", ".join(found)
-
 
 @dataclass(frozen=True)
 class Mode:
@@ -72,9 +68,10 @@ def choose_mode(forced: bool | None, host: HostGpus, runtimes: frozenset[str] | 
         return Mode(cpu=True, notice=CPU_MODE_NOTICE)
     if runtimes is not None and NVIDIA_RUNTIME not in runtimes and host.hook is None:
         known = ", ".join(sorted(runtimes)) or "none"
+        evidence = ", ".join([*host.device_nodes[:3], *(["nvidia-smi"] if host.nvidia_smi else [])])
         raise HostError(
             *no_toolkit_lines(
-                f"this machine has NVIDIA GPUs ({host.evidence()}), but Docker cannot hand "
+                f"this machine has NVIDIA GPUs ({evidence}), but Docker cannot hand "
                 f"them to containers: it has no `{NVIDIA_RUNTIME}` runtime (it has: {known}) "
                 f"and {NVIDIA_HOOK} is not installed."
             )

@@ -113,12 +113,8 @@ def overlaps(
         if common is None:
             found.append((other, ALL))
         elif common:
-            found.append((other, ",".join(sorted(common, key=int_first))))
+            found.append((other, ",".join(sorted(common, key=lambda i: (len(i), i)))))
     return found
-
-
-def int_first(index: str) -> tuple[int, str]:
-    return (int(index), "") if index.isdigit() else (1 << 30, index)
 
 
 def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None) -> list[str]:

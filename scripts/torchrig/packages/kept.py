@@ -113,10 +113,6 @@ def read_stamp(prefix: Path) -> Stamp | None:
         return None
 
 
-def write_stamp(prefix: Path, stamp: Stamp) -> None:
-    (prefix / STAMP).write_text(json.dumps(asdict(stamp)) + "\n", encoding="utf-8")
-
-
 def next_stamp(previous: Stamp | None, image_torch: str, now: float) -> Stamp:
     """A kept venv without a stamp is new (or older than stamps): nothing in it is judged stale."""
     if previous is None:
@@ -249,7 +245,7 @@ def prepare(
     pinned = read_constraints(constraints)
     if "torch" in pinned:
         stamp = next_stamp(read_stamp(prefix), pinned["torch"], now)
-        write_stamp(prefix, stamp)
+        (prefix / STAMP).write_text(json.dumps(asdict(stamp)) + "\n", encoding="utf-8")
         warnings.append(torch_warning(dists, stamp, prefix))
     notes = [
         f"kept packages: made a fresh venv for them in {prefix} (pip, uv and %pip install there)"

@@ -50,10 +50,10 @@ def uv_needs_image_records(args: Sequence[str], environ: Mapping[str, str], pref
     return bool(target) and os.path.realpath(target) == os.path.realpath(prefix)
 
 
-def write_image_records(site: Path, image: Path) -> list[Path]:
-    """A record of each of the image's distributions that the kept venv does not have itself."""
+@contextlib.contextmanager
+def image_records(site: Path, image: Path) -> Iterator[None]:
+    """A record of each image distribution the kept venv lacks, while the block runs."""
     present = {stack.normalize(d.name) for d in kept.kept_dists(site)}
-    written = []
     for dist in importlib.metadata.distributions(path=[str(image)]):
         name, version = dist.metadata["Name"], dist.version
         if not name or stack.normalize(name) in present:
@@ -70,13 +70,6 @@ def write_image_records(site: Path, image: Path) -> list[Path]:
         files = ("METADATA", "INSTALLER", "RECORD")
         record = "".join(f"{folder.name}/{file},,\n" for file in files)
         (folder / "RECORD").write_text(record, encoding="utf-8")
-        written.append(folder)
-    return written
-
-
-@contextlib.contextmanager
-def image_records(site: Path, image: Path) -> Iterator[None]:
-    write_image_records(site, image)
     try:
         yield
     finally:
