@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.host import (
@@ -66,14 +65,6 @@ def read_state(compose: Compose) -> workstations.Workstation | None:
     return workstations.parse(json.loads(inspected.stdout)[0])
 
 
-@dataclass(frozen=True)
-class Container:
-    """The service's container as `compose ps` lists it, with its published addresses."""
-
-    id: str
-    published: dict[int, str]  # container port -> host address, e.g. 8888 -> "127.0.0.1:8888"
-
-
 def parse_ps(text: str) -> list[dict]:
     """`compose ps --format json`: one object per line (Compose >= 2.21), or one list before."""
     text = text.strip()
@@ -87,7 +78,8 @@ def host_address(publisher: dict) -> str:
     return f"[{url}]:{port}" if ":" in url else f"{url}:{port}"
 
 
-def find_container(compose: Compose) -> Container | None:
+def find_container(compose: Compose) -> tuple[str, list[str]] | None:
+    """The service's container id, and `--jupyter ADDRESS --ssh ADDRESS` as compose published."""
     listed = compose.run("ps", "--all", "--format", "json", SERVICE)
     try:
         rows = parse_ps(listed.stdout) if listed.returncode == 0 else []
@@ -99,21 +91,16 @@ def find_container(compose: Compose) -> Container | None:
     for publisher in rows[0].get("Publishers") or []:
         if publisher.get("PublishedPort"):
             published.setdefault(int(publisher["TargetPort"]), host_address(publisher))
-    return Container(id=str(rows[0]["ID"]), published=published)
-
-
-def exec_in(container: Container, user_and_command: str) -> list[str]:
-    """`docker exec --user U <id> command...` for "U command..." (no argument has a space)."""
-    user, *command = user_and_command.split()
-    return ["exec", "--user", user, container.id, *command]
-
-
-def endpoint_arguments(container: Container) -> list[str]:
-    """--jupyter ADDRESS --ssh ADDRESS, for the ports compose published."""
     arguments = []
     for name, port in PORTS.items():
-        arguments += [f"--{name}", container.published.get(port, f"127.0.0.1:{port}")]
-    return arguments
+        arguments += [f"--{name}", published.get(port, f"127.0.0.1:{port}")]
+    return str(rows[0]["ID"]), arguments
+
+
+def exec_in(container: str, user_and_command: str) -> list[str]:
+    """`docker exec --user U <id> command...` for "U command..." (no argument has a space)."""
+    user, *command = user_and_command.split()
+    return ["exec", "--user", user, container, *command]
 
 
 def error_lines(logs: str, limit: int = MAX_LINES) -> list[str]:
@@ -216,9 +203,10 @@ def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:
 
 def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
     """Ask the container to wait for its services and say how to reach them; report the rest."""
-    container = find_container(compose)
-    if container is None:
+    found = find_container(compose)
+    if found is None:
         return report_failure(compose, timeout_s)
+    container, addresses = found
     endpoints: list[str] = []
 
     def on_line(line: str) -> None:
@@ -228,13 +216,12 @@ def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
             endpoints.append(line)
 
     waited = compose.ask(
-        *exec_in(container, ENDPOINTS), "--wait", str(timeout_s),
-        *endpoint_arguments(container), on_line=on_line,
-    )  # fmt: skip
+        *exec_in(container, ENDPOINTS), "--wait", str(timeout_s), *addresses, on_line=on_line
+    )
     if waited.returncode == 0:
         return report_ready(endpoints, cpu)
     if waited.returncode == USAGE_ERROR:  # an image without root_main's `endpoints`
-        return wait_on_docker_health(compose, container, timeout_s, cpu)
+        return wait_on_docker_health(compose, container, addresses, timeout_s, cpu)
     if waited.returncode == NOT_READY:
         reason = " ".join(line.removeprefix("not ready: ") for line in endpoints)
         return report_failure(compose, timeout_s, reason)
@@ -254,12 +241,14 @@ def report_asking_failed(compose: Compose, timeout_s: int, output: list[str]) ->
     return 1
 
 
-def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int, cpu: bool) -> int:
+def wait_on_docker_health(
+    compose: Compose, container: str, addresses: list[str], timeout_s: int, cpu: bool
+) -> int:
     """An image from before `endpoints --wait` (a ready-made one, say): Docker's health decides."""
     up = compose.run("up", "-d", "--wait", "--wait-timeout", str(timeout_s), capture=False)
     if up.returncode != 0:
         return report_failure(compose, timeout_s)
-    asked = compose.docker(*exec_in(container, DEV_ENDPOINTS), *endpoint_arguments(container))
+    asked = compose.docker(*exec_in(container, DEV_ENDPOINTS), *addresses)
     if asked.returncode != 0:
         VOICE.warning(
             f"the workstation is up, but asking it for its addresses failed "
