@@ -139,37 +139,28 @@ def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None
     return free[:count]
 
 
-def overlap_lines(found: list[tuple[Workstation, str]]) -> list[str]:
-    first = [
+def decide(
+    value: str | None, share: bool, others: list[Workstation], table: list[HostGpu] | None
+) -> str | None:
+    """The GPUs picked now (free:N), for .env; None: GPUS stands. HostError: malformed, unknown,
+    or held by another workstation."""
+    request = parse_request(value)
+    if request.free:
+        return ",".join(pick_free(request.free, others, table))
+    check_known(request, table)
+    found = [] if share else overlaps(request, others, table)
+    if not found:
+        return None
+    held_by = [
         f"GPU {gpus} {'are' if ',' in gpus or gpus == 'all' else 'is'} held by workstation "
         f"{other.project} from {other.folder or '(no folder)'} (PUID {other.puid}, GPUS "
         f"{other.gpus.text()})"
         for other, gpus in found
     ]
-    return [
+    raise HostError(
         "the GPUs asked for are in use by another running workstation: "
-        + "; ".join(first)
+        + "; ".join(held_by)
         + ". Nothing was started.",
         f"  Take free ones with `make up {VARIABLE}=free:N`, name others ({VARIABLE}=0,1; "
         f"`make ls` shows who holds which), or share on purpose with {SHARE_VARIABLE}=1.",
-    ]
-
-
-@dataclass(frozen=True)
-class Decision:
-    value: str  # what GPUS becomes for compose
-    picked: bool  # chosen now (free:N): to be written to .env
-
-
-def decide(
-    value: str | None, share: bool, others: list[Workstation], table: list[HostGpu] | None
-) -> Decision:
-    """GPUS for compose, or HostError: malformed, unknown, or held by another workstation."""
-    request = parse_request(value)
-    if request.free:
-        return Decision(",".join(pick_free(request.free, others, table)), picked=True)
-    check_known(request, table)
-    found = [] if share else overlaps(request, others, table)
-    if found:
-        raise HostError(*overlap_lines(found))
-    return Decision(value or ALL, picked=False)
+    )

@@ -280,16 +280,16 @@ def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
         return
     others = [one for one in workstations.all_workstations(compose.docker) if one.project != name]
     share = dotenv.setting(gpus.SHARE_VARIABLE, env_file) == "1"
-    decision = gpus.decide(value, share, others, gpus.read_host_table())
-    if not decision.picked:
+    picked = gpus.decide(value, share, others, gpus.read_host_table())
+    if picked is None:
         return
-    os.environ[gpus.VARIABLE] = decision.value  # this run's compose, over what it reads
-    written = dotenv.set_value(env_file, gpus.VARIABLE, decision.value, comment=f"{value} picked")
-    kept = f"GPUS={decision.value}"
+    os.environ[gpus.VARIABLE] = picked  # this run's compose, over what it reads
+    written = dotenv.set_value(env_file, gpus.VARIABLE, picked, comment=f"{value} picked")
+    kept = f"GPUS={picked}"
     where = (
         f"wrote {kept} to {env_file}" if written else f"add {kept} to your env file to keep them"
     )
-    VOICE.note(f"GPUS={value}: took GPUs {decision.value}, held by no other workstation ({where})")
+    VOICE.note(f"GPUS={value}: took GPUs {picked}, held by no other workstation ({where})")
 
 
 def pass_build_arguments() -> int:
