@@ -182,23 +182,19 @@ def compose_name(compose: Compose) -> str | None:
         return None
 
 
-def guard(compose: Compose, env_file: Path = Path(".env")) -> int:
+def main(argv: list[str] | None = None) -> int:
     """`make down` / `make build`: the name settled as `make up` does, and guarded."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("compose", nargs="+", help="the compose command, after --")
+    compose = Compose(parser.parse_args(argv).compose)
     try:
-        settled = settle(env_file, Path.cwd())
+        settled = settle(Path(".env"), Path.cwd())
         name = compose_name(compose) or settled.name
         if name:
             refuse(name, Path.cwd(), run_docker)
     except HostError as failed:
         return failed.said()
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("compose", nargs="+", help="the compose command, after --")
-    args = parser.parse_args(argv)
-    return guard(Compose(args.compose))
 
 
 if __name__ == "__main__":

@@ -40,15 +40,11 @@ ERROR_MARK = f"{PREFIX}error:"
 STARTED_MARKS = (f"{PREFIX}started ", f"{PREFIX}restarting ")
 MAX_LINES = 20
 ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# Asked inside the container: the URL (with the token, which only the container knows) and the
-# ssh command, for the host addresses given. With --wait it first waits for the services and
-# says what the container is doing: lines starting with STATUS, exit NOT_READY when time ran
-# out (torchrig.container.endpoints writes this protocol; the two sides share no code). Root
-# asks, the way root runs torchrig in the image (root_main), because this may start before the
-# entrypoint has remapped dev's uid, and dev's token file is dev's alone.
+# Asked inside the container (torchrig.container.endpoints; the two sides share no code): the URL,
+# with the token only the container knows, and the ssh command; --wait: STATUS lines, NOT_READY.
+# Root asks: this may run before the entrypoint has remapped dev's uid (the token is dev's alone).
 ENDPOINTS = "root /usr/bin/python3 -I -S /usr/lib/torchrig endpoints"
-# Images from before that (a ready-made image can be older than this file) ask as dev, once
-# Docker's healthcheck says healthy.
+# Images from before that (a ready-made one can be older) ask as dev once Docker says healthy.
 DEV_ENDPOINTS = "dev /opt/venv/bin/python -I -m torchrig.container.endpoints"
 USAGE_ERROR = 2
 STATUS = "status: "
@@ -163,15 +159,6 @@ def report_compose_failure(
     compose: Compose, up: subprocess.CompletedProcess[str], cpu: bool
 ) -> int:
     """compose itself failed, so no container ran: say what it was (its output is above)."""
-    lines = compose_failure.diagnose(up.stdout, read_failure_facts(compose, cpu)) or [
-        f"`docker compose up` failed (exit {up.returncode}) before the workstation "
-        "started: compose's own message is above."
-    ]
-    VOICE.error("\n".join(lines))
-    return up.returncode or 1
-
-
-def read_failure_facts(compose: Compose, cpu: bool) -> compose_failure.FailureFacts:
     version = compose.run("version", "--short")
     config = compose.run("config", "--format", "json")
     workstation = compose_failure.service_config(config.stdout, SERVICE)
@@ -180,12 +167,18 @@ def read_failure_facts(compose: Compose, cpu: bool) -> compose_failure.FailureFa
     if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
         missing = None if present else image
-    return compose_failure.FailureFacts(
+    facts = compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
         cpu_mode=cpu,
         published=published,
         missing_image=missing,
     )
+    lines = compose_failure.diagnose(up.stdout, facts) or [
+        f"`docker compose up` failed (exit {up.returncode}) before the workstation "
+        "started: compose's own message is above."
+    ]
+    VOICE.error("\n".join(lines))
+    return up.returncode or 1
 
 
 def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:

@@ -12,8 +12,6 @@ from collections.abc import Iterable, Mapping
 CONSTRAINTS_FILE = "/etc/torchrig/constraints.txt"
 PROTECTED_NAMES = frozenset({"torch", "torchvision", "triton"})
 PROTECTED_PREFIX = "nvidia-"
-# The variable each installer reads the constraints from.
-CONSTRAINT_VARIABLE = {"pip": "PIP_CONSTRAINT", "uv": "UV_CONSTRAINT"}
 HEADER = """\
 # The image's PyTorch stack, as the image installed it. pip and uv read this file
 # (PIP_CONSTRAINT, UV_CONSTRAINT) and refuse an install that would replace one of these.
@@ -69,8 +67,9 @@ def refused(output: str, pinned: Mapping[str, str]) -> list[str]:
 def override_hint(names: list[str], pinned: Mapping[str, str], tool: str) -> str:
     """One line: what was kept, and how to replace it anyway (and what that risks)."""
     stack = ", ".join(f"{name} {pinned[name]}" for name in names)
-    variable = CONSTRAINT_VARIABLE[tool]
-    command = "uv pip install" if tool == "uv" else "pip install"
+    variable, command = (
+        ("UV_CONSTRAINT", "uv pip install") if tool == "uv" else ("PIP_CONSTRAINT", "pip install")
+    )
     return (
         f"kept {stack}: the image's stack is pinned in {CONSTRAINTS_FILE} "
         f"({variable}). To replace it anyway: `{variable}= {command} ...`. That goes into your "
