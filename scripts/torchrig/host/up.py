@@ -107,15 +107,12 @@ def error_lines(logs: str, limit: int = MAX_LINES) -> list[str]:
     if not marked:
         return [line for line in lines if line.strip()][-limit:]
     errors = list(dict.fromkeys(lines[i][lines[i].index(ERROR_MARK) :] for i in marked))
-    return errors[-limit:] + last_words(lines[: marked[-1]])[-limit:]
-
-
-def last_words(lines: list[str]) -> list[str]:
-    """What a service printed between its last start and the last error: why it died."""
-    started = max(
-        (i for i, line in enumerate(lines) if line.startswith(STARTED_MARKS)), default=len(lines)
+    before = lines[: marked[-1]]  # what the service printed since its last start: why it died
+    start = max(
+        (i for i, x in enumerate(before) if x.startswith(STARTED_MARKS)), default=len(before)
     )
-    return [line for line in lines[started + 1 :] if line.strip() and not line.startswith(PREFIX)]
+    died = [line for line in before[start + 1 :] if line.strip() and not line.startswith(PREFIX)]
+    return errors[-limit:] + died[-limit:]
 
 
 def failure_report(state: workstations.Workstation, timeout_s: int) -> tuple[str, str]:

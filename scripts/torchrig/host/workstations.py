@@ -141,16 +141,6 @@ class Workstation:
         return self.state in ("exited", "dead", "restarting") or self.restarts > 0
 
 
-def published_ports(inspected: Mapping[str, Any]) -> tuple[str, ...]:
-    bindings = (inspected.get("HostConfig") or {}).get("PortBindings") or {}
-    ports = []
-    for target, hosts in sorted(bindings.items()):
-        for host in hosts or []:
-            address = host.get("HostIp") or "0.0.0.0"
-            ports.append(f"{address}:{host.get('HostPort')}->{target.split('/')[0]}")
-    return tuple(ports)
-
-
 def parse(inspected: Mapping[str, Any]) -> Workstation:
     """A workstation from one `docker inspect` object."""
     labels = (inspected.get("Config") or {}).get("Labels") or {}
@@ -162,14 +152,20 @@ def parse(inspected: Mapping[str, Any]) -> Workstation:
     if not since or since.startswith("0001-"):  # never started
         since = inspected.get("Created", "")
     env = [item.split("=", 1) for item in (inspected.get("Config") or {}).get("Env") or []]
+    host_config = inspected.get("HostConfig") or {}
+    ports = []
+    for target, hosts in sorted((host_config.get("PortBindings") or {}).items()):
+        for host in hosts or []:
+            address = host.get("HostIp") or "0.0.0.0"
+            ports.append(f"{address}:{host.get('HostPort')}->{target.split('/')[0]}")
     return Workstation(
         project=labels.get(PROJECT_LABEL, ""),
         folder=labels.get(FOLDER_LABEL, ""),
         container=str(inspected.get("Name", "")).lstrip("/"),
         puid=dict(pair for pair in env if len(pair) == 2).get("PUID", IMAGE_PUID),
         state=status,
-        ports=published_ports(inspected),
-        gpus=gpu_claim((inspected.get("HostConfig") or {}).get("DeviceRequests")),
+        ports=tuple(ports),
+        gpus=gpu_claim(host_config.get("DeviceRequests")),
         since=str(since)[:19].replace("T", " "),
         health=str((state.get("Health") or {}).get("Status", "")),
         restarts=int(inspected.get("RestartCount") or 0),
