@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torchrig.host.compose_failure import HostError
@@ -71,15 +70,12 @@ def read_host_table() -> list[HostGpu] | None:
     return parse_host_table(asked.stdout) if asked.returncode == 0 else None
 
 
-def host_indices(ids: Sequence[str], table: list[HostGpu] | None) -> set[str]:
-    """Ids (indices or UUIDs) as host indices, where the table can say; else as given."""
-    by_uuid = {gpu.uuid.lower(): gpu.index for gpu in table or []}
-    return {by_uuid.get(one.lower(), one) for one in ids}
-
-
 def held(claim: GpuClaim, table: list[HostGpu] | None) -> set[str] | None:
-    """The host indices a claim holds; None for every GPU."""
-    return None if claim.every else host_indices(claim.ids, table)
+    """The host indices a claim holds (UUIDs as given where the table cannot say); None: all."""
+    if claim.every:
+        return None
+    by_uuid = {gpu.uuid.lower(): gpu.index for gpu in table or []}
+    return {by_uuid.get(one.lower(), one) for one in claim.ids}
 
 
 def holders(others: list[Workstation]) -> list[Workstation]:

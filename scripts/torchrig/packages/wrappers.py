@@ -97,7 +97,12 @@ def run_keeping_output(command: Sequence[str]) -> tuple[int, str]:
             except KeyboardInterrupt:
                 continue  # the tool got the same Ctrl-C: let it end its own way
             for key, _ in ready:
-                data = read_some(key.fd)
+                try:
+                    data = os.read(key.fd, 65536)
+                except OSError as error:  # a pseudo-terminal's end is EIO
+                    if error.errno != errno.EIO:
+                        raise
+                    data = b""
                 if not data:
                     selector.unregister(key.fd)
                     os.close(key.fd)
@@ -107,16 +112,6 @@ def run_keeping_output(command: Sequence[str]) -> tuple[int, str]:
                 tail += data
                 del tail[:-KEEP_BYTES]
     return process.wait(), tail.decode("utf-8", errors="replace")
-
-
-def read_some(fd: int) -> bytes:
-    """What a pipe or pseudo-terminal has; b"" at its end (a pseudo-terminal says EIO then)."""
-    try:
-        return os.read(fd, 65536)
-    except OSError as error:
-        if error.errno == errno.EIO:
-            return b""
-        raise
 
 
 def main(
