@@ -187,13 +187,9 @@ def ensure_venv(prefix: Path) -> bool:
     return True
 
 
-def wrapper_names(version: tuple[int, int]) -> tuple[str, ...]:
-    return ("pip", "pip3", f"pip{version[0]}.{version[1]}", "uv")
-
-
 def write_wrappers(prefix: Path, version: tuple[int, int]) -> None:
     python = prefix / "bin" / "python"
-    for name in wrapper_names(version):
+    for name in ("pip", "pip3", f"pip{version[0]}.{version[1]}", "uv"):
         tool = "uv" if name == "uv" else "pip"
         path = prefix / "bin" / name
         path.unlink(missing_ok=True)  # a symlink dev left there is replaced, not written through
