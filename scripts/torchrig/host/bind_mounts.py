@@ -1,10 +1,7 @@
 """Prepare the bind-mount sources before `docker compose up` does (from its config's JSON).
 
-Docker creates a missing source directory as root, which leaves the user with root-owned
-checkpoints on their own disk, so this creates them first. When `make up` itself runs as root,
-the container's `dev` cannot be root, so the root-owned files of the folders dev must write are
-handed to dev's UID/GID (by `torchrig.ownership`'s rule), and it says so; system directories are
-refused (WORKSPACE_DIR=/root would hand root's files to dev).
+Docker would create a missing source as root. As root, dev's writable mounts are handed to dev
+(by `torchrig.ownership`'s rule); system directories are refused, or dev would get root's files.
 """
 
 from __future__ import annotations
@@ -75,9 +72,8 @@ def dev_ids(config: dict[str, Any]) -> tuple[int, int]:
 
 
 def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> ownership.Handover:
-    """Chown every root-owned entry below `sources` to uid:gid, by torchrig.ownership's rule,
-    from a descriptor opened without following any symlink. The walk crosses mount points: the
-    user's own mounts inside a project folder are the project's."""
+    """Chown the root-owned entries below `sources`, never through a symlink; across mount points
+    (the user's own mounts inside a project folder are the project's)."""
     handed = ownership.Handover()  # left_alone: root's multiply-linked files, by their full path
     for source in sources:
         top = open_directory_no_follow(os.path.realpath(source))
@@ -94,8 +90,7 @@ def hand_root_owned_to(sources: list[Path], uid: int, gid: int) -> ownership.Han
 
 
 def open_directory_no_follow(real_path: str) -> int:
-    """An fd for a directory given by its resolved path, opened without following any symlink
-    (one that appeared since the path was resolved makes this fail, not follow it)."""
+    """An fd for a resolved path, opened part by part with O_NOFOLLOW (a new symlink fails)."""
     fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY)
     try:
         for part in Path(real_path).parts[1:]:
@@ -161,9 +156,8 @@ def lies_inside(path: Path, folder: Path) -> bool:
 
 
 def unsafe_sources(config: dict[str, Any]) -> list[str]:
-    """Bind sources the container's dev could swap for a symlink to any folder of this machine
-    before the next start (Docker, as root, would mount what it points to, and the start would
-    claim it if empty): one inside a folder dev writes, or one that is a symlink already."""
+    """Bind sources dev could swap for a symlink before the next start (Docker, as root, would
+    mount what it points to): one inside a folder dev writes, or a symlink already."""
     binds = bind_sources(config)
     chosen = {bind.variable: binds[bind.point] for bind in mounts.BINDS if bind.point in binds}
     writes = set(WRITABLE_TARGETS.values())

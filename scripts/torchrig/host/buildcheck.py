@@ -1,10 +1,7 @@
-"""`make build` checks its inputs first, so a typo fails with a sentence, not a BuildKit trace:
-EXTRA_CA_CERT must name a PEM certificate file; the CUDA flavour must have a base stage in the
-Dockerfile (whose flavours and default are read here, so they stay declared once) and a lock.
+"""`make build` checks its inputs first, so a typo fails with a sentence, not a BuildKit trace.
 
-With --print-torch-version it then prints the torch version that lock pins: the build argument
-PYTORCH_VERSION, which the image sets in its environment (enroot's PyTorch hook, used by pyxis on
-Slurm, fills in torch's distributed variables only in images that set it).
+--print-torch-version prints PYTORCH_VERSION from the lock: enroot's PyTorch hook (pyxis on Slurm)
+fills in torch's distributed variables only in images that set it.
 """
 
 from __future__ import annotations
@@ -73,8 +70,7 @@ def check_flavour(value: str | None, dockerfile_text: str, locks: Path) -> str |
 
 
 def locked_version(lock_text: str, package: str) -> str | None:
-    """The version a lock pins `package` to (`name==version` lines, as uv writes them); None if
-    it pins none, or several under different markers."""
+    """The one version a lock pins `package` to; None for none or several (under markers)."""
     pattern = re.compile(rf"^{re.escape(package)}==([^\s;\\]+)", re.MULTILINE)
     versions = set(pattern.findall(lock_text))
     return versions.pop() if len(versions) == 1 else None
@@ -90,18 +86,14 @@ def torch_version(environ: Mapping[str, str], dockerfile_text: str, locks: Path)
     return version
 
 
-def problems(environ: Mapping[str, str], dockerfile_text: str, locks: Path) -> list[str]:
-    found = [
-        check_extra_ca(environ.get("EXTRA_CA_CERT")),
-        check_flavour(environ.get("CUDA_FLAVOUR"), dockerfile_text, locks),
-    ]
-    return [problem for problem in found if problem]
-
-
 def checked_torch_version(environ: Mapping[str, str]) -> tuple[str | None, list[str]]:
     """(torch's version for PYTORCH_VERSION, []) or (None, the problems with the build's inputs)."""
     dockerfile_text, locks = read_dockerfile(), Path("locks")
-    found = problems(environ, dockerfile_text, locks)
+    checked = (
+        check_extra_ca(environ.get("EXTRA_CA_CERT")),
+        check_flavour(environ.get("CUDA_FLAVOUR"), dockerfile_text, locks),
+    )
+    found = [problem for problem in checked if problem]
     if found:
         return None, found
     try:

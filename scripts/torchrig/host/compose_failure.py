@@ -1,7 +1,5 @@
 """Why `docker compose up` (or the engine) failed, in a sentence with its fix, and `HostError`,
-what stops every host helper. Before any container ran nothing was "starting", so `make up` must
-never say it was not ready. Anything `diagnose` does not know: compose's own message stands.
-"""
+what stops every host helper. Anything `diagnose` does not know: compose's own message stands."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Write `.env` on the first `make up` (compose cannot run `id -u`): the host user's UID/GID and
-SSH public key, and the caller's lines (`project`'s name); read and change it as compose does.
-An existing .env is the user's and is kept; with COMPOSE_ENV_FILES set, compose reads those
-files instead, so none is written. .env may hold JUPYTER_TOKEN, so it is written 0600, and an
-existing one others can read is tightened to that, with a notice.
+"""Write `.env` on the first `make up` (compose cannot run `id -u`) and read and change it as
+compose does. It may hold JUPYTER_TOKEN: written 0600, and an existing one others can read is
+tightened, with a notice.
 """
 
 from __future__ import annotations
@@ -66,8 +64,7 @@ def dotenv_text(
 
 
 def write_private(path: Path, text: str) -> None:
-    """Create `path` with mode 0600 (whatever the umask), never through a symlink or over a file
-    that appeared meanwhile."""
+    """Create `path` 0600 (whatever the umask), never through a symlink or over another file."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(path, flags, PRIVATE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -76,8 +73,8 @@ def write_private(path: Path, text: str) -> None:
 
 
 def tighten(path: Path) -> str | None:
-    """Make an existing .env readable by its owner alone; a notice when anything was changed or
-    should be. A symlink is left as it is (its target may be shared on purpose), and said so."""
+    """Make an existing .env its owner's alone (a symlink's target may be shared on purpose: left
+    as it is); the notice to say, if any."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -114,8 +111,7 @@ def env_files() -> list[Path] | None:
 
 
 def write_on_first_run(path: Path, first_lines: Callable[[], tuple[str, ...]] = tuple) -> bool:
-    """Write `path` unless it exists (or compose reads other files), with `first_lines()`, asked
-    only then; True when it was written."""
+    """Write `path` unless it exists (or compose reads other files); True when it was written."""
     if env_files() is not None:
         VOICE.note("COMPOSE_ENV_FILES is set: compose reads those, not .env; none written")
         return False
@@ -163,8 +159,7 @@ def setting(name: str, path: Path = Path(".env")) -> str | None:
 
 
 def set_value(path: Path, name: str, value: str, comment: str = "") -> bool:
-    """Set NAME in `path` (its line replaced, or appended with `comment` above it); False, with
-    nothing written, when compose reads other files."""
+    """Set NAME in `path`; False, with nothing written, when compose reads other files."""
     if env_files() is not None:
         return False
     line = f"{name}={value if PLAIN.match(value) else quote(value)}"

@@ -1,12 +1,7 @@
-"""GPUs or CPU mode for `make up`, decided from what this machine and its Docker engine have
-(`choose_mode`, a pure function of those facts; reading them is kept apart). `CPU=1`/`CPU=0`
-force the choice; unset, a machine without NVIDIA GPUs starts in CPU mode, said loudly.
+"""GPUs or CPU mode for `make up`: `choose_mode` is a pure function of the facts read apart.
 
-Docker can hand GPUs over when the engine has the `nvidia` runtime (`nvidia-ctk runtime
-configure`) or when the toolkit's `nvidia-container-runtime-hook` is installed: the engine
-registers its `nvidia` device driver whenever it finds that hook on its PATH, so a machine with
-the hook alone works and must not be refused. Where the facts miss (an engine on another machine
-through DOCKER_HOST), compose's own "could not select device driver" is the last word.
+The engine registers its `nvidia` device driver whenever it finds the toolkit's hook on its PATH,
+so a machine with the hook alone (no `nvidia` runtime) works and must not be refused.
 """
 
 from __future__ import annotations
@@ -41,10 +36,6 @@ class HostGpus:
         # (nvidia-modprobe), so a server that has not run CUDA since boot may have none yet.
         return bool(self.device_nodes or self.nvidia_smi)
 
-    def evidence(self) -> str:
-        found = [*self.device_nodes[:3], *(["nvidia-smi"] if self.nvidia_smi else [])]
-        return ", ".join(found)
-
 
 @dataclass(frozen=True)
 class Mode:
@@ -77,9 +68,10 @@ def choose_mode(forced: bool | None, host: HostGpus, runtimes: frozenset[str] | 
         return Mode(cpu=True, notice=CPU_MODE_NOTICE)
     if runtimes is not None and NVIDIA_RUNTIME not in runtimes and host.hook is None:
         known = ", ".join(sorted(runtimes)) or "none"
+        evidence = ", ".join([*host.device_nodes[:3], *(["nvidia-smi"] if host.nvidia_smi else [])])
         raise HostError(
             *no_toolkit_lines(
-                f"this machine has NVIDIA GPUs ({host.evidence()}), but Docker cannot hand "
+                f"this machine has NVIDIA GPUs ({evidence}), but Docker cannot hand "
                 f"them to containers: it has no `{NVIDIA_RUNTIME}` runtime (it has: {known}) "
                 f"and {NVIDIA_HOOK} is not installed."
             )

@@ -1,16 +1,11 @@
-"""GPUs per person (`GPUS`): `all` (the default), host indices (`0,1`, nvidia-smi's numbers),
-UUIDs (`GPU-...`, which survive a renumbering), or `free:N`: N that no other running workstation
-holds, lowest index first, written to `.env` so the next `make up` keeps them. A GPU another
-running workstation holds is refused unless sharing is meant (`SHARE_GPUS=1`). What others hold
-is read from the engine (`workstations`), so one started by plain compose counts too.
-"""
+"""GPUs per person (`GPUS`): checked, `free:N` picked, another running workstation's refused
+unless `SHARE_GPUS=1` (docs/sharing.md). What others hold is read from the engine."""
 
 from __future__ import annotations
 
 import re
 import shutil
 import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torchrig.host.compose_failure import HostError
@@ -75,15 +70,12 @@ def read_host_table() -> list[HostGpu] | None:
     return parse_host_table(asked.stdout) if asked.returncode == 0 else None
 
 
-def host_indices(ids: Sequence[str], table: list[HostGpu] | None) -> set[str]:
-    """Ids (indices or UUIDs) as host indices, where the table can say; else as given."""
-    by_uuid = {gpu.uuid.lower(): gpu.index for gpu in table or []}
-    return {by_uuid.get(one.lower(), one) for one in ids}
-
-
 def held(claim: GpuClaim, table: list[HostGpu] | None) -> set[str] | None:
-    """The host indices a claim holds; None for every GPU."""
-    return None if claim.every else host_indices(claim.ids, table)
+    """The host indices a claim holds (UUIDs as given where the table cannot say); None: all."""
+    if claim.every:
+        return None
+    by_uuid = {gpu.uuid.lower(): gpu.index for gpu in table or []}
+    return {by_uuid.get(one.lower(), one) for one in claim.ids}
 
 
 def holders(others: list[Workstation]) -> list[Workstation]:
@@ -117,12 +109,8 @@ def overlaps(
         if common is None:
             found.append((other, ALL))
         elif common:
-            found.append((other, ",".join(sorted(common, key=int_first))))
+            found.append((other, ",".join(sorted(common, key=lambda i: (len(i), i)))))
     return found
-
-
-def int_first(index: str) -> tuple[int, str]:
-    return (int(index), "") if index.isdigit() else (1 << 30, index)
 
 
 def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None) -> list[str]:
@@ -147,37 +135,28 @@ def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None
     return free[:count]
 
 
-def overlap_lines(found: list[tuple[Workstation, str]]) -> list[str]:
-    first = [
+def decide(
+    value: str | None, share: bool, others: list[Workstation], table: list[HostGpu] | None
+) -> str | None:
+    """The GPUs picked now (free:N), for .env; None: GPUS stands. HostError: malformed, unknown,
+    or held by another workstation."""
+    request = parse_request(value)
+    if request.free:
+        return ",".join(pick_free(request.free, others, table))
+    check_known(request, table)
+    found = [] if share else overlaps(request, others, table)
+    if not found:
+        return None
+    held_by = [
         f"GPU {gpus} {'are' if ',' in gpus or gpus == 'all' else 'is'} held by workstation "
         f"{other.project} from {other.folder or '(no folder)'} (PUID {other.puid}, GPUS "
         f"{other.gpus.text()})"
         for other, gpus in found
     ]
-    return [
+    raise HostError(
         "the GPUs asked for are in use by another running workstation: "
-        + "; ".join(first)
+        + "; ".join(held_by)
         + ". Nothing was started.",
         f"  Take free ones with `make up {VARIABLE}=free:N`, name others ({VARIABLE}=0,1; "
         f"`make ls` shows who holds which), or share on purpose with {SHARE_VARIABLE}=1.",
-    ]
-
-
-@dataclass(frozen=True)
-class Decision:
-    value: str  # what GPUS becomes for compose
-    picked: bool  # chosen now (free:N): to be written to .env
-
-
-def decide(
-    value: str | None, share: bool, others: list[Workstation], table: list[HostGpu] | None
-) -> Decision:
-    """GPUS for compose, or HostError: malformed, unknown, or held by another workstation."""
-    request = parse_request(value)
-    if request.free:
-        return Decision(",".join(pick_free(request.free, others, table)), picked=True)
-    check_known(request, table)
-    found = [] if share else overlaps(request, others, table)
-    if found:
-        raise HostError(*overlap_lines(found))
-    return Decision(value or ALL, picked=False)
+    )

@@ -1,9 +1,5 @@
-"""`make lock`: resolve pyproject's `workstation` extra into locks/<flavour>.txt with uv.
-
-Every version and hash is pinned; the image installs exactly that. PyPI's torch is the CUDA 13
-build, so the default flavour resolves against PyPI alone; another flavour adds PyTorch's index
-for its CUDA, and the index URLs are written into the lock (the Dockerfile names no index).
-"""
+"""`make lock`: resolve pyproject's `workstation` extra into locks/<flavour>.txt with uv
+(docs/images.md, Flavours and locks)."""
 
 from __future__ import annotations
 

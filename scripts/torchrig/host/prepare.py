@@ -1,8 +1,5 @@
-"""What `make up` does before it starts anything, and VS Code Dev Containers before it starts the
-container (`make prepare -- docker compose ...`): `.env` on the first run (`dotenv`, with
-`project`'s name), free ports where the defaults are taken (first run only; a port the user
-chose is never changed), then the bind-mount folders (`bind_mounts`).
-"""
+"""What `make up` (and VS Code, `make prepare -- docker compose ...`) does before the start:
+`.env` with the project name, free ports on a first run, then the bind-mount folders."""
 
 from __future__ import annotations
 

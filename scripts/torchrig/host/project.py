@@ -1,14 +1,7 @@
-"""Every checkout is its own workstation: its compose project name (and with it the image tag,
-`<name>/workstation:latest`, the container, volumes and network) belongs to the checkout.
+"""Every checkout is its own workstation: its compose project name belongs to the checkout
+(`python3 -m torchrig.host.project -- docker compose ...` for make down and make build).
 
-    python3 -m torchrig.host.project -- docker compose -f ...   (make down, make build)
-
-The first run picks `torchrig-<user>-<folder>` (a hash of the folder's path added when another
-folder's workstation has it) and writes it to `.env` as COMPOSE_PROJECT_NAME, so plain
-`docker compose` gets it too. A checkout from before names were per checkout (its containers and
-volumes are project `torchrig`, from this folder) keeps that name, so its kept packages, caches
-and SSH host keys stay. `make up`, `make down` and `make build` stop before compose runs when the
-name is in use by a container from another folder, naming that folder and its owner.
+How the name is chosen, kept from before, and guarded: docs/sharing.md.
 """
 
 from __future__ import annotations
@@ -129,8 +122,7 @@ def first_lines(docker: Docker, folder: Path) -> tuple[str, ...]:
 
 
 def upgraded_name(docker: Docker, folder: Path, legacy: str = LEGACY_NAME) -> str | None:
-    """The old shared name, when this folder's workstation has it and keeps it: its containers
-    or volumes name this folder, and no container of it is another folder's. Else None."""
+    """The old shared name, when its containers or volumes are this folder's and none other's."""
     folders = project_folders(docker, legacy)
     mine = any(same_folder(path, folder) for path in folders)
     theirs = any(what.startswith("container") for what in others(folders, folder).values())
@@ -146,8 +138,7 @@ class Settled:
 def settle(
     env_file: Path, folder: Path, docker: Docker = run_docker, legacy: str = LEGACY_NAME
 ) -> Settled:
-    """The checkout's name: the one set (environment, then .env), else chosen now and written:
-    with the rest of a first run's `.env`, or added to an `.env` from before names."""
+    """The checkout's name: the one set (environment, then .env), else chosen now and written."""
     written = dotenv.write_on_first_run(env_file, lambda: first_lines(docker, folder))
     name = dotenv.setting(VARIABLE, env_file)
     if name is None and dotenv.env_files() is not None:
@@ -191,24 +182,19 @@ def compose_name(compose: Compose) -> str | None:
         return None
 
 
-def guard(compose: Compose, env_file: Path = Path(".env")) -> int:
-    """`make down` / `make build`: the checkout's name settled as `make up` settles it, then
-    stop when another folder's workstation has it."""
+def main(argv: list[str] | None = None) -> int:
+    """`make down` / `make build`: the name settled as `make up` does, and guarded."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("compose", nargs="+", help="the compose command, after --")
+    compose = Compose(parser.parse_args(argv).compose)
     try:
-        settled = settle(env_file, Path.cwd())
+        settled = settle(Path(".env"), Path.cwd())
         name = compose_name(compose) or settled.name
         if name:
             refuse(name, Path.cwd(), run_docker)
     except HostError as failed:
         return failed.said()
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("compose", nargs="+", help="the compose command, after --")
-    args = parser.parse_args(argv)
-    return guard(Compose(args.compose))
 
 
 if __name__ == "__main__":

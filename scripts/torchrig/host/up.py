@@ -1,12 +1,9 @@
 """`make up`: start the workstation in the mode this machine allows, wait until it answers, and
 say how to reach it, or why not (`up [--cpu 0|1] [--timeout S] -- docker compose ...`).
 
-In this one process, before compose touches anything: the mode (`gpu_mode`), `prepare`, `claim`
-and the build's inputs (compose builds a missing image). When `docker compose up -d` itself
-fails, nothing ran, and `compose_failure` says what it was, never "not ready". The wait is inside
-the container (`torchrig.container.endpoints --wait`, every 50 ms; Docker's healthcheck would add
-up to its 3 s interval). A container that exited or that Docker restarts in a loop is stopped:
-`restart: unless-stopped` is right for a crash after hours of work and wrong for a bad setting.
+The wait is inside the container (every 50 ms; Docker's healthcheck would add up to 3 s). A
+container that exited or restarts in a loop is stopped: `restart: unless-stopped` is right for a
+crash after hours of work and wrong for a bad setting.
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.host import (
@@ -44,15 +40,11 @@ ERROR_MARK = f"{PREFIX}error:"
 STARTED_MARKS = (f"{PREFIX}started ", f"{PREFIX}restarting ")
 MAX_LINES = 20
 ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# Asked inside the container: the URL (with the token, which only the container knows) and the
-# ssh command, for the host addresses given. With --wait it first waits for the services and
-# says what the container is doing: lines starting with STATUS, exit NOT_READY when time ran
-# out (torchrig.container.endpoints writes this protocol; the two sides share no code). Root
-# asks, the way root runs torchrig in the image (root_main), because this may start before the
-# entrypoint has remapped dev's uid, and dev's token file is dev's alone.
+# Asked inside the container (torchrig.container.endpoints; the two sides share no code): the URL,
+# with the token only the container knows, and the ssh command; --wait: STATUS lines, NOT_READY.
+# Root asks: this may run before the entrypoint has remapped dev's uid (the token is dev's alone).
 ENDPOINTS = "root /usr/bin/python3 -I -S /usr/lib/torchrig endpoints"
-# Images from before that (a ready-made image can be older than this file) ask as dev, once
-# Docker's healthcheck says healthy.
+# Images from before that (a ready-made one can be older) ask as dev once Docker says healthy.
 DEV_ENDPOINTS = "dev /opt/venv/bin/python -I -m torchrig.container.endpoints"
 USAGE_ERROR = 2
 STATUS = "status: "
@@ -69,14 +61,6 @@ def read_state(compose: Compose) -> workstations.Workstation | None:
     return workstations.parse(json.loads(inspected.stdout)[0])
 
 
-@dataclass(frozen=True)
-class Container:
-    """The service's container as `compose ps` lists it, with its published addresses."""
-
-    id: str
-    published: dict[int, str]  # container port -> host address, e.g. 8888 -> "127.0.0.1:8888"
-
-
 def parse_ps(text: str) -> list[dict]:
     """`compose ps --format json`: one object per line (Compose >= 2.21), or one list before."""
     text = text.strip()
@@ -90,7 +74,8 @@ def host_address(publisher: dict) -> str:
     return f"[{url}]:{port}" if ":" in url else f"{url}:{port}"
 
 
-def find_container(compose: Compose) -> Container | None:
+def find_container(compose: Compose) -> tuple[str, list[str]] | None:
+    """The service's container id, and `--jupyter ADDRESS --ssh ADDRESS` as compose published."""
     listed = compose.run("ps", "--all", "--format", "json", SERVICE)
     try:
         rows = parse_ps(listed.stdout) if listed.returncode == 0 else []
@@ -102,41 +87,32 @@ def find_container(compose: Compose) -> Container | None:
     for publisher in rows[0].get("Publishers") or []:
         if publisher.get("PublishedPort"):
             published.setdefault(int(publisher["TargetPort"]), host_address(publisher))
-    return Container(id=str(rows[0]["ID"]), published=published)
-
-
-def exec_in(container: Container, user_and_command: str) -> list[str]:
-    """`docker exec --user U <id> command...` for "U command..." (no argument has a space)."""
-    user, *command = user_and_command.split()
-    return ["exec", "--user", user, container.id, *command]
-
-
-def endpoint_arguments(container: Container) -> list[str]:
-    """--jupyter ADDRESS --ssh ADDRESS, for the ports compose published."""
     arguments = []
     for name, port in PORTS.items():
-        arguments += [f"--{name}", container.published.get(port, f"127.0.0.1:{port}")]
-    return arguments
+        arguments += [f"--{name}", published.get(port, f"127.0.0.1:{port}")]
+    return str(rows[0]["ID"]), arguments
+
+
+def exec_in(container: str, user_and_command: str) -> list[str]:
+    """`docker exec --user U <id> command...` for "U command..." (no argument has a space)."""
+    user, *command = user_and_command.split()
+    return ["exec", "--user", user, container, *command]
 
 
 def error_lines(logs: str, limit: int = MAX_LINES) -> list[str]:
-    """The container's `[torchrig] error:` lines, each once (a restarted container repeats
-    them), oldest first, then what the failing service itself printed last; the log's last lines
-    instead when it has no error line."""
+    """The container's error lines, each once, then what the failing service printed last; the
+    log's last lines when it has no error line."""
     lines = [harmless(ANSI_CONTROL.sub("", line)).rstrip() for line in logs.splitlines()]
     marked = [i for i, line in enumerate(lines) if ERROR_MARK in line]
     if not marked:
         return [line for line in lines if line.strip()][-limit:]
     errors = list(dict.fromkeys(lines[i][lines[i].index(ERROR_MARK) :] for i in marked))
-    return errors[-limit:] + last_words(lines[: marked[-1]])[-limit:]
-
-
-def last_words(lines: list[str]) -> list[str]:
-    """What a service printed between its last start and the last error: why it died."""
-    started = max(
-        (i for i, line in enumerate(lines) if line.startswith(STARTED_MARKS)), default=len(lines)
+    before = lines[: marked[-1]]  # what the service printed since its last start: why it died
+    start = max(
+        (i for i, x in enumerate(before) if x.startswith(STARTED_MARKS)), default=len(before)
     )
-    return [line for line in lines[started + 1 :] if line.strip() and not line.startswith(PREFIX)]
+    died = [line for line in before[start + 1 :] if line.strip() and not line.startswith(PREFIX)]
+    return errors[-limit:] + died[-limit:]
 
 
 def failure_report(state: workstations.Workstation, timeout_s: int) -> tuple[str, str]:
@@ -180,15 +156,6 @@ def report_compose_failure(
     compose: Compose, up: subprocess.CompletedProcess[str], cpu: bool
 ) -> int:
     """compose itself failed, so no container ran: say what it was (its output is above)."""
-    lines = compose_failure.diagnose(up.stdout, read_failure_facts(compose, cpu)) or [
-        f"`docker compose up` failed (exit {up.returncode}) before the workstation "
-        "started: compose's own message is above."
-    ]
-    VOICE.error("\n".join(lines))
-    return up.returncode or 1
-
-
-def read_failure_facts(compose: Compose, cpu: bool) -> compose_failure.FailureFacts:
     version = compose.run("version", "--short")
     config = compose.run("config", "--format", "json")
     workstation = compose_failure.service_config(config.stdout, SERVICE)
@@ -197,12 +164,18 @@ def read_failure_facts(compose: Compose, cpu: bool) -> compose_failure.FailureFa
     if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
         missing = None if present else image
-    return compose_failure.FailureFacts(
+    facts = compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
         cpu_mode=cpu,
         published=published,
         missing_image=missing,
     )
+    lines = compose_failure.diagnose(up.stdout, facts) or [
+        f"`docker compose up` failed (exit {up.returncode}) before the workstation "
+        "started: compose's own message is above."
+    ]
+    VOICE.error("\n".join(lines))
+    return up.returncode or 1
 
 
 def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:
@@ -220,9 +193,10 @@ def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:
 
 def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
     """Ask the container to wait for its services and say how to reach them; report the rest."""
-    container = find_container(compose)
-    if container is None:
+    found = find_container(compose)
+    if found is None:
         return report_failure(compose, timeout_s)
+    container, addresses = found
     endpoints: list[str] = []
 
     def on_line(line: str) -> None:
@@ -232,13 +206,12 @@ def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
             endpoints.append(line)
 
     waited = compose.ask(
-        *exec_in(container, ENDPOINTS), "--wait", str(timeout_s),
-        *endpoint_arguments(container), on_line=on_line,
-    )  # fmt: skip
+        *exec_in(container, ENDPOINTS), "--wait", str(timeout_s), *addresses, on_line=on_line
+    )
     if waited.returncode == 0:
         return report_ready(endpoints, cpu)
     if waited.returncode == USAGE_ERROR:  # an image without root_main's `endpoints`
-        return wait_on_docker_health(compose, container, timeout_s, cpu)
+        return wait_on_docker_health(compose, container, addresses, timeout_s, cpu)
     if waited.returncode == NOT_READY:
         reason = " ".join(line.removeprefix("not ready: ") for line in endpoints)
         return report_failure(compose, timeout_s, reason)
@@ -246,8 +219,7 @@ def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
 
 
 def report_asking_failed(compose: Compose, timeout_s: int, output: list[str]) -> int:
-    """The waiting command itself ended badly: the container stopped under it (its errors), or
-    the asking failed, which is said as such, not as a start that was slow."""
+    """The waiting command ended badly: the container stopped, or the asking itself failed."""
     state = read_state(compose)
     if state is None or state.failed_to_start or state.state != "running":
         return report_failure(compose, timeout_s)
@@ -259,12 +231,14 @@ def report_asking_failed(compose: Compose, timeout_s: int, output: list[str]) ->
     return 1
 
 
-def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int, cpu: bool) -> int:
+def wait_on_docker_health(
+    compose: Compose, container: str, addresses: list[str], timeout_s: int, cpu: bool
+) -> int:
     """An image from before `endpoints --wait` (a ready-made one, say): Docker's health decides."""
     up = compose.run("up", "-d", "--wait", "--wait-timeout", str(timeout_s), capture=False)
     if up.returncode != 0:
         return report_failure(compose, timeout_s)
-    asked = compose.docker(*exec_in(container, DEV_ENDPOINTS), *endpoint_arguments(container))
+    asked = compose.docker(*exec_in(container, DEV_ENDPOINTS), *addresses)
     if asked.returncode != 0:
         VOICE.warning(
             f"the workstation is up, but asking it for its addresses failed "
@@ -275,8 +249,7 @@ def wait_on_docker_health(compose: Compose, container: Container, timeout_s: int
 
 
 def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
-    """Before compose touches anything: the name is not another folder's workstation, and the
-    GPUs asked for are not another running workstation's. Says the name."""
+    """Before compose runs: the name and the GPUs are no other workstation's. Says the name."""
     name = project.compose_name(compose)
     if name is None:
         return 0  # prepare said why already; compose will again
@@ -297,16 +270,16 @@ def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
         return
     others = [one for one in workstations.all_workstations(compose.docker) if one.project != name]
     share = dotenv.setting(gpus.SHARE_VARIABLE, env_file) == "1"
-    decision = gpus.decide(value, share, others, gpus.read_host_table())
-    if not decision.picked:
+    picked = gpus.decide(value, share, others, gpus.read_host_table())
+    if picked is None:
         return
-    os.environ[gpus.VARIABLE] = decision.value  # this run's compose, over what it reads
-    written = dotenv.set_value(env_file, gpus.VARIABLE, decision.value, comment=f"{value} picked")
-    kept = f"GPUS={decision.value}"
+    os.environ[gpus.VARIABLE] = picked  # this run's compose, over what it reads
+    written = dotenv.set_value(env_file, gpus.VARIABLE, picked, comment=f"{value} picked")
+    kept = f"GPUS={picked}"
     where = (
         f"wrote {kept} to {env_file}" if written else f"add {kept} to your env file to keep them"
     )
-    VOICE.note(f"GPUS={value}: took GPUs {decision.value}, held by no other workstation ({where})")
+    VOICE.note(f"GPUS={value}: took GPUs {picked}, held by no other workstation ({where})")
 
 
 def pass_build_arguments() -> int:

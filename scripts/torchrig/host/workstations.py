@@ -1,9 +1,6 @@
 """The torchrig workstations on this Docker engine, anyone's, read from the engine itself (`make
-ls`; `project` and `gpus` ask here), and `Compose`, the compose command the helpers run.
-
-A workstation is compose's `workstation` service with torchrig's image title label. Its GPUs are
-its device requests: `device_ids` (compose puts `GPUS` there as one string, "0,1"; `docker run
---gpus '"device=0,1"'` as two), or a count (-1: all; N: the first N).
+ls`), and `Compose`, the compose command the helpers run. A workstation is compose's
+`workstation` service with torchrig's image title label (docs/sharing.md).
 """
 
 from __future__ import annotations
@@ -54,8 +51,7 @@ class Compose:
         return subprocess.run([self.command[0], *args], capture_output=True, text=True, check=False)
 
     def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run compose with its output shown as it comes (a first `up` builds for minutes) and
-        kept in `stdout`, to tell what went wrong."""
+        """Compose with its output shown as it comes (a build takes minutes) and kept."""
         process = subprocess.Popen(
             [*self.command, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -68,8 +64,7 @@ class Compose:
         return subprocess.CompletedProcess(process.args, process.wait(), "".join(kept), "")
 
     def ask(self, *args: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
-        """A docker command whose output lines are handled as they come (it reports progress).
-        Its output comes from inside the container, so each line is made harmless first."""
+        """A docker command whose lines, from inside the container, are handled made harmless."""
         process = subprocess.Popen(
             [self.command[0], *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -88,8 +83,7 @@ class Compose:
 
 @dataclass(frozen=True)
 class GpuClaim:
-    """GPUs asked for (a container's, or GPUS): every one, these ids (host indices or UUIDs), or
-    `free` of them (GPUS only)."""
+    """GPUs asked for: every one, these ids (host indices or UUIDs), or `free` of them (GPUS)."""
 
     every: bool = False
     ids: tuple[str, ...] = ()
@@ -147,16 +141,6 @@ class Workstation:
         return self.state in ("exited", "dead", "restarting") or self.restarts > 0
 
 
-def published_ports(inspected: Mapping[str, Any]) -> tuple[str, ...]:
-    bindings = (inspected.get("HostConfig") or {}).get("PortBindings") or {}
-    ports = []
-    for target, hosts in sorted(bindings.items()):
-        for host in hosts or []:
-            address = host.get("HostIp") or "0.0.0.0"
-            ports.append(f"{address}:{host.get('HostPort')}->{target.split('/')[0]}")
-    return tuple(ports)
-
-
 def parse(inspected: Mapping[str, Any]) -> Workstation:
     """A workstation from one `docker inspect` object."""
     labels = (inspected.get("Config") or {}).get("Labels") or {}
@@ -168,14 +152,20 @@ def parse(inspected: Mapping[str, Any]) -> Workstation:
     if not since or since.startswith("0001-"):  # never started
         since = inspected.get("Created", "")
     env = [item.split("=", 1) for item in (inspected.get("Config") or {}).get("Env") or []]
+    host_config = inspected.get("HostConfig") or {}
+    ports = []
+    for target, hosts in sorted((host_config.get("PortBindings") or {}).items()):
+        for host in hosts or []:
+            address = host.get("HostIp") or "0.0.0.0"
+            ports.append(f"{address}:{host.get('HostPort')}->{target.split('/')[0]}")
     return Workstation(
         project=labels.get(PROJECT_LABEL, ""),
         folder=labels.get(FOLDER_LABEL, ""),
         container=str(inspected.get("Name", "")).lstrip("/"),
         puid=dict(pair for pair in env if len(pair) == 2).get("PUID", IMAGE_PUID),
         state=status,
-        ports=published_ports(inspected),
-        gpus=gpu_claim((inspected.get("HostConfig") or {}).get("DeviceRequests")),
+        ports=tuple(ports),
+        gpus=gpu_claim(host_config.get("DeviceRequests")),
         since=str(since)[:19].replace("T", " "),
         health=str((state.get("Health") or {}).get("Status", "")),
         restarts=int(inspected.get("RestartCount") or 0),
@@ -213,8 +203,7 @@ def all_workstations(docker: Docker = run_docker) -> list[Workstation]:
 
 
 def project_folders(docker: Docker, project: str) -> dict[str, str]:
-    """Folder -> what of the project's names it: every container and volume labelled with the
-    project (any image: the name is compose's, whatever runs under it)."""
+    """Folder -> what names it, of every container and volume of the project (any image)."""
     folders: dict[str, str] = {}
     for item in inspect_labelled(docker, f"{PROJECT_LABEL}={project}"):
         labels = (item.get("Config") or {}).get("Labels") or {}
@@ -230,8 +219,7 @@ COLUMNS = ("NAME", "FOLDER", "PUID", "STATE", "SINCE", "PORTS", "GPUS")
 
 
 def table(workstations: list[Workstation]) -> str:
-    """`make ls`: one row per workstation, columns aligned. The cells come from other users'
-    containers (a folder's name is anyone's to choose): shown harmless to the terminal."""
+    """`make ls`; the cells are other users' to choose, so shown harmless to the terminal."""
     rows = [COLUMNS]
     for w in workstations:
         cells = (w.project, w.folder, w.puid, w.state, w.since, " ".join(w.ports) or "-")

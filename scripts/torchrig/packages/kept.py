@@ -1,11 +1,5 @@
 """The kept venv on the packages volume, run as dev: made, refreshed and judged at every start,
-listed and reset (`make packages`, `make packages-reset`). Standard library only.
-
-A venv is made for one Python: after a rebuild onto another, the start moves the old venv aside
-whole (venv-python3.11/) and makes a fresh one, so no import finds a module built for the other
-Python. Packages that need the stack and were installed before this torch arrived may have been
-built against the old one: the venv remembers which torch it last saw and since when (`Stamp`),
-and each start names them until they are reinstalled.
+listed and reset. Standard library only. Another Python or another torch: docs/packages.md.
 """
 
 from __future__ import annotations
@@ -119,10 +113,6 @@ def read_stamp(prefix: Path) -> Stamp | None:
         return None
 
 
-def write_stamp(prefix: Path, stamp: Stamp) -> None:
-    (prefix / STAMP).write_text(json.dumps(asdict(stamp)) + "\n", encoding="utf-8")
-
-
 def next_stamp(previous: Stamp | None, image_torch: str, now: float) -> Stamp:
     """A kept venv without a stamp is new (or older than stamps): nothing in it is judged stale."""
     if previous is None:
@@ -190,21 +180,16 @@ def set_aside_venvs(root: Path) -> list[Path]:
 
 
 def ensure_venv(prefix: Path) -> bool:
-    """Make the kept venv unless it is there (a venv with its Python); True when it was made or
-    mended. Without pip: the image's pip runs in it (through the image's site-packages)."""
+    """Make the kept venv (no pip: the image's runs in it) unless it is there; True if made."""
     if (prefix / "pyvenv.cfg").is_file() and (prefix / "bin" / "python").exists():
         return False
     venv.EnvBuilder(symlinks=True, with_pip=False, clear=False).create(str(prefix))
     return True
 
 
-def wrapper_names(version: tuple[int, int]) -> tuple[str, ...]:
-    return ("pip", "pip3", f"pip{version[0]}.{version[1]}", "uv")
-
-
 def write_wrappers(prefix: Path, version: tuple[int, int]) -> None:
     python = prefix / "bin" / "python"
-    for name in wrapper_names(version):
+    for name in ("pip", "pip3", f"pip{version[0]}.{version[1]}", "uv"):
         tool = "uv" if name == "uv" else "pip"
         path = prefix / "bin" / name
         path.unlink(missing_ok=True)  # a symlink dev left there is replaced, not written through
@@ -256,7 +241,7 @@ def prepare(
     pinned = read_constraints(constraints)
     if "torch" in pinned:
         stamp = next_stamp(read_stamp(prefix), pinned["torch"], now)
-        write_stamp(prefix, stamp)
+        (prefix / STAMP).write_text(json.dumps(asdict(stamp)) + "\n", encoding="utf-8")
         warnings.append(torch_warning(dists, stamp, prefix))
     notes = [
         f"kept packages: made a fresh venv for them in {prefix} (pip, uv and %pip install there)"
@@ -275,8 +260,7 @@ def read_constraints(path: Path) -> dict[str, str]:
 
 
 def reset(root: Path) -> list[Path]:
-    """Remove every kept venv (all Pythons) and whatever else is in the kept folder; the
-    folder itself stays (it is the volume's mount point). Symlinks are removed, never followed."""
+    """Empty the kept folder (the volume's mount point stays); symlinks removed, never followed."""
     removed = []
     for entry in sorted(root.iterdir()):
         if entry.is_dir() and not entry.is_symlink():

@@ -1,7 +1,5 @@
-"""Where the kept packages are, and how every Python that is not root sees them: the image's
-site-packages holds a root-owned `.pth` file that calls `add_kept_packages` at every interpreter
-start, so torchrun's workers, Jupyter and `/opt/venv/bin/python` run as dev find an upgrade dev
-installed before the image's own. Root never imports what dev can write.
+"""Where the kept packages are, and the hook a root-owned `.pth` in the image runs at every
+interpreter start to put them in front for every Python but root's (docs/packages.md).
 
 Imported at every interpreter start, so this module stays small: os, sys and site only.
 """
@@ -34,17 +32,14 @@ def site_packages(prefix: str, version: Sequence[int] = sys.version_info) -> str
 
 
 def kept_first(before: list[str], after: list[str], image_site: str) -> list[str]:
-    """sys.path with what `site.addsitedir` added (the kept site-packages, and what its `.pth`
-    files add) moved in front of the image's site-packages: the standard library stays first."""
+    """sys.path with what `site.addsitedir` added moved just in front of the image's."""
     added = [entry for entry in after if entry not in before]
     at = before.index(image_site) if image_site in before else len(before)
     return [*before[:at], *added, *before[at:]]
 
 
 def add_kept_packages(root: str = KEPT_ROOT, image_prefix: str = IMAGE_PREFIX) -> None:
-    """Put the kept site-packages in front of the image's on sys.path, for every user but root
-    (any of its real, effective and saved uids 0). Already on sys.path (the kept venv's own
-    Python) or not there (kept packages off, or made for another Python): nothing."""
+    """The kept site-packages in front of the image's, unless any of the uids is root's."""
     if 0 in os.getresuid():
         return
     kept = site_packages(kept_prefix(root))

@@ -1,9 +1,5 @@
-"""The image's stack (torch, torchvision, triton, the nvidia-* libraries), pinned.
-
-At build time the image writes the versions it installed to a root-owned constraints file that
-PIP_CONSTRAINT and UV_CONSTRAINT name, so pip and uv refuse an install that would replace one of
-them. Their refusal names the package but not the way past it: `refused` finds the pins a failed
-install ran into, and `override_hint` says how to override on purpose, and what that risks.
+"""The image's stack (torch, torchvision, triton, nvidia-*), pinned in a constraints file
+written at build time, and the hint after a refusal (docs/packages.md, The stack is protected).
 Standard library only: root runs it at build time with `python3 -I -S`.
 """
 
@@ -16,8 +12,6 @@ from collections.abc import Iterable, Mapping
 CONSTRAINTS_FILE = "/etc/torchrig/constraints.txt"
 PROTECTED_NAMES = frozenset({"torch", "torchvision", "triton"})
 PROTECTED_PREFIX = "nvidia-"
-# The variable each installer reads the constraints from.
-CONSTRAINT_VARIABLE = {"pip": "PIP_CONSTRAINT", "uv": "UV_CONSTRAINT"}
 HEADER = """\
 # The image's PyTorch stack, as the image installed it. pip and uv read this file
 # (PIP_CONSTRAINT, UV_CONSTRAINT) and refuse an install that would replace one of these.
@@ -62,9 +56,8 @@ def read_pins(text: str) -> dict[str, str]:
 
 
 def refused(output: str, pinned: Mapping[str, str]) -> list[str]:
-    """The pinned packages a failed install ran into: those whose pin (`torch==2.13.0`) its
-    error output quotes. pip quotes it as "The user requested (constraint) torch==2.13.0", uv as
-    "you require torch==2.12.0 and torch==2.13.0"; neither quotes a pin it did not use."""
+    """The pins (`torch==2.13.0`) a failed install's output quotes: pip and uv quote only those
+    they ran into."""
     quoted = set()
     for name, version in re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s,;)'\"]+)", output):
         quoted.add((normalize(name), version.rstrip(".")))
@@ -74,8 +67,9 @@ def refused(output: str, pinned: Mapping[str, str]) -> list[str]:
 def override_hint(names: list[str], pinned: Mapping[str, str], tool: str) -> str:
     """One line: what was kept, and how to replace it anyway (and what that risks)."""
     stack = ", ".join(f"{name} {pinned[name]}" for name in names)
-    variable = CONSTRAINT_VARIABLE[tool]
-    command = "uv pip install" if tool == "uv" else "pip install"
+    variable, command = (
+        ("UV_CONSTRAINT", "uv pip install") if tool == "uv" else ("PIP_CONSTRAINT", "pip install")
+    )
     return (
         f"kept {stack}: the image's stack is pinned in {CONSTRAINTS_FILE} "
         f"({variable}). To replace it anyway: `{variable}= {command} ...`. That goes into your "

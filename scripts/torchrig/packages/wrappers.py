@@ -1,10 +1,6 @@
-"""`pip` and `uv` as dev runs them in the kept venv (kept.py writes the scripts that call
-`main`): the real tool, plus a line after a refusal by the pinned stack saying how to override on
-purpose, and for uv the image's records. uv sees only the target environment's own site-packages
-(astral-sh/uv#2500), so in the kept venv it would fetch the whole stack again; while a `uv pip`
-command that reads the environment runs, a record of each image distribution (a dist-info with
-its METADATA) stands in the kept site-packages, and goes when uv ends (or at the next start).
-docs/architecture.md says why nothing simpler works.
+"""`pip` and `uv` as dev runs them in the kept venv: the real tool, plus the override hint after a
+refusal by the pinned stack, and for uv the image's records while it runs (uv sees only the
+target's own site-packages, astral-sh/uv#2500; docs/architecture.md says why).
 """
 
 from __future__ import annotations
@@ -54,10 +50,10 @@ def uv_needs_image_records(args: Sequence[str], environ: Mapping[str, str], pref
     return bool(target) and os.path.realpath(target) == os.path.realpath(prefix)
 
 
-def write_image_records(site: Path, image: Path) -> list[Path]:
-    """A record of each of the image's distributions that the kept venv does not have itself."""
+@contextlib.contextmanager
+def image_records(site: Path, image: Path) -> Iterator[None]:
+    """A record of each image distribution the kept venv lacks, while the block runs."""
     present = {stack.normalize(d.name) for d in kept.kept_dists(site)}
-    written = []
     for dist in importlib.metadata.distributions(path=[str(image)]):
         name, version = dist.metadata["Name"], dist.version
         if not name or stack.normalize(name) in present:
@@ -74,13 +70,6 @@ def write_image_records(site: Path, image: Path) -> list[Path]:
         files = ("METADATA", "INSTALLER", "RECORD")
         record = "".join(f"{folder.name}/{file},,\n" for file in files)
         (folder / "RECORD").write_text(record, encoding="utf-8")
-        written.append(folder)
-    return written
-
-
-@contextlib.contextmanager
-def image_records(site: Path, image: Path) -> Iterator[None]:
-    write_image_records(site, image)
     try:
         yield
     finally:
@@ -88,9 +77,8 @@ def image_records(site: Path, image: Path) -> Iterator[None]:
 
 
 def run_keeping_output(command: Sequence[str]) -> tuple[int, str]:
-    """Run a command with its output shown as it comes; its exit status and the tail of what it
-    printed (pip says which pins it ran into on stdout, uv on stderr). When stdout is a terminal
-    the command gets one too (a pseudo-terminal), so pip still draws its progress bars."""
+    """Run a command, its output shown as it comes; its status and output's tail. On a terminal
+    it gets a pseudo-terminal, so pip still draws its progress bars."""
     out_read, out_write = pty.openpty() if sys.stdout.isatty() else os.pipe()
     err_read, err_write = os.pipe()
     try:
@@ -109,7 +97,12 @@ def run_keeping_output(command: Sequence[str]) -> tuple[int, str]:
             except KeyboardInterrupt:
                 continue  # the tool got the same Ctrl-C: let it end its own way
             for key, _ in ready:
-                data = read_some(key.fd)
+                try:
+                    data = os.read(key.fd, 65536)
+                except OSError as error:  # a pseudo-terminal's end is EIO
+                    if error.errno != errno.EIO:
+                        raise
+                    data = b""
                 if not data:
                     selector.unregister(key.fd)
                     os.close(key.fd)
@@ -119,16 +112,6 @@ def run_keeping_output(command: Sequence[str]) -> tuple[int, str]:
                 tail += data
                 del tail[:-KEEP_BYTES]
     return process.wait(), tail.decode("utf-8", errors="replace")
-
-
-def read_some(fd: int) -> bytes:
-    """What a pipe or pseudo-terminal has; b"" at its end (a pseudo-terminal says EIO then)."""
-    try:
-        return os.read(fd, 65536)
-    except OSError as error:
-        if error.errno == errno.EIO:
-            return b""
-        raise
 
 
 def main(

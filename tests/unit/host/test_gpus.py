@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from torchrig.host import gpus, workstations
 from torchrig.host.compose_failure import HostError
-from torchrig.host.gpus import Decision, HostGpu
+from torchrig.host.gpus import HostGpu
 from torchrig.host.workstations import GpuClaim
 
 from .engine import RECORDED, workstation
@@ -64,7 +64,7 @@ def test_a_gpu_this_machine_lacks_is_refused_with_what_it_has() -> None:
 
 
 def test_free_gpus_are_given() -> None:
-    assert gpus.decide("1,3", False, [holding(None)], TABLE) == Decision("1,3", picked=False)
+    assert gpus.decide("1,3", False, [holding(None)], TABLE) is None  # GPUS stands
 
 
 @pytest.mark.parametrize(("mine", "theirs", "common"), [
@@ -94,16 +94,16 @@ def test_gpus_another_running_workstation_holds_are_refused_naming_it(
 
 
 def test_sharing_on_purpose_is_allowed() -> None:
-    assert gpus.decide("0", True, [holding(None)], TABLE) == Decision("0", picked=False)
+    assert gpus.decide("0", True, [holding(None)], TABLE) is None
 
 
 def test_stopped_workstations_hold_nothing() -> None:
-    assert gpus.decide("all", False, [holding(None, status="exited")], TABLE).value == "all"
+    assert gpus.decide("all", False, [holding(None, status="exited")], TABLE) is None
 
 
 def test_free_n_takes_the_lowest_that_nobody_holds() -> None:
     others = [holding(None), holding("device_uuid", "torchrig-carol")]
-    assert gpus.decide("free:2", False, others, TABLE) == Decision("1,3", picked=True)
+    assert gpus.decide("free:2", False, others, TABLE) == "1,3"
 
 
 def test_free_n_says_who_holds_the_rest_when_too_few_are_free() -> None:
@@ -122,6 +122,6 @@ def test_free_n_without_the_machine_s_gpu_list_is_a_clear_error() -> None:
 
 
 def test_without_the_gpu_list_ids_are_compared_as_given() -> None:
-    assert gpus.decide("1", False, [holding(None)], None).value == "1"
+    assert gpus.decide("1", False, [holding(None)], None) is None
     with pytest.raises(HostError):
         gpus.decide("2", False, [holding(None)], None)

@@ -121,7 +121,7 @@ def test_prepare_makes_the_kept_venv_once_and_refreshes_its_files(tmp_path: Path
     assert (
         f"site.addsitedir('{sitedir.site_packages('/img')}')" in (site / kept.IMAGE_PTH).read_text()
     )
-    for name in kept.wrapper_names(VERSION):
+    for name in ("pip", "pip3", f"pip{VERSION[0]}.{VERSION[1]}", "uv"):
         script = prefix / "bin" / name
         assert os.access(script, os.X_OK)
         assert script.read_text().startswith(f"#!{prefix}/bin/python\n")
