@@ -1,8 +1,5 @@
-"""Which machines a multi-host launch runs on: a hostfile, or `--hosts a,b`.
-
-The hostfile has DeepSpeed's (and MPI's) format, one `host [slots=N]` per line, `#` comments. A
-host is a name `ssh` understands (ports and users belong in ~/.ssh/config); `slots=N` is that
-host's process count (default: launch's, one process per GPU)."""
+"""Which machines a multi-host launch runs on: a hostfile (`host [slots=N]` per line, `#`
+comments: docs/multinode.md, "Hostfile over SSH"), or `--hosts a,b`."""
 
 from __future__ import annotations
 
