@@ -1,13 +1,9 @@
 """Child processes with a deadline, killed with their whole process group: the one runner.
 
-A hung NCCL all-reduce or a start hook waiting on the network must become an answer, not a hung
-command. Every child gets a session of its own (killing its group takes what it started, and a
-terminal's Ctrl-C reaches only us); writes to temporary files, not pipes (a chatty child would
-fill a pipe and block; a program it left in the background cannot hold our reading open); is
-killed with its group at the deadline, with every process below it that moved to a session of
-its own (torchrun's workers, which hold the GPU); and is then waited for only briefly: one stuck
-in the kernel (D state: a wedged driver or filesystem) does not die of SIGKILL, so it is
-reported as stuck and left behind. Standard library and `facts` only (root's start uses it)."""
+Why this shape: a session per child (killing its group takes what it started; Ctrl-C reaches
+only us); temporary files, not pipes (a chatty child would block on a full pipe); at the deadline
+also what moved to a session of its own (torchrun's workers, holding the GPU); and a child stuck
+in the kernel (D state) is reported, not waited for. Standard library and `facts` only."""
 
 from __future__ import annotations
 
@@ -65,8 +61,7 @@ def start(
     cwd: str | os.PathLike[str] | None = None,
     merged: bool = False,
 ) -> Child:
-    """Start `argv` in a session of its own, no stdin, its output into temporary files (one
-    for both streams when `merged`). Raises OSError when it cannot start."""
+    """Start `argv` in a session of its own, no stdin, output to temporary files (one if merged)."""
     # Closed by outcome_of() once the child has ended; a `with` block cannot span that.
     stdout = tempfile.TemporaryFile()  # noqa: SIM115
     stderr = stdout if merged else tempfile.TemporaryFile()  # noqa: SIM115
@@ -116,9 +111,8 @@ def wait_until_done(
     peer_grace_s: float | None = None,
     tick: Callable[[], None] = lambda: None,
 ) -> bool:
-    """Poll until every child has ended (True) or the deadline, or the peers' grace after a
-    failure, has passed (False: the ones still running are marked for killing). `tick` runs
-    at every poll (a reader of the output files)."""
+    """True once every child ended; False at the deadline or the peers' grace after a failure
+    (the ones still running marked for killing). `tick` runs at every poll."""
     first_failure: float | None = None
     while True:
         tick()
@@ -153,9 +147,8 @@ def terminate(children: Sequence[Child], grace_s: float) -> None:
 
 
 def kill_and_reap(children: Sequence[Child]) -> None:
-    """SIGKILL every child's group and every process below a child, then wait for them for at
-    most REAP_GRACE_S in all; a child (or one below it) still there then is marked stuck, not
-    waited for."""
+    """SIGKILL every child's group and every process below it; one still there after
+    REAP_GRACE_S in all is marked stuck."""
     # Read before the kill: once a child is gone, what it started is no longer below it.
     below = {id(child): descendants_of(child) for child in children}
     for child in children:
@@ -211,11 +204,7 @@ def stuck_note(names: Sequence[str]) -> str:
 
 
 def last_json_object(stdout: str, required_key: str | None = None) -> dict[str, Any] | None:
-    """The last line of a child's output that is a JSON object (with `required_key`, if given).
-
-    Children print their result as one JSON line last; anything before it (warnings,
-    NCCL_DEBUG chatter) is skipped.
-    """
+    """The last line of a child's output that is a JSON object (with `required_key`, if given)."""
     for line in reversed(stdout.strip().splitlines()):
         try:
             value = json.loads(line)

@@ -1,8 +1,6 @@
-"""The `torchrig` command: a thin dispatcher over one module per capability.
-
-Each command module has `add_arguments(parser)` and `run(args) -> int` and imports only the
-standard library at module level, so `torchrig --help` stays instant. `USAGE_ERROR_EXIT` in a
-module sets the code its usage errors exit with (`torchrig verify` gives 2 a meaning of its own)."""
+"""The `torchrig` command: a thin dispatcher over one module per capability, each with
+`add_arguments(parser)`, `run(args) -> int` and, optionally, `USAGE_ERROR_EXIT` (verify's 2 has
+a meaning of its own). They import only the standard library at module level: fast `--help`."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""Data helpers for resumable distributed training: `ResumableDistributedSampler` (a
-`DistributedSampler` that resumes mid-epoch on any number of processes) and `SyntheticImages`
-(sample i a pure function of (seed, i)). torch is imported when used."""
+"""Data helpers for resumable distributed training (docs/training.md); torch imported when used."""
 
 from __future__ import annotations
 
@@ -20,19 +18,15 @@ def epoch_permutation(num_samples: int, seed: int, epoch: int, shuffle: bool = T
 
 
 def rank_share(remaining: list[int], rank: int, world_size: int) -> list[int]:
-    """Rank `rank`'s part of `remaining`, interleaved (r, r+W, r+2W...): what the ranks consumed
-    together stays a prefix of `remaining` (k batches of b on W ranks are remaining[: k*b*W]), so a
-    resume on another world size carries on from one "consumed" count. Every rank gets as many
-    samples (none runs out first and leaves DDP waiting); fewer than W are left out."""
+    """Rank `rank`'s part, interleaved (r, r+W...): what the ranks consumed stays a prefix of
+    `remaining`, so any world size resumes from one count; all ranks get as many (DDP waits)."""
     per_rank = len(remaining) // world_size
     return remaining[rank : per_rank * world_size : world_size]
 
 
 class ResumableDistributedSampler:
-    """`DistributedSampler` that resumes mid-epoch: call `advance(len(batch))` after each batch
-    the loop consumed (not what the DataLoader prefetched). `state_dict()` is {"epoch": e,
-    "consumed": n}, n samples of epoch e consumed by all ranks together; `load_state_dict` on a
-    job of any size continues after them."""
+    """`DistributedSampler` that resumes mid-epoch on any world size: call `advance(len(batch))`
+    after each batch the loop consumed (not what the DataLoader prefetched)."""
 
     def __init__(
         self,
@@ -86,10 +80,6 @@ class ResumableDistributedSampler:
                 "advance() was called for more samples than the sampler yielded"
             )
 
-    def epoch_finished(self) -> bool:
-        """True once fewer samples remain than one per rank."""
-        return self.num_samples_total - self.consumed < self.num_replicas
-
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "consumed": self.consumed}
 
@@ -111,8 +101,8 @@ class ResumableDistributedSampler:
 
 
 class SyntheticImages:
-    """`length` (image float32 [3, size, size], label int64) pairs; sample i depends only on
-    (seed, i). A per-class brightness offset makes the loss fall, so a broken loop shows."""
+    """(image, label) pairs, sample i a function of (seed, i) only; a per-class brightness offset
+    makes the loss fall, so a broken loop shows."""
 
     def __init__(self, length: int, image_size: int, num_classes: int, seed: int = 0) -> None:
         if length < 1 or image_size < 1 or num_classes < 1:

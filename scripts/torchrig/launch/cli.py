@@ -1,11 +1,8 @@
 """The `torchrig launch` command: parse, plan, print the torchrun command line, run it.
 
-torchrun runs as launch's child: it exits 1 whatever its workers did, a stop that every worker
-saved and answered with RESUMABLE_EXIT (75) included, and Slurm's `RequeueExit=75` or a Kubernetes
-podFailurePolicy need the 75. So launch passes each stop signal on to torchrun (under Kubernetes
-it is PID 1, the only process the kubelet signals), gives the workers a notes folder, and exits by
-the stop protocol's rule (torchrig.checkpoint.stop's `launch_status`).
-"""
+torchrun runs as launch's child: it exits 1 even when every worker stopped with 75, which Slurm
+and Kubernetes need back (docs/training.md, "Stopping and preemption"). So launch passes each
+stop signal on (under Kubernetes it is PID 1) and exits by `checkpoint.stop.launch_status`."""
 
 from __future__ import annotations
 
@@ -71,7 +68,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     # torchrun as a child, not exec'd: it exits 1 for a resumable stop, launch exits 75.
     result = run_torchrun(launch_plan.argv, {**environ, **launch_plan.env_updates})
-    if restarts_were_left_off(request, environ, result):
+    # A failure, not a stop, under launch's default of no restarts: worth a hint.
+    defaulted = request.max_restarts is None and (
+        plan.set_by_environment("--max-restarts", environ) is None
+    )
+    if defaulted and result.status not in (0, RESUMABLE_EXIT) and not result.stopped:
         VOICE.note(NOT_RESTARTED)
     return result.status
 
@@ -86,17 +87,6 @@ NOT_RESTARTED = (
     "script that resumes from its checkpoints, as workspace/examples/train_ddp.py does, can ask "
     "for restarts: --max-restarts 3"
 )
-
-
-def restarts_were_left_off(
-    request: plan.LaunchRequest, environ: dict[str, str], result: TorchrunResult
-) -> bool:
-    """A failure, not a stop, under launch's default of no restarts: worth a hint."""
-    defaulted = request.max_restarts is None and (
-        plan.set_by_environment("--max-restarts", environ) is None
-    )
-    failed = result.status not in (0, RESUMABLE_EXIT) and not result.stopped
-    return defaulted and failed
 
 
 # torchrun's own default set, plus the stop signals it would otherwise die of.

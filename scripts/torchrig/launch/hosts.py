@@ -1,14 +1,8 @@
-"""`torchrig launch --hostfile FILE`: the same launch on every host, from one of them, over SSH.
+"""`torchrig launch --hostfile FILE`: the same launch on every host, over SSH (docs/multinode.md).
 
-Host i runs, in the launcher's folder, under the remote wrapper:
-
-    torchrig launch --nnodes 1:N --rdzv-backend c10d --rdzv-endpoint FIRST:29400
-                    --rdzv-id RUN --rdzv-conf is_host=<i == 0> [--nproc-per-node SLOTS] ...
-
-so each host makes its own local plan and torchrun's c10d rendezvous on the first host joins
-them. Elastic by default: a job of N hosts runs on 1 to N of them (`--nnodes N` fixes the size).
-Every multi-host run (`verify --hostfile` too) goes through `run_job`: say what runs where, check
-every host (multihost.preflight), then one command per host under the remote wrapper (fanout)."""
+Each host runs `torchrig launch` with its share of the job (`host_argv`) and makes its own plan;
+torchrun's c10d rendezvous on the first host joins them. Every multi-host run goes through
+`run_job`."""
 
 from __future__ import annotations
 
@@ -151,9 +145,7 @@ def host_job(request: LaunchRequest, hosts: list[Host], python: str, cwd: str) -
 def run_on_hosts(
     launch: Launch, cwd: str, printer: Printer | None = None, policy: JobPolicy | None = None
 ) -> JobOutcome:
-    """Check every host of `launch`, then run its request on all of them (multihost's
-    sequence). Lines go to `printer` (default: this terminal); `policy` defaults to an elastic
-    job."""
+    """Check every host of `launch`, then run its request on all of them (`run_job`)."""
     assert launch.hosts, "a launch on this machine has no hosts to run on"
     job = host_job(launch.request, launch.hosts, launch.remote_python or sys.executable, cwd)
     printer = printer or Printer([host.name for host in launch.hosts])
@@ -180,9 +172,8 @@ def summary(job: HostJob) -> str:
 
 
 def run_job(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = False) -> JobOutcome:
-    """Say what runs where; with `dry_run` print each host's command and stop. Otherwise the
-    preflight, and when it finds nothing, every host's command under `policy`, whose essential
-    hosts always include the first (it holds the rendezvous)."""
+    """Say what runs where; then each host's command (`dry_run`), or the preflight and, when it
+    finds nothing, the job under `policy` (the first host, the rendezvous, always essential)."""
     commands = ssh_commands(job)
     printer.note(summary(job))
     if dry_run:

@@ -1,6 +1,5 @@
-"""`torchrig launch`'s options: read once into one `Launch`, and the request written back out as
-arguments for the same command elsewhere (`--hostfile`). Reader and writer sit together, so an
-option is added in this file alone."""
+"""`torchrig launch`'s options: read into one `Launch`, and written back out for the same command
+on other hosts (`--hostfile`); reader and writer together, so an option is added here alone."""
 
 from __future__ import annotations
 
@@ -96,8 +95,7 @@ def add_options(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class Launch:
-    """The whole command line, read once: what to run, and where. Everything after the reading
-    gets this, the multi-host run too, and reads no option again."""
+    """The whole command line, read once: what to run, and where."""
 
     request: LaunchRequest
     hosts: list[Host] | None = None  # None: this machine only

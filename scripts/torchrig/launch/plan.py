@@ -1,10 +1,7 @@
 """The local plan: from what the user asked and what the machine has to a torchrun command line.
 
-`build_plan` is pure, so every default is tested without starting anything. A scheduler's `PET_*`
-variables (torchrun reads each flag from one; Kubeflow sets them in every pod) are never
-overridden by a default. A multi-node launch by hand has its endpoint checked before torchrun
-starts, so a mistake is one clear line, not a hung rendezvous.
-"""
+`build_plan` is pure, so every default is tested without starting anything; a scheduler's `PET_*`
+variables (Kubeflow sets them in every pod) are never overridden by a default."""
 
 from __future__ import annotations
 
@@ -145,12 +142,8 @@ def build_plan(
     cpu_count: int,
     route: Route | None = None,
 ) -> LaunchPlan:
-    """The torchrun command line and the environment it needs (pure: no side effects).
-
-    A default is left off the command line when a scheduler set it in the environment (torchrun
-    reads `PET_*` itself); explicit choices always go on it. `route` is this machine's way to the
-    rendezvous endpoint of a multi-node launch (preflight.check_rendezvous), if known.
-    """
+    """The torchrun command line and the environment it needs. `route`: this machine's way to a
+    multi-node launch's rendezvous endpoint (`check_rendezvous`), if known."""
     nproc_env = nproc_from_environment(environ)
     nproc = choose_nproc(request.nproc_per_node or nproc_env, gpu_count, cpu_count)
     argv = module_command(sys.executable, TORCHRUN_MODULE)

@@ -1,17 +1,10 @@
 """A rank ends with its script's status, not with whatever Python's teardown does after it.
 
-A rank whose script returned can still die in Python's teardown: torch's C++ destructors (gloo's
-threads, a process group nobody destroyed) abort with "terminate called without an active
-exception" (SIGABRT), more often on a busy machine. torchrun counts that as a failure (and with
-restarts left runs the finished job again); `mp.spawn` fails the run.
-
-So the last `atexit` function, registered before the script starts, flushes every open file and
-ends the process with the script's status by `os._exit`, before the C++ teardown. A rank whose
-status is unknown (a KeyboardInterrupt) goes through the full teardown. Started by the image's
-`.pth` line at every interpreter start: a torchrun worker (`python -u script.py` or `-u -m
-module`) execs itself, same pid, into `python -u -P -c RUN script.py ...`, which runs the script
-with runpy; a child of `mp.spawn` that used torch has `multiprocessing.spawn.spawn_main` wrapped
-to learn its status. `TORCHRIG_RANK_EXIT=off` turns it all off. Standard library only."""
+Why: torch's C++ destructors (gloo's threads, a process group nobody destroyed) can abort a rank
+whose script returned ("terminate called without an active exception"); torchrun counts that as
+a failure and may run the finished job again, `mp.spawn` fails the run. So the last `atexit`
+function flushes every open file and ends by `os._exit` with the script's status. How it is
+hooked in: docs/architecture.md (`rank_exit`). Standard library only."""
 
 from __future__ import annotations
 
@@ -104,8 +97,7 @@ def knows_its_status(spawn_main: Callable[..., None]) -> Callable[..., None]:
 
 
 def finish_with(status: int) -> None:
-    """End this process with `status` once its atexit functions ran (registered by the caller
-    or the hook)."""
+    """End this process with `status` once its atexit functions ran."""
     _status[:] = [status]
 
 
@@ -118,9 +110,8 @@ def end_with_status() -> None:
 
 
 def flush_open_files() -> None:
-    """Flush every open file object: Python's teardown would, and it is skipped. The garbage
-    collector's list of objects is the only registry of files a script left open. By type, not
-    isinstance: isinstance reads `__class__`, which some objects turn into a warning."""
+    """Flush every open file object (the teardown that would is skipped), found through the
+    garbage collector. By type: isinstance reads `__class__`, which some objects make a warning."""
     for obj in gc.get_objects():
         if issubclass(type(obj), io.IOBase):
             with contextlib.suppress(Exception):
@@ -141,8 +132,7 @@ def exit_status(code: object) -> int:
 
 
 def run_script(target: Sequence[str]) -> dict[str, object]:
-    """Run a script or `-m module` as the interpreter's command line would: its sys.argv and
-    sys.path[0], `__name__ == "__main__"`. Returns (a copy of) the script's globals."""
+    """Run a script or `-m module` as the interpreter's command line would; returns its globals."""
     safe_path = bool(os.environ.get("PYTHONSAFEPATH"))
     if target[0] == "-m":
         sys.argv = [target[1], *target[2:]]
@@ -161,8 +151,7 @@ def run_script(target: Sequence[str]) -> dict[str, object]:
 
 
 def record_for_torchrun(exc: BaseException) -> None:
-    """torchrun's error file, by torch's own writer (what `@record` does), so its summary shows
-    the failing rank's error."""
+    """torchrun's error file, by torch's writer (as `@record`): its summary shows the error."""
     if "torch" not in sys.modules or not os.environ.get("TORCHELASTIC_ERROR_FILE"):
         return
     with contextlib.suppress(Exception):

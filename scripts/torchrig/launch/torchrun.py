@@ -37,12 +37,8 @@ VALUE_FIELDS = ("nnodes", "rdzv_backend", "rdzv_id", "rdzv_conf", "local_addr", 
 
 @dataclass(frozen=True)
 class TorchrunFlags:
-    """torchrun's flags as the user gave them, parsed once.
-
-    `given` keeps every flag in order, for torchrun's command line (`argv`); the other fields are
-    the answers launch asks of them, each the last value given ("" for a bare flag), None when
-    the flag is absent.
-    """
+    """torchrun's flags as given: `given` in order, for `argv`; the other fields each the last
+    value given ("" for a bare flag), None when absent."""
 
     given: tuple[Flag, ...] = ()
     nnodes: str | None = None

@@ -1,10 +1,8 @@
-"""One OpenSSH `ssh` per host (the user's ~/.ssh/config for ports, users, keys, jump hosts):
-commands started together, output prefixed, taken down together.
+"""One OpenSSH `ssh` per host: commands started together, output prefixed, taken down together.
 
-Every session keeps its stdin open; the remote end (remote.py) stops its command when that stdin
-ends, so a launcher that dies (even by SIGKILL) stops every host. `ssh` runs in a session of its
-own, so a Ctrl-C reaches only the launcher, which then takes every host down in order.
-"""
+Every session keeps its stdin open: the remote end (remote.py) stops its command when it ends,
+so a launcher that dies (even by SIGKILL) stops every host. `ssh` runs in a session of its own,
+so a Ctrl-C reaches only the launcher, which then takes every host down in order."""
 
 from __future__ import annotations
 
@@ -81,8 +79,7 @@ def read_lines(stream: IO[bytes], emit: Callable[[str], None]) -> None:
 @dataclass
 class Session:
     """One `ssh` process, its output read on two threads. A quiet one (a host tried again) holds
-    its lines back until the remote wrapper says it started: before that they are `ssh`'s
-    complaints about a host still away, which the job reports once, not every few seconds."""
+    its lines until the remote wrapper started: before, they are `ssh`'s complaints, said once."""
 
     host: str
     process: subprocess.Popen[bytes]
@@ -146,8 +143,7 @@ class Session:
 
 
 def take_down(sessions: Iterable[Session], grace_s: float) -> None:
-    """Ask every host to stop (end of stdin), wait, then kill the `ssh` processes (a second
-    Ctrl-C skips the wait: the remote ends take the dropped connections as the same request)."""
+    """End every host's stdin (its request to stop), wait, then kill the `ssh` processes."""
     sessions = list(sessions)
     for session in sessions:
         session.close_stdin()
@@ -214,9 +210,8 @@ def capture_all(
     hold_open: Iterable[str] = (),
     on_line: LineHandler | None = None,
 ) -> dict[str, Captured]:
-    """Run one command per host at once and collect their output. The hosts in `hold_open` (a
-    listener the others connect to) keep their stdin until every other host has finished; at
-    the deadline everything still running is stopped."""
+    """One command per host at once, output collected; `hold_open` hosts (a listener) keep their
+    stdin until the others finished; at the deadline everything still running is stopped."""
     results = {host: Captured(code=None) for host in commands}
 
     def collect(host: str, stream: str, text: str) -> None:
@@ -294,9 +289,8 @@ class FanOut:
         self.printer.note(f"{host}: answering again, rejoining the job")
 
     def run(self) -> int:
-        """0 when every host finished (a lost host may be missing), else the first failure's
-        status: that host's command failed, or an essential host was lost; 130 on Ctrl-C, 124
-        past the deadline."""
+        """0 when every host finished (a lost one may be missing), else the first failure's status;
+        130 on Ctrl-C, 124 past the deadline."""
         limit = self.policy.deadline_s
         deadline = None if limit is None else time.monotonic() + limit
         try:

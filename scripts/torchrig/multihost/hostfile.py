@@ -1,8 +1,5 @@
-"""Which machines a multi-host launch runs on: a hostfile, or `--hosts a,b`.
-
-The hostfile has DeepSpeed's (and MPI's) format, one `host [slots=N]` per line, `#` comments. A
-host is a name `ssh` understands (ports and users belong in ~/.ssh/config); `slots=N` is that
-host's process count (default: launch's, one process per GPU)."""
+"""Which machines a multi-host launch runs on: a hostfile (`host [slots=N]` per line, `#`
+comments: docs/multinode.md, "Hostfile over SSH"), or `--hosts a,b`."""
 
 from __future__ import annotations
 
@@ -37,23 +34,20 @@ def check_name(name: str, where: str) -> str:
     return name
 
 
-def parse_slots(text: str, where: str) -> int:
-    key, _, value = text.partition("=")
-    if key != "slots":
-        raise HostsError(f"{where}: unknown setting {text!r}: a line is 'host [slots=N]'")
-    if not value.isdigit() or int(value) < 1:
-        raise HostsError(f"{where}: slots={value!r}: expected a whole number >= 1")
-    return int(value)
-
-
 def parse_line(line: str, where: str) -> Host | None:
     words = line.split("#", 1)[0].split()
     if not words:
         return None
     if len(words) > 2:
         raise HostsError(f"{where}: {line.strip()!r}: a line is 'host [slots=N]'")
-    slots = parse_slots(words[1], where) if len(words) == 2 else None
-    return Host(check_name(words[0], where), slots)
+    if len(words) == 1:
+        return Host(check_name(words[0], where))
+    key, _, value = words[1].partition("=")
+    if key != "slots":
+        raise HostsError(f"{where}: unknown setting {words[1]!r}: a line is 'host [slots=N]'")
+    if not value.isdigit() or int(value) < 1:
+        raise HostsError(f"{where}: slots={value!r}: expected a whole number >= 1")
+    return Host(check_name(words[0], where), int(value))
 
 
 def without_duplicates(hosts: list[Host], source: str) -> list[Host]:
@@ -76,16 +70,6 @@ def parse_hostfile(text: str, source: str) -> list[Host]:
     return without_duplicates(hosts, source)
 
 
-def read_hostfile(path: str) -> list[Host]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise HostsError(f"--hostfile {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HostsError(f"--hostfile {path}: cannot read it ({exc})") from None
-    return parse_hostfile(text, path)
-
-
 def parse_host_list(text: str) -> list[Host]:
     """`--hosts a,b,c`: names only (slots need a hostfile)."""
     names = [name.strip() for name in text.split(",")]
@@ -99,7 +83,13 @@ def hosts_from(hostfile: str | None, host_list: str | None) -> list[Host] | None
     if hostfile is not None and host_list is not None:
         raise HostsError("give --hostfile or --hosts, not both")
     if hostfile is not None:
-        return read_hostfile(hostfile)
+        try:
+            text = Path(hostfile).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise HostsError(f"--hostfile {hostfile}: no such file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise HostsError(f"--hostfile {hostfile}: cannot read it ({exc})") from None
+        return parse_hostfile(text, hostfile)
     if host_list is not None:
         return parse_host_list(host_list)
     return None

@@ -1,9 +1,5 @@
-"""The checks before a multi-host start, so a mistake is one clear line, not a hung rendezvous.
-
-Every host's facts (probe.py, over SSH, all at once) side by side: a host SSH cannot reach, a
-torch, NCCL, Python, torchrig or script that differs, a clock that is off, a rendezvous port
-that is unreachable or taken, a login shell that misreads POSIX quoting. A host with a public
-address is warned of (torch's stores listen on every interface and unpickle what they read)."""
+"""The checks before a multi-host start (docs/multinode.md), so a mistake is one clear line, not
+a hung rendezvous: every host's facts (probe.py, over SSH, all at once) side by side."""
 
 from __future__ import annotations
 
@@ -177,8 +173,7 @@ SHELL_FAMILY_POSIX = frozenset(
 
 
 def shell_problems(facts: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """A login shell that reads other quoting than POSIX's (fish, csh, nushell...): the commands
-    sent over SSH are quoted for POSIX shells (shlex), and another shell could misread them."""
+    """A login shell that could misread the POSIX quoting (shlex) of the commands sent over SSH."""
     problems = []
     for host, host_facts in facts.items():
         shell = host_facts.get("login_shell")
@@ -255,8 +250,7 @@ def preflight_problems(
     script: str | None,
     warn: Callable[[str], None],
 ) -> list[str]:
-    """Every host's probe, side by side: the problems that stop the start. `warn` gets what
-    does not stop it (a host with a public address)."""
+    """The problems that stop the start; `warn` gets what does not (a public address)."""
     answers = fanout.capture_all(
         probe_commands(hosts, endpoint, python, cwd, script),
         PREFLIGHT_TIMEOUT_S,

@@ -1,11 +1,6 @@
-"""The remote end of the preflight: one host's facts as one JSON line, and a port test.
-
-    python -m torchrig.multihost.probe --cwd DIR [--script PATH] --endpoint HOST:PORT
-                                    (--listen | --connect-for S)
-
-The first host (--listen) binds the rendezvous port until its stdin ends; every other host
-connects to it, retrying while refused. torch is not imported (versions come from the packages'
-metadata), so the probe is quick even where torch is broken."""
+"""The remote end of the preflight: one host's facts as one JSON line, and a port test (the
+first host listens until its stdin ends, the others connect). torch is not imported (versions
+come from the packages' metadata), so the probe is quick even where torch is broken."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """The remote end of a multi-host launch: run one command, and take it down with the connection.
 
-    python -m torchrig.multihost.remote -- COMMAND [ARGS...]
-
-OpenSSH forwards no signal to a remote command without a TTY (and a TTY would mangle the output),
-but the end of stdin does reach it. So at EOF (or SIGTERM/SIGINT/SIGHUP) this sends SIGTERM to
-COMMAND, waits a grace period, then SIGKILLs everything below it (a child subreaper, so orphaned
-workers stay below it). Exits with COMMAND's status, or 143 when stopped."""
+OpenSSH forwards no signal to a remote command without a TTY (which would mangle the output), but
+the end of stdin reaches it: then (or at SIGTERM/SIGINT/SIGHUP) COMMAND gets SIGTERM, a grace
+period, then everything below this subreaper SIGKILL. Exits with COMMAND's status, or 143."""
 
 from __future__ import annotations
 
