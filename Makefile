@@ -18,10 +18,13 @@ help: ## list the targets
 
 # The test venv is rebuilt when pyproject.toml changes. torch comes from the package index the
 # machine's pip is configured with (a CPU build is enough for the tests).
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml entrypoint/torchrig-rank-exit.pth
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
 	$(PYTHON) -m pip install -q -e '.[dev]'
+	# The image's rank-exit hook (docs/training.md), so that the venv's ranks end as the image's
+	# do: the Slurm template's venv flavour runs this venv on every node.
+	cp entrypoint/torchrig-rank-exit.pth "$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/"
 	touch $@
 
 .PHONY: venv

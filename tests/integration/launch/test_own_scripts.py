@@ -7,6 +7,7 @@ The script is tests/users_code/plain_dist.py: plain torch.distributed, no destro
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -116,3 +117,21 @@ def failure_blocks(output: str) -> list[str]:
     "Failures:" list and its "Root Cause" alike."""
     summary = output[output.index("Failures:") :]
     return [block for block in re.split(r"^\[\d+\]:$", summary, flags=re.MULTILINE)[1:]]
+
+
+def test_in_the_venv_make_venv_makes_a_rank_dying_in_teardown_fails_nothing(
+    tmp_path: Path,
+) -> None:
+    """The Slurm template's venv flavour: plain torchrun of this venv (made by `make venv`, as
+    CI makes it), no hook added by the test. The venv has the image's `.pth` line itself."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("TORCHRIG_RANK_EXIT", None)
+    argv = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        str(SCRIPT), str(tmp_path), "--teardown-rank", "1",
+    ]  # fmt: skip
+    result = subprocess.run(
+        argv, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    assert (tmp_path / "result-1.txt").read_text() == "rank 1 of 2: 4 in round 0\n"
