@@ -2,18 +2,23 @@
 
     python -m benchmarks.gpu_report [--cpu] [--out DIR] [--only PART,...] [--checkpoint-dir DIR]
 
-It does no check of its own: it runs what the project already has, as children with deadlines
-(`torchrig.children`), and sets their figures beside the targets:
-- verify: `torchrig verify --json`, --quick and full, timed: bf16 matmul TFLOP/s, memory triad
-  GB/s, one-GPU NCCL all-reduce algbw, every verdict;
+It does no check of its own: it runs what the project already has, as children within each
+part's time budget and the report's (7 minutes on one H100 in all), and sets their figures beside
+the targets:
+- verify: `torchrig verify --json`, --quick and full, timed, every verdict, the one-GPU NCCL
+  all-reduce; verify's bf16/fp16 matmul and triad method against a plain torch loop in one
+  process (benchmarks/verify_figures.py), the published runs beside them;
 - compile: torch.compile's first step from a cold cache, then again from the same cache;
 - training: the example's defaults against a naive fp32 loop, DDP with one process against none
   (benchmarks/train_throughput.py);
 - resume: the training example (FSDP2, sharded checkpoints) killed after its first checkpoint and
   resumed, against the same run left alone: the loss curves and the final weights;
 - checkpoint: CheckpointManager against raw disk I/O (benchmarks/checkpoint_io.py);
-- tests: `pytest -m gpu tests/gpu`, among them NVML's verdicts against nvidia-smi's.
-report.json and report.md land in one folder with every child's log; the markdown is printed too.
+- tests: `pytest -m gpu tests/gpu`, among them NVML's verdicts against nvidia-smi's;
+- best: plain PyTorch at its best for the training part's model and batch
+  (`torch.compile(mode="max-autotune")`, benchmarks/plain_best.py), the defaults against it.
+report.json and report.md land in one folder with every child's log, written as the child runs;
+the console has a line as each child starts and ends; the markdown is printed at the end.
 `--cpu` runs it all on a CPU with tiny sizes (CI keeps it working so); figures are then shown, not
 judged. Exit 0, 1 when a part failed or a target was missed, 2 on bad input or, without --cpu, no
 GPU. SIGTERM stops it: the running child is killed and the report written.
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import re
@@ -65,6 +71,9 @@ SAVE_MIN_FRACTION_OF_RAW = 0.8
 # little: atomics in the backward pass sum in another order.
 LOSS_RTOL_NONDETERMINISTIC = 0.02
 VERDICTS = ("PASS", "FAIL", "INFO", "SKIP")
+# Parts whose figures are shown, never judged: one that does not finish is INFO, not FAIL (a cold
+# max-autotune compile may not fit the time left).
+SHOWN_ONLY = ("best",)
 NVML_TEST = "test_nvml_verdicts_match_nvidia_smi"
 LOSS_LINE = re.compile(r"^step\s+(\d+) \| loss (\S+) \|", re.MULTILINE)
 RESUMED_LINE = re.compile(r"resuming from step (\d+)")
@@ -72,7 +81,8 @@ RESUMED_LINE = re.compile(r"resuming from step (\d+)")
 
 @dataclass(frozen=True)
 class Sizes:
-    """How big each part's work is: a real workload on a GPU, the smallest that runs on a CPU."""
+    """How big each part's work is: a real workload on a GPU, the smallest that runs on a CPU;
+    and how long each part may take, its children together."""
 
     device: str
     model: str
@@ -84,22 +94,30 @@ class Sizes:
     step_delay: float  # slows the run to be killed, so the kill lands mid-run
     nproc: int | None  # None: one process per GPU
     checkpoint_mb: int
-    timeout: float  # per child
+    budgets: dict[str, float]  # seconds per part; a part missing here gets what is left
+    total_s: float  # the whole report's: a part never runs past it
 
 
 RESUME_COMMON = "--fsdp --log-every 1 --seed 7"
+# One H100 gives the report 7 minutes (one 10-minute call, with room to install and copy).
+# Expected on it, from the first run: verify 75 s, compile 95, training 45, resume 100,
+# checkpoint 30, tests 30; "best" gets what is left (its cold max-autotune rarely fits).
+GPU_BUDGETS = {"verify": 110, "compile": 120, "training": 80, "resume": 120, "checkpoint": 45,
+               "tests": 60}  # fmt: skip
 GPU = Sizes(
     "cuda", "resnet50", 128, 224, 50, 10,
     "--device cuda --model resnet18 --image-size 64 --num-classes 100 --synthetic-size 8192 "
     f"--batch-size 64 --steps 30 --warmup-steps 3 --checkpoint-every 10 {RESUME_COMMON}",
-    0.5, None, 1000, 480,
+    0.5, None, 1000, GPU_BUDGETS, 400,
 )  # fmt: skip
+# A CPU shared with others: generous, the parts' own figures are only shown.
 CPU = Sizes(
     "cpu", "tiny", 16, 32, 5, 2,
     "--device cpu --model tiny --image-size 8 --num-classes 4 --synthetic-size 96 "
     f"--batch-size 4 --steps 12 --warmup-steps 2 --checkpoint-every 4 {RESUME_COMMON}",
-    0.6, 2, 20, 600,
+    0.6, 2, 20, dict.fromkeys(GPU_BUDGETS, 1200), math.inf,
 )  # fmt: skip
+MIN_PART_S = 10  # a part with less than this left is not started
 
 
 class Failed(Exception):
@@ -120,15 +138,42 @@ class Run:
     cache: Path  # a fresh TORCHINDUCTOR_CACHE_DIR for the compiling parts
     gpus: int
     disk: Path
+    deadline: float = math.inf  # the running part's (time.monotonic())
 
     @property
     def cpu(self) -> bool:
         return self.sizes.device == "cpu"
 
-    def child(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> Any:
-        """Run `argv` to its end or the deadline; its command, status and output in a log."""
-        done = children.run(argv, self.sizes.timeout, env or self.env, cwd=REPO)
-        write_log(self.out / "logs" / f"{name}.log", argv, done)
+    def child(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        merged: bool = False,
+        stop_when: Callable[[], bool] | None = None,
+    ) -> children.Outcome:
+        """Run `argv` until it ends, `stop_when()` holds or the part's deadline passes (then it
+        is killed); its output lands in logs/<name>.log as it comes, and the console gets a line
+        when it starts and one when it ends."""
+        log = self.out / "logs" / f"{name}.log"
+        seconds = max(1.0, self.deadline - time.monotonic())
+        say(f"  {name}: started, {seconds:.0f} s left, output in {log.relative_to(self.out)}")
+        child = children.start(argv, env or self.env, cwd=REPO, merged=merged)
+        live = LiveLog(log, argv, child)
+        try:
+            end = time.monotonic() + seconds
+            while child.process.poll() is None and not (stop_when and stop_when()):
+                if time.monotonic() >= end:
+                    child.killed = True  # kill_and_reap does it
+                    break
+                live.copy()
+                time.sleep(children.POLL_S)
+        finally:
+            children.kill_and_reap([child])
+            live.close()
+        done = children.outcome_of(child)
+        write_log(log, argv, done)
+        say(f"  {name}: {status_of(done)} after {done.seconds:.1f} s")
         return done
 
     def compiling_env(self) -> dict[str, str]:
@@ -145,8 +190,37 @@ class Run:
         return result
 
 
+class LiveLog:
+    """A child's output appended to its log while it runs, so that a part killed with the report
+    keeps what it printed. It reads the child's files at its own offsets (os.pread): the
+    child's file position, which it shares, stays where the child writes."""
+
+    def __init__(self, path: Path, argv: list[str], child: children.Child) -> None:
+        merged = child.stderr is child.stdout
+        self.sources = [child.stdout] if merged else [child.stdout, child.stderr]
+        self.offsets = [0] * len(self.sources)
+        self.log = path.open("wb")
+        self.log.write(f"$ {shlex.join(argv)}\n# running: its output as it comes\n".encode())
+        self.log.flush()
+
+    def copy(self) -> None:
+        for index, source in enumerate(self.sources):
+            while chunk := os.pread(source.fileno(), 1 << 16, self.offsets[index]):
+                self.log.write(chunk)
+                self.offsets[index] += len(chunk)
+        self.log.flush()
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def status_of(done: children.Outcome) -> str:
+    return "killed at the deadline" if done.timed_out else f"exit {done.returncode}"
+
+
 def write_log(path: Path, argv: list[str], done: children.Outcome) -> None:
-    status = "killed at the deadline" if done.timed_out else f"exit {done.returncode}"
+    """The whole log once the child has ended: its command, status and both streams."""
+    status = status_of(done)
     path.write_text(
         f"$ {shlex.join(argv)}\n# {status} after {done.seconds:.1f} s\n"
         f"--- stdout ---\n{done.stdout}\n--- stderr ---\n{done.stderr}"
@@ -224,6 +298,17 @@ def part_training(r: Run) -> dict[str, Any]:
             "--steps", str(s.steps), "--warmup", str(s.warmup), "--no-example"]  # fmt: skip
     # The compile part ran first, so the "defaults" loop starts from a warm cache.
     return r.json_of("training", argv, r.compiling_env())
+
+
+def part_best(r: Run) -> dict[str, Any]:
+    """The best this card gives for the training part's model and batch in plain PyTorch
+    (benchmarks/plain_best.py). On a CPU, the default compile mode: the FX graph cache the
+    compile part filled makes it quick there; max-autotune would take minutes."""
+    s = r.sizes
+    argv = [sys.executable, "benchmarks/plain_best.py", *throughput_args(s), "--steps",
+            str(s.steps), "--warmup", str(s.warmup), "--mode",
+            "default" if r.cpu else "max-autotune"]  # fmt: skip
+    return r.json_of("best", argv, r.compiling_env())
 
 
 def part_checkpoint(r: Run) -> dict[str, Any]:
@@ -321,19 +406,9 @@ def part_resume(r: Run) -> dict[str, Any]:
 
 
 def kill_after_first_checkpoint(r: Run, argv: list[str], folder: Path, env: dict) -> str:
-    child = children.start(argv, env, cwd=REPO, merged=True)
-    deadline = time.monotonic() + r.sizes.timeout
-    try:
-        while not (folder / "latest").is_file() and child.process.poll() is None:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(children.POLL_S)
-        landed = (folder / "latest").is_file()
-    finally:
-        children.kill_and_reap([child])
-    done = children.outcome_of(child)
-    write_log(r.out / "logs" / "resume-killed.log", argv, done)
-    if not landed:
+    done = r.child("resume-killed", argv, env, merged=True,
+                   stop_when=lambda: (folder / "latest").is_file())  # fmt: skip
+    if not (folder / "latest").is_file():
         raise Failed(f"the run to be killed ended or stalled before its checkpoint: {why(done)}")
     if (folder / "final.pt").exists():
         raise Failed("the run finished before it could be killed (raise its step delay)")
@@ -368,7 +443,8 @@ def compare_weights(first: Path, second: Path) -> dict[str, Any]:
 
 
 # In running order: verify before anything loads the GPU, compile before training (which then
-# starts from the warm cache), the tests last (they run verify again and take longest).
+# starts from the warm cache), the tests after the parts they back up, and last the best plain
+# PyTorch can do, which gets the time left (a cold max-autotune compile takes minutes).
 PARTS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "verify": part_verify,
     "compile": part_compile,
@@ -376,6 +452,7 @@ PARTS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "resume": part_resume,
     "checkpoint": part_checkpoint,
     "tests": part_tests,
+    "best": part_best,
 }
 
 
@@ -404,9 +481,13 @@ def targets(parts: dict[str, dict[str, Any]], gpu_name: str | None, cpu: bool) -
         if part is None:
             continue
         if part["status"] != "ok":
-            rows.append(row(name, "the part", "-", "runs", "FAIL", part["reason"]))
+            verdict = "INFO" if name in SHOWN_ONLY else "FAIL"
+            rows.append(row(name, "the part", "-", "runs", verdict, part["reason"]))
             continue
-        rows.extend(rows_of(part["figures"], judge, gpu_name))
+        figures = part["figures"]
+        if name == "best":  # set against the training part's defaults
+            figures = {"best": figures, "training": parts.get("training", {}).get("figures")}
+        rows.extend(rows_of(figures, judge, gpu_name))
     return rows
 
 
@@ -522,6 +603,24 @@ def resume_rows(f: dict[str, Any], judge: Judge, _gpu: str | None) -> list[dict]
     ]  # fmt: skip
 
 
+def best_rows(f: dict[str, Any], _judge: Judge, _gpu: str | None) -> list[dict]:
+    """Shown, not judged: what the card can do, and how near the example's defaults come."""
+    best = f["best"]
+    rows = [
+        row("best", f"plain PyTorch at its best, torch.compile(mode={best['mode']!r})",
+            f"{best['images_per_s']:.0f} images/s", "reported", "INFO",
+            f"first step (compile) {best['first_step_s']:.0f} s")
+    ]  # fmt: skip
+    defaults = (f.get("training") or {}).get("images_per_s_defaults")
+    if defaults:
+        rows.append(
+            row("best", "example defaults vs plain PyTorch at its best",
+                f"{defaults / best['images_per_s']:.0%} ({defaults:.0f} vs "
+                f"{best['images_per_s']:.0f} images/s)", "reported", "INFO")
+        )  # fmt: skip
+    return rows
+
+
 def checkpoint_rows(f: dict[str, Any], judge: Judge, _gpu: str | None) -> list[dict]:
     return [
         row("checkpoint", "checkpoint save vs raw disk write", f"{f['save_vs_raw']:.2f}",
@@ -557,6 +656,7 @@ TARGETS: dict[str, Callable[[dict[str, Any], Judge, str | None], list[dict]]] = 
     "resume": resume_rows,
     "checkpoint": checkpoint_rows,
     "tests": tests_rows,
+    "best": best_rows,
 }
 
 
@@ -611,11 +711,16 @@ def say(message: str) -> None:
     print(f"gpu-report: {message}", file=sys.stderr, flush=True)
 
 
-def run_part(name: str, run: Run) -> dict[str, Any]:
+def run_part(name: str, run: Run, report_deadline: float) -> dict[str, Any]:
+    """One part within its budget and the report's; a part with too little time left is not
+    started."""
     before = set((run.out / "logs").iterdir())
     begin = time.monotonic()
+    run.deadline = min(begin + run.sizes.budgets.get(name, math.inf), report_deadline)
     status, reason, figures = "ok", None, {}
     try:
+        if run.deadline - begin < MIN_PART_S:
+            raise Failed(f"not started: the report's {run.sizes.total_s:g} s were spent")
         figures = PARTS[name](run)
     except Failed as exc:
         status, reason = "failed", str(exc)
@@ -714,10 +819,11 @@ def main(argv: list[str] | None = None) -> int:
               len(env["gpus"]), disk)  # fmt: skip
     signal.signal(signal.SIGTERM, interrupt)
     parts: dict[str, dict[str, Any]] = {}
+    report_deadline = begin + run.sizes.total_s
     try:
         for number, name in enumerate(wanted, 1):
             say(f"[{number}/{len(wanted)}] {name}")
-            parts[name] = run_part(name, run)
+            parts[name] = run_part(name, run, report_deadline)
             say(f"[{number}/{len(wanted)}] {name}: {parts[name]['status']} "
                 f"{parts[name]['seconds']:.0f} s {parts[name]['reason'] or ''}")  # fmt: skip
             write(out, argv, env, parts, started, args.cpu, begin)

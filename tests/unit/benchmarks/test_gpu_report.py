@@ -3,6 +3,10 @@ shown on a CPU, a part that did not finish, pytest's JUnit read with what a test
 
 from __future__ import annotations
 
+import os
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,3 +105,70 @@ def test_a_resumed_curve_is_compared_step_by_step() -> None:
     drifted = gpu_report.curve_difference(reference, {1: 2.0, 2: 1.5, 3: 1.1})
     assert drifted["loss_steps_compared"] == 3
     assert drifted["max_loss_rel_diff"] == pytest.approx(0.1)
+
+
+# --- how the report runs its children --------------------------------------------------------
+
+
+def a_run(tmp_path: Path, seconds_left: float) -> gpu_report.Run:
+    (tmp_path / "logs").mkdir()
+    run = gpu_report.Run(tmp_path, gpu_report.CPU, dict(os.environ), tmp_path, 0, tmp_path)
+    run.deadline = time.monotonic() + seconds_left
+    return run
+
+
+def test_a_childs_output_is_in_its_log_while_it_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = a_run(tmp_path, 60)
+    log = tmp_path / "logs" / "talker.log"
+    # It prints "answer 42", words its command (the log's first line) does not hold.
+    script = "import time; print('answer', 6 * 7, flush=True); time.sleep(60)"
+    # Stopped by what its log holds: only a log written as the child runs lets it stop early.
+    done = run.child("talker", [sys.executable, "-c", script],
+                     stop_when=lambda: "answer 42" in log.read_text())  # fmt: skip
+    assert done.seconds < 30 and "answer 42" in done.stdout
+    assert "answer 42" in log.read_text()
+    console = capsys.readouterr().err
+    assert "talker: started" in console and "logs/talker.log" in console
+    assert "talker: exit -9 after" in console  # the line that says how it ended
+
+
+def test_a_child_past_its_parts_deadline_is_killed_and_its_log_says_so(tmp_path: Path) -> None:
+    run = a_run(tmp_path, 1.5)
+    script = "import time; print('before the hang', flush=True); time.sleep(60)"
+    done = run.child("hang", [sys.executable, "-c", script])
+    assert done.timed_out and done.seconds < 15
+    log = (tmp_path / "logs" / "hang.log").read_text()
+    assert "killed at the deadline" in log and "before the hang" in log
+
+
+def test_a_part_without_time_left_is_not_started(tmp_path: Path) -> None:
+    run = a_run(tmp_path, 60)
+    started = []
+    gpu_report.PARTS["noop"] = lambda r: started.append(r) or {}
+    try:
+        part = gpu_report.run_part("noop", run, report_deadline=time.monotonic() + 5)
+    finally:
+        del gpu_report.PARTS["noop"]
+    assert started == [] and part["status"] == "failed"
+    assert part["reason"].startswith("not started: the report's")
+
+
+def test_the_best_plain_pytorch_gives_is_shown_with_the_defaults_against_it() -> None:
+    best = {"mode": "max-autotune", "images_per_s": 4800.0, "first_step_s": 190.0}
+    parts = {
+        "training": {"status": "ok", "reason": None, "figures": {
+            "images_per_s_defaults": 4215.0, "images_per_s_naive_fp32_eager": 834.0,
+            "speedup_defaults_vs_naive": 5.06, "ddp_overhead_percent": 1.0}},
+        "best": {"status": "ok", "reason": None, "figures": best},
+    }  # fmt: skip
+    rows = {row["name"]: row for row in gpu_report.targets(parts, H100, cpu=False)}
+    against = rows["example defaults vs plain PyTorch at its best"]
+    assert against["verdict"] == "INFO" and against["measured"] == "88% (4215 vs 4800 images/s)"
+    shown = rows["plain PyTorch at its best, torch.compile(mode='max-autotune')"]
+    assert shown["verdict"] == "INFO" and shown["measured"] == "4800 images/s"
+    # A cold max-autotune compile that did not fit the time left is no failure of the card.
+    parts["best"] = {"status": "failed", "reason": "best: killed at its deadline", "figures": {}}
+    [row] = [r for r in gpu_report.targets(parts, H100, cpu=False) if r["part"] == "best"]
+    assert row["verdict"] == "INFO"
