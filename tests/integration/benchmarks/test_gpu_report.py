@@ -1,7 +1,8 @@
 """`make gpu-report ARGS="--cpu ..."` for real: every part runs on the CPU with tiny sizes (verify
 --cpu, torch.compile cold and warm, the training loops with gloo DDP, an FSDP2 run of the example
 killed after a checkpoint and resumed, checkpoint I/O, the gpu tests, which skip, the best plain
-PyTorch gives), and the report says so. This is what keeps the GPU report working on machines without a GPU.
+PyTorch gives), and the report says so. This is what keeps the GPU report working on machines
+without a GPU.
 """
 
 from __future__ import annotations
