@@ -336,7 +336,8 @@ def part_tests(r: Run) -> dict[str, Any]:
     junit = r.out / "gpu-tests.xml"
     argv = [sys.executable, "-m", "pytest", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider",
             f"--junitxml={junit}"]  # fmt: skip
-    done = r.child("tests", argv)
+    # The verify part's two runs, for tests/gpu/test_verify.py to check, not to run again.
+    done = r.child("tests", argv, {**r.env, "TORCHRIG_VERIFY_DOCUMENTS": str(r.out)})
     # 0: all passed, 1: some failed, 5: none collected; anything else is pytest itself failing.
     if done.returncode not in (0, 1, 5) or not junit.is_file():
         raise Failed(f"pytest: {why(done)}")
