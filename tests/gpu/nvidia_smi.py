@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from torchrig.facts.nvml import NvmlGpu, NvmlSnapshot
+from torchrig.facts.nvml import NvmlGpu, NvmlSnapshot, slowdown_margin
 from torchrig.sizes import MIB
 from torchrig.verify import health
 
@@ -98,7 +98,12 @@ def gpu_from_xml(index: int, node: ET.Element) -> NvmlGpu:
             or value_of(node, "retired_pages/pending_blacklist")
         ),
         temperature_c=integer(value_of(node, "temperature/gpu_temp")),
-        slowdown_temperature_c=integer(value_of(node, "temperature/gpu_temp_slow_threshold")),
+        slowdown_margin_c=slowdown_margin(
+            integer(value_of(node, "temperature/gpu_temp_tlimit")),
+            integer(value_of(node, "temperature/gpu_temp_slow_tlimit_threshold")),
+            integer(value_of(node, "temperature/gpu_temp_slow_threshold")),
+            integer(value_of(node, "temperature/gpu_temp")),
+        ),
         clock_event_reasons=clock_reasons(node),
         pcie_gen=both_or_none(
             integer(value_of(node, "pci/pci_gpu_link_info/pcie_gen/current_link_gen")),
@@ -121,11 +126,11 @@ def value_of(node: ET.Element, path: str) -> str | None:
 
 
 def integer(text: str | None) -> int | None:
-    """'16x' -> 16, '33 C' -> 33, '5' -> 5; None for anything else."""
+    """'16x' -> 16, '33 C' -> 33, '-2 C' -> -2, '5' -> 5; None for anything else."""
     if text is None:
         return None
     digits = text.split()[0].rstrip("x")
-    return int(digits) if digits.isdigit() else None
+    return int(digits) if digits.removeprefix("-").isdigit() else None
 
 
 def mib_to_bytes(text: str | None) -> int:
@@ -226,9 +231,13 @@ def same_reasons(a: NvmlGpu, b: NvmlGpu) -> bool:
 def close_temperatures(a: NvmlGpu, b: NvmlGpu) -> bool:
     if a.temperature_c is None or b.temperature_c is None:
         return a.temperature_c == b.temperature_c
+    # Each slowdown point is the temperature plus a margin read with it, so it moves as much.
+    a_point, b_point = a.slowdown_temperature_c, b.slowdown_temperature_c
+    if a_point is None or b_point is None:
+        return a_point == b_point
     return (
         abs(a.temperature_c - b.temperature_c) <= TEMPERATURE_TOLERANCE_C
-        and a.slowdown_temperature_c == b.slowdown_temperature_c
+        and abs(a_point - b_point) <= TEMPERATURE_TOLERANCE_C
     )
 
 
@@ -261,7 +270,7 @@ ASPECTS = (
     ),
     Aspect(
         "temperature",
-        describe_fields("temperature_c", "slowdown_temperature_c"),
+        describe_fields("temperature_c", "slowdown_margin_c", "slowdown_temperature_c"),
         close_temperatures,
         health.temperature_findings,
     ),

@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from torchrig.facts.nvml import NvmlSnapshot
+from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 
 from ..gpu import nvidia_smi as smi
+from .facts.fake_nvml import FakeNvml, board
 
 H100_XML = (Path(__file__).parents[1] / "gpu" / "data" / "nvidia-smi-h100.xml").read_text()
 
@@ -168,3 +169,60 @@ def test_uncorrected_ecc_sums_sram_and_dram_without_counting_a_total_twice() -> 
     assert smi.parse_smi_xml(total).gpus[0].ecc_volatile_uncorrected == 3
     ecc_off = ecc_xml("<sram_uncorrectable>N/A</sram_uncorrectable>")
     assert smi.parse_smi_xml(ecc_off).gpus[0].ecc_volatile_uncorrected is None
+
+
+# The first H100 run's `nvidia-smi -q` (driver 580.159.04): temperatures as margins to T.Limit,
+# no absolute thresholds. The slowdown point is 38 + 49 - (-2) = 89 C, what NVML said.
+DRIVER_580_TEMPERATURE_TEXT = """\
+    GPU Current Temp                  : 38 C
+    GPU T.Limit Temp                  : 49 C
+    GPU Shutdown T.Limit Temp         : -8 C
+    GPU Slowdown T.Limit Temp         : -2 C
+    GPU Max Operating T.Limit Temp    : 0 C
+"""
+# nvidia-smi's XML element for each of those lines (`nvidia-smi -q -x` on the same driver).
+XML_ELEMENTS = {
+    "GPU Current Temp": "gpu_temp",
+    "GPU T.Limit Temp": "gpu_temp_tlimit",
+    "GPU Shutdown T.Limit Temp": "gpu_temp_max_tlimit_threshold",
+    "GPU Slowdown T.Limit Temp": "gpu_temp_slow_tlimit_threshold",
+    "GPU Max Operating T.Limit Temp": "gpu_temp_max_gpu_tlimit_threshold",
+}
+
+
+def with_temperature_block(xml: str, text: str) -> str:
+    """`xml` with its <temperature> block replaced by the lines of `nvidia-smi -q` text."""
+    pairs = [line.split(":", 1) for line in text.strip().splitlines()]
+    block = "".join(
+        f"<{XML_ELEMENTS[label.strip()]}>{value.strip()}</{XML_ELEMENTS[label.strip()]}>"
+        for label, value in pairs
+    )
+    start, end = xml.index("<temperature>"), xml.index("</temperature>")
+    return xml[:start] + f"<temperature>{block}" + xml[end:]
+
+
+def test_the_driver_580_margin_form_gives_the_slowdown_point_nvml_gives() -> None:
+    xml = with_temperature_block(H100_XML, DRIVER_580_TEMPERATURE_TEXT)
+    [gpu] = smi.parse_smi_xml(xml).gpus
+    assert (gpu.temperature_c, gpu.slowdown_margin_c, gpu.slowdown_temperature_c) == (38, 51, 89)
+    # NVML on the same card: 38 C, a margin of 49 C to T.Limit, slowdown 2 C past T.Limit.
+    nvml = read_snapshot(
+        FakeNvml(board(1, pci_bus_id=gpu.pci_bus_id, temperature=38, tlimit_temperature=87,
+                       slowdown_tlimit=-2))
+    )  # fmt: skip
+    assert nvml.gpus[0].slowdown_temperature_c == 89
+    rows, _ = smi.compare(nvml, smi.parse_smi_xml(xml))
+    [temperature] = [row for row in rows if row.check == "temperature"]
+    assert temperature.match and temperature.nvml_verdicts == ["PASS"]
+
+
+def test_the_absolute_form_still_reads_and_a_margin_without_its_offset_errs_early() -> None:
+    # Absolute thresholds beside a T.Limit margin (driver 580.65.06): the threshold stands.
+    [gpu] = smi.parse_smi_xml(H100_XML).gpus
+    assert (gpu.slowdown_margin_c, gpu.slowdown_temperature_c) == (58, 89)
+    # A T.Limit margin alone counts to the maximum operating point, short of slowdown.
+    only_margin = "".join(
+        line for line in DRIVER_580_TEMPERATURE_TEXT.splitlines(True) if "Slowdown" not in line
+    )
+    [gpu] = smi.parse_smi_xml(with_temperature_block(H100_XML, only_margin)).gpus
+    assert (gpu.slowdown_margin_c, gpu.slowdown_temperature_c) == (49, 87)

@@ -41,16 +41,44 @@ GPU_FIXES[Runtime.UNKNOWN] = (
 
 
 def detect(
-    environ: Mapping[str, str] = os.environ, exists: Callable[[str], bool] = os.path.exists
+    environ: Mapping[str, str] = os.environ,
+    exists: Callable[[str], bool] | None = None,
+    mountinfo: Callable[[], str | None] | None = None,
 ) -> Runtime:
     """The runtime this process runs under, by the marks each leaves in its containers."""
     if environ.get("APPTAINER_CONTAINER") or environ.get("SINGULARITY_CONTAINER"):
         return Runtime.APPTAINER
-    if exists("/run/.containerenv"):
-        return Runtime.PODMAN
-    if exists("/.dockerenv"):
-        return Runtime.DOCKER
-    return Runtime.UNKNOWN
+    exists = exists or os.path.exists
+    engine = next((runtime for mark, runtime in ENGINE_MARKS if exists(mark)), None)
+    # The mark is a file in the image: a VM whose root file system was made from an image keeps
+    # it (a Firecracker VM says /.dockerenv). The engine's own mounts over /etc are not kept.
+    if engine is None or not engine_mounts_present((mountinfo or read_mountinfo)()):
+        return Runtime.UNKNOWN
+    return engine
+
+
+# First match wins: an image built by Docker may carry /.dockerenv into Podman.
+ENGINE_MARKS = (("/run/.containerenv", Runtime.PODMAN), ("/.dockerenv", Runtime.DOCKER))
+# Docker and Podman bind-mount these into every container, host networking included.
+ENGINE_MOUNTED_FILES = frozenset({"/etc/hostname", "/etc/hosts", "/etc/resolv.conf"})
+
+
+def read_mountinfo() -> str | None:
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def engine_mounts_present(mountinfo: str | None) -> bool:
+    """True when a container engine's files are mounted over /etc; also when there is no
+    mount table to read (no /proc): then the mark is all there is to go by."""
+    if mountinfo is None:
+        return True
+    # mountinfo's fifth field is the mount point (man 5 proc).
+    points = {fields[4] for fields in map(str.split, mountinfo.splitlines()) if len(fields) > 4}
+    return bool(points & ENGINE_MOUNTED_FILES)
 
 
 def gpu_fix(runtime: Runtime) -> str:

@@ -23,6 +23,11 @@ P2P_STATUS_NAMES = {
 TOPOLOGY_NAMES = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 TEMPERATURE_GPU = 0
 TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+# The slowdown point's offset from T.Limit (nvidia-smi's "GPU Slowdown T.Limit Temp", -2 C on an
+# H100), a field value.
+FI_TEMPERATURE_SLOWDOWN_TLIMIT = 194
+# nvmlFieldValue_t's union member for each nvmlValueType_t.
+FIELD_VALUE_MEMBERS = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
 VOLATILE_ECC = 0
 MEMORY_ERROR_TYPE_UNCORRECTED = 1
 NVLINK_MAX_LINKS = 18  # NVML allows more, but no GPU has more than 18 today
@@ -58,7 +63,7 @@ class NvmlGpu:
     remapped_rows_failed: bool | None = None
     retired_pages_pending: bool | None = None
     temperature_c: int | None = None
-    slowdown_temperature_c: int | None = None
+    slowdown_margin_c: int | None = None  # degrees C left before thermal slowdown
     clock_event_reasons: int | None = None
     pcie_gen: tuple[int, int] | None = None  # (current, max)
     pcie_width: tuple[int, int] | None = None  # (current, max)
@@ -67,6 +72,13 @@ class NvmlGpu:
     numa_node: int | None = None
     memory_used_bytes: int | None = None
     utilization_percent: int | None = None  # GPU busy over NVML's last sample period
+
+    @property
+    def slowdown_temperature_c(self) -> int | None:
+        """Where slowdown begins, in C: the current temperature plus the margin."""
+        if self.temperature_c is None or self.slowdown_margin_c is None:
+            return None
+        return self.temperature_c + self.slowdown_margin_c
 
 
 @dataclass
@@ -161,9 +173,7 @@ def read_health(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:
     )
     read_memory_repair(nvml, handle, gpu)
     gpu.temperature_c = optional(nvml.nvmlDeviceGetTemperature, handle, TEMPERATURE_GPU)
-    gpu.slowdown_temperature_c = optional(
-        nvml.nvmlDeviceGetTemperatureThreshold, handle, TEMPERATURE_THRESHOLD_SLOWDOWN
-    )
+    gpu.slowdown_margin_c = read_slowdown_margin(nvml, handle, gpu.temperature_c)
     gpu.clock_event_reasons = read_clock_event_reasons(nvml, handle)
     gpu.pcie_gen = both(
         optional(nvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
@@ -191,6 +201,46 @@ def read_memory_repair(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:
     pending_pages = optional(nvml.nvmlDeviceGetRetiredPagesPendingStatus, handle)
     if pending_pages is not None:
         gpu.retired_pages_pending = bool(pending_pages)
+
+
+def read_slowdown_margin(nvml: Any, handle: Any, temperature: int | None) -> int | None:
+    """Degrees C left before slowdown. NVML's margin to T.Limit and the slowdown point's offset
+    from it come first: the absolute threshold is not preferred from Ada on, and Blackwell
+    drivers drop it. Then the absolute threshold. Last the margin alone: it counts to the maximum
+    operating point, a little short of slowdown, so it errs early."""
+    margin = optional(nvml.nvmlDeviceGetMarginTemperature, handle)
+    offset = read_field_value(nvml, handle, FI_TEMPERATURE_SLOWDOWN_TLIMIT)
+    return slowdown_margin(
+        margin,
+        offset,
+        optional(nvml.nvmlDeviceGetTemperatureThreshold, handle, TEMPERATURE_THRESHOLD_SLOWDOWN),
+        temperature,
+    )
+
+
+def slowdown_margin(
+    tlimit_margin: int | None,
+    slowdown_offset: int | None,
+    slowdown_threshold: int | None,
+    temperature: int | None,
+) -> int | None:
+    """The margin to slowdown from whichever of NVML's or nvidia-smi's two forms is there."""
+    if tlimit_margin is not None and slowdown_offset is not None:
+        return int(tlimit_margin) - int(slowdown_offset)
+    if slowdown_threshold is not None and temperature is not None:
+        return int(slowdown_threshold) - int(temperature)
+    return None if tlimit_margin is None else int(tlimit_margin)
+
+
+def read_field_value(nvml: Any, handle: Any, field_id: int) -> int | None:
+    """One integer field value; None where the driver does not report it."""
+    values = optional(nvml.nvmlDeviceGetFieldValues, handle, [field_id])
+    if not values or values[0].nvmlReturn != 0:
+        return None
+    value_type = int(values[0].valueType)
+    if not 0 <= value_type < len(FIELD_VALUE_MEMBERS):
+        return None
+    return int(getattr(values[0].value, FIELD_VALUE_MEMBERS[value_type]))
 
 
 def read_clock_event_reasons(nvml: Any, handle: Any) -> int | None:

@@ -32,7 +32,8 @@ IDLE_REASON = 0x1
 HARDWARE_REASONS = 0x8 | 0x40 | 0x80
 # The GPU is holding itself back to stay in its power or temperature budget.
 SOFTWARE_LIMIT_REASONS = 0x4 | 0x20
-DEFAULT_SLOWDOWN_C = 90
+DEFAULT_SLOWDOWN_C = 90  # where neither NVML's margin nor its threshold is reported
+WARN_MARGIN_C = 5
 COMPUTE_MODE_PROHIBITED = 2
 COMPUTE_MODE_EXCLUSIVE_PROCESS = 3
 RESET_GPU = "reset the GPU (`sudo nvidia-smi -r -i <gpu>`)"
@@ -124,13 +125,16 @@ def memory_error_findings(gpu: NvmlGpu) -> list[Finding]:
 
 
 def temperature_findings(gpu: NvmlGpu) -> list[Finding]:
+    """The margin to thermal slowdown (NVML's T.Limit margin, else the absolute threshold)."""
     if gpu.temperature_c is None:
         return [Finding(Verdict.PASS, "temperature not reported")]
-    slowdown = gpu.slowdown_temperature_c or DEFAULT_SLOWDOWN_C
-    note = f"{gpu.temperature_c} C (slowdown at {slowdown} C)"
-    if gpu.temperature_c >= slowdown:
+    margin = gpu.slowdown_margin_c
+    if margin is None:
+        margin = DEFAULT_SLOWDOWN_C - gpu.temperature_c
+    note = f"{gpu.temperature_c} C, {margin} C below slowdown ({gpu.temperature_c + margin} C)"
+    if margin <= 0:
         return [Finding(Verdict.FAIL, note, "cooling is failing: check fans, airflow, dust")]
-    if gpu.temperature_c >= slowdown - 5:
+    if margin <= WARN_MARGIN_C:
         return [Finding(Verdict.WARN, note, "close to slowdown: improve cooling/airflow")]
     return [Finding(Verdict.PASS, note)]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import platform
 import socket
@@ -86,8 +87,12 @@ def machine_meta() -> dict[str, Any]:
 
 
 def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
-    snapshot = readers.nvml()
-    facts = readers.torch(True)
+    # `import torch` and CUDA's start-up take most of `--quick`; NVML's calls release the GIL,
+    # so NVML is read in a thread meanwhile. torch is imported here, in the main thread.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        nvml_read = pool.submit(readers.nvml)
+        facts = readers.torch(True)
+        snapshot = nvml_read.result()
     report.meta["driver"] = snapshot.driver_version
     report.add(*software.check_software(facts, snapshot))
     runtime_facts = readers.runtime()

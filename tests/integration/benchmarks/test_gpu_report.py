@@ -1,7 +1,8 @@
 """`make gpu-report ARGS="--cpu ..."` for real: every part runs on the CPU with tiny sizes (verify
 --cpu, torch.compile cold and warm, the training loops with gloo DDP, an FSDP2 run of the example
-killed after a checkpoint and resumed, checkpoint I/O, the gpu tests, which skip), and the report
-says so. This is what keeps the GPU report working on machines without a GPU.
+killed after a checkpoint and resumed, checkpoint I/O, the gpu tests, which skip, the best plain
+PyTorch gives), and the report says so. This is what keeps the GPU report working on machines
+without a GPU.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def test_every_part_ran_and_no_target_failed(cpu_report: tuple[Path, dict, str])
     _out, report, _output = cpu_report
     assert report["mode"] == "cpu" and report["exit_code"] == 0
     assert {name: part["status"] for name, part in report["parts"].items()} == {
-        name: "ok" for name in ("verify", "compile", "training", "resume", "checkpoint", "tests")
+        name: "ok"
+        for name in ("verify", "compile", "training", "resume", "checkpoint", "tests", "best")
     }
     assert report["summary"]["FAIL"] == 0
 
@@ -77,6 +79,8 @@ def test_performance_is_shown_not_judged_and_the_gpu_tests_skip_with_a_reason(
         "checkpoint save vs raw disk write",
         "cpu bf16 matmul",
         "cpu memory triad",
+        "plain PyTorch at its best, torch.compile(mode='default')",
+        "example defaults vs plain PyTorch at its best",
     ):
         assert rows[name]["verdict"] == "INFO", rows[name]
     tests = rows["`pytest -m gpu tests/gpu`"]
@@ -93,9 +97,11 @@ def test_the_folder_holds_both_reports_and_every_log(cpu_report: tuple[Path, dic
     for name in ("verify-quick.json", "verify-full.json", "gpu-tests.xml"):
         assert (out / name).is_file(), name
     logs = {path.name for path in (out / "logs").iterdir()}
-    assert {"verify-full.log", "compile-cold.log", "compile-warm.log", "training.log",
-            "resume-uninterrupted.log", "resume-killed.log", "resume-resumed.log",
-            "checkpoint.log", "tests.log"} <= logs  # fmt: skip
+    assert {"verify-full.log", "verify-figures.log", "compile-cold.log", "compile-warm.log",
+            "training.log", "resume-uninterrupted.log", "resume-killed.log",
+            "resume-resumed.log", "checkpoint.log", "tests.log", "best.log"} <= logs  # fmt: skip
+    # The console says as each child starts and ends.
+    assert "verify-figures: started" in output and "verify-figures: exit 0 after" in output
 
 
 def test_it_leaves_no_checkpoints_and_no_compile_cache_behind(

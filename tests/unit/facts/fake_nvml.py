@@ -17,6 +17,7 @@ from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 
 DATA = Path(__file__).parent / "data"
 UNSUPPORTED = "unsupported"
+SLOWDOWN_TLIMIT_FIELD = 194  # NVML_FI_DEV_TEMPERATURE_SLOWDOWN_TLIMIT
 
 
 class FakeNvmlError(Exception):
@@ -128,6 +129,27 @@ class FakeNvml:
 
     def nvmlDeviceGetTemperatureThreshold(self, handle: int, threshold: int) -> int:
         return self._answer(handle, "slowdown_temperature")
+
+    def nvmlDeviceGetMarginTemperature(self, handle: int) -> int:
+        """The margin to T.Limit; `tlimit_temperature` is the board's T.Limit in C."""
+        return self._answer(handle, "tlimit_temperature") - self._answer(handle, "temperature")
+
+    def nvmlDeviceGetFieldValues(self, handle: int, field_ids: list[int]) -> list[SimpleNamespace]:
+        """Only the slowdown point's offset from T.Limit (`slowdown_tlimit`, field 194) is known;
+        each value carries NVML's return code (3: not supported) as the real call's do."""
+        values = []
+        for field_id in field_ids:
+            value = self.data["gpus"][handle].get("slowdown_tlimit", UNSUPPORTED)
+            known = field_id == SLOWDOWN_TLIMIT_FIELD and value != UNSUPPORTED
+            values.append(
+                SimpleNamespace(
+                    fieldId=field_id,
+                    nvmlReturn=0 if known else 3,
+                    valueType=5,  # signed int
+                    value=SimpleNamespace(siVal=value if known else 0),
+                )
+            )
+        return values
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: int) -> int:
         return self._answer(handle, "clock_reasons")

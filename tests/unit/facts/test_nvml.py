@@ -182,3 +182,17 @@ def test_pynvml_errors_carry_the_code_the_adapter_reads() -> None:
     pynvml = pytest.importorskip("pynvml")
     error = pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     assert error.value == 12
+
+
+def test_the_slowdown_margin_comes_from_the_tlimit_margin_and_its_slowdown_offset() -> None:
+    # NVML's preferred way from Ada on: 49 C to T.Limit, slowdown 2 C past it.
+    gpu = snapshot(1, temperature=38, tlimit_temperature=87, slowdown_tlimit=-2).gpus[0]
+    assert (gpu.slowdown_margin_c, gpu.slowdown_temperature_c) == (51, 89)
+    # No margin query (an older driver): the absolute threshold, 90 C on this board.
+    gpu = snapshot(1, temperature=38).gpus[0]
+    assert (gpu.slowdown_margin_c, gpu.slowdown_temperature_c) == (52, 90)
+    # No absolute threshold (Blackwell) and no offset: the margin to T.Limit, erring early.
+    gpu = snapshot(1, temperature=38, tlimit_temperature=87, slowdown_temperature=UNSUPPORTED)
+    assert (gpu.gpus[0].slowdown_margin_c, gpu.gpus[0].slowdown_temperature_c) == (49, 87)
+    gpu = snapshot(1, temperature=UNSUPPORTED, slowdown_temperature=UNSUPPORTED).gpus[0]
+    assert (gpu.slowdown_margin_c, gpu.slowdown_temperature_c) == (None, None)

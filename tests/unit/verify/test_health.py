@@ -99,6 +99,20 @@ def test_temperature_against_the_slowdown_threshold(temperature: int, verdict: V
 
 
 @pytest.mark.parametrize(
+    ("temperature", "verdict"), [(38, Verdict.PASS), (85, Verdict.WARN), (89, Verdict.FAIL)]
+)
+def test_temperature_against_the_margin_to_slowdown(temperature: int, verdict: Verdict) -> None:
+    # Margins only, as on driver 580 and Blackwell: slowdown 2 C past T.Limit (87 C).
+    gpus = snapshot(
+        1, temperature=temperature, tlimit_temperature=87, slowdown_tlimit=-2,
+        slowdown_temperature="unsupported",
+    )  # fmt: skip
+    check = health(gpus)["temperature"]
+    assert check.verdict is verdict
+    assert f"{temperature} C, {89 - temperature} C below slowdown (89 C)" in str(check.data)
+
+
+@pytest.mark.parametrize(
     ("reasons", "verdict", "words"),
     [
         (0x1, Verdict.PASS, "idle"),

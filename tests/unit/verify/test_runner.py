@@ -95,3 +95,29 @@ def test_the_no_gpu_hint_names_the_runtime_that_runs_this() -> None:
     podman = runner.no_gpu_hint(Runtime.PODMAN)
     assert "nvidia.com/gpu=all" in podman and "--runtime=docker" not in podman
     assert "--runtime=docker" in runner.no_gpu_hint(Runtime.DOCKER)
+
+
+def test_nvml_is_read_while_torch_loads_not_after_it() -> None:
+    """On a GPU machine `--quick` is mostly `import torch` with CUDA's start-up and NVML's
+    (6.5 s on the first H100): NVML's calls release the GIL, so the two overlap. Each reader
+    here waits for the other to have begun: read one after the other, each would wait in vain."""
+    import dataclasses
+    import threading
+
+    began = {"nvml": threading.Event(), "torch": threading.Event()}
+    saw_the_other: dict[str, bool] = {}
+
+    def reading(name: str, other: str, answer: Any) -> Any:
+        began[name].set()
+        saw_the_other[name] = began[other].wait(timeout=5)
+        return answer
+
+    base = fakes.readers()
+    readers = dataclasses.replace(
+        base,
+        nvml=lambda: reading("nvml", "torch", base.nvml()),
+        torch=lambda gpu_mode: reading("torch", "nvml", base.torch(gpu_mode)),
+    )
+    result = verify(Options(quick=True), readers)
+    assert saw_the_other == {"nvml": True, "torch": True}
+    assert result.exit_code() == 0
