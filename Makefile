@@ -34,9 +34,15 @@ venv: $(VENV)/.installed ## create the local test environment (.venv)
 test: $(VENV)/.installed ## run every test this machine can (container tests need Docker; REQUIRE_DOCKER=1 makes that a must)
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
+# The test folders by kind (docs/architecture.md, "Tests"): unit tests and the offline checks of
+# deploy/ take about a minute; integration tests start real processes (torchrun, the example).
 .PHONY: test-unit
-test-unit: $(VENV)/.installed ## run the fast unit tests only
-	$(PYTHON) -m pytest -m 'not container and not gpu and not slurm' $(PYTEST_ARGS)
+test-unit: $(VENV)/.installed ## run the fast unit tests only (about a minute)
+	$(PYTHON) -m pytest tests/unit tests/deploy $(PYTEST_ARGS)
+
+.PHONY: test-integration
+test-integration: $(VENV)/.installed ## run the integration tests: real processes, torchrun, the example (minutes)
+	$(PYTHON) -m pytest tests/integration $(PYTEST_ARGS)
 
 # The image on a newer base (BASE_IMAGE=...) gets these few container tests: services, SSH and
 # torchrun, the example. CI runs them on Debian 13 after the full run on Debian 12.

@@ -20,6 +20,10 @@ from tornado.web import Application, RequestHandler
 
 # "name", "name:8888", "10.0.0.5:8888", "[::1]:8888": the host part, without the port.
 HOST_HEADER = re.compile(r"^(?P<host>\[[0-9a-fA-F:.%\w]+\]|[^:\[\]]*)(?::\d+)?$")
+# Names under .invalid never resolve (RFC 6761) and a browser cannot set Host itself, so no
+# browser ever sends one: such a request is a probe of the check (the container's healthcheck,
+# every few seconds), refused like any other but left out of the log.
+PROBE_DOMAIN = ".invalid"
 
 
 def host_of(host_header: str) -> str | None:
@@ -46,6 +50,12 @@ def host_allowed(host_header: str, names: Collection[str]) -> bool:
     return True
 
 
+def is_probe(host_header: str) -> bool:
+    """A Host no browser sends: a name under PROBE_DOMAIN."""
+    host = host_of(host_header)
+    return host is not None and host.endswith(PROBE_DOMAIN)
+
+
 class ForeignHost(Matcher):
     """Matches the requests whose Host is neither an address nor one of `names`."""
 
@@ -68,7 +78,8 @@ class RefuseForeignHost(RequestHandler):
             "check against DNS-rebinding web pages). If you browse to Jupyter by that name, add "
             "it to JUPYTER_HOSTNAMES and restart the container."
         )
-        self.log.warning(message)
+        if not is_probe(self.request.host):
+            self.log.warning(message)
         self.set_status(403)
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.finish(message + "\n")
@@ -79,6 +90,19 @@ def install(web_app: Application, names: Collection[str], log: logging.Logger) -
     router = web_app.default_router
     rule = Rule(ForeignHost(names), RefuseForeignHost, {"log": log})
     router.rules.insert(0, router.process_rule(rule))
+    leave_probes_out_of_the_access_log(web_app)
+
+
+def leave_probes_out_of_the_access_log(web_app: Application) -> None:
+    """Every request is logged by the application's `log_request` (tornado's hook for it): a
+    refused probe is not."""
+    write = web_app.log_request
+
+    def log_request(handler: RequestHandler) -> None:
+        if not (handler.get_status() == 403 and is_probe(handler.request.host)):
+            write(handler)
+
+    web_app.log_request = log_request  # type: ignore[method-assign]
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:

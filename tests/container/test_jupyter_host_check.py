@@ -4,6 +4,7 @@ published address and the names the user listed work."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -50,6 +51,40 @@ def test_a_foreign_host_is_refused_even_without_a_token(open_stack: Stack) -> No
         for path in PATHS:
             assert status(open_stack, path, host) == 403, (host, path)
     assert "refused Host 'evil.example:" in open_stack.logs()
+
+
+def healthcheck_runs(stack: Stack) -> dict[str, int]:
+    """The engine's last healthcheck runs (it keeps five): start time -> exit code."""
+    container = stack.container()
+    container.reload()
+    runs = container.attrs["State"].get("Health", {}).get("Log", [])
+    return {run["Start"]: run["ExitCode"] for run in runs}
+
+
+@pytest.mark.timeout(300, func_only=True)
+def test_the_healthcheck_writes_nothing_to_the_log_and_a_page_s_refusal_still_does(
+    open_stack: Stack,
+) -> None:
+    earlier = healthcheck_runs(open_stack)
+
+    def passed_since() -> int:
+        return sum(
+            1
+            for start, code in healthcheck_runs(open_stack).items()
+            if start not in earlier and code == 0
+        )
+
+    wait_until("three more healthchecks to pass", lambda: passed_since() >= 3)
+    logs = open_stack.logs()
+    assert "rebinding-check.invalid" not in logs
+    assert not re.search(r"403 GET /api \(", logs), logs[-3000:]
+    # A rebinding page's request to the same URL: refused and logged, both lines.
+    port = open_stack.jupyter_port
+    assert status(open_stack, "/api", f"rebound.example:{port}") == 403
+    wait_until(
+        "the refusal in the log", lambda: "refused Host 'rebound.example:" in open_stack.logs()
+    )
+    assert len(re.findall(r"403 GET /api \(", open_stack.logs())) == 1
 
 
 @pytest.mark.timeout(300, func_only=True)

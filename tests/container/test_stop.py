@@ -88,6 +88,9 @@ def assert_saved_where_it_stopped(run_dir: Path, output: str) -> int:
     assert PERIODIC < step < 12, f"stopped at step {step}:\n{output}"
     assert (run_dir / "latest").read_text().strip() == f"step_{step:08d}.pt", output
     assert f"SIGTERM: saved step {step} in /checkpoints/{run_dir.name}; exiting with 75" in output
+    # A clean stop reads as one: the image's torchrun ends in a line, not a traceback.
+    assert "Traceback" not in output, output
+    assert "[torchrig] torchrun got SIGTERM and passed it on to its workers" in output, output
     assert not (run_dir / "final.pt").exists()
     return step
 
@@ -142,3 +145,23 @@ def test_compose_stop_saves_jobs_started_over_ssh_and_they_resume_bitwise_equal(
     final = weights(stopped / "final.pt")
     assert final.keys() == reference.keys()
     assert all(torch.equal(final[name], reference[name]) for name in reference)
+
+
+def test_a_checkpoint_folder_of_another_model_is_one_line_over_ssh(
+    running_stack: Stack, ssh_keys: KeyPair
+) -> None:
+    # The README's torchrun over SSH, pointed at a folder another model's run left behind.
+    (running_stack.workspace / "examples").mkdir(exist_ok=True)
+    shutil.copy(EXAMPLE, running_stack.workspace / "examples" / "train_ddp.py")
+    shutil.copy(traced_train.PATH, running_stack.workspace / traced_train.PATH.name)
+    run_over_ssh(running_stack, ssh_keys, train_command("another-model", "--steps", "2"))
+    with ssh.connect(running_stack.ssh_port, ssh_keys.private) as client:
+        result = ssh.run(client, train_command("another-model", "--num-classes", "3"))
+    output = result.stdout + result.stderr
+    assert result.exit_code == 1, output
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if "pass a new --checkpoint-dir" in line]
+    assert lines == [
+        "error: --checkpoint-dir /checkpoints/another-model holds checkpoints of tiny with 4 "
+        "classes, which do not fit tiny with 3 classes: pass a new --checkpoint-dir"
+    ], output

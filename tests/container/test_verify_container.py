@@ -1,7 +1,8 @@
 """`torchrig verify` inside the real image, started by compose in CPU mode (no GPUs passed in).
 
-The plain command must say that no GPU is visible and how to pass GPUs in (exit 2); `--cpu` must
-run every check that applies without a GPU, including the gloo all-reduce between processes.
+Without CPU-only mode the plain command must say that no GPU is visible and how to pass GPUs in
+(exit 2); `--cpu` (what the plain command runs in CPU-only mode) must run every check that applies
+without a GPU, including the gloo all-reduce between processes.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def json_document(stdout: str, stderr: str) -> dict[str, Any]:
 def test_plain_verify_without_gpus_exits_2_and_says_how_to_pass_them_in(
     stack_factory: Callable[..., Stack],
 ) -> None:
-    result = stack_factory().run("torchrig", "verify")
+    # A container meant to have GPUs (no CPU-only mode) that got none.
+    result = stack_factory().run("env", "-u", "TORCHRIG_CPU_ONLY", "torchrig", "verify")
     assert result.returncode == 2, result.stdout + result.stderr
     text = " ".join(result.stdout.split())
     for words in (

@@ -80,13 +80,14 @@ async def fetch(
     return reply.code, reply.body.decode()
 
 
-def test_a_real_app_refuses_a_foreign_host_before_its_handlers(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def serve(requests: list[tuple[str, str, str]]) -> list[tuple[int, str]]:
+    """Each (Host, method, path) sent to a real tornado app with the check installed (allowed:
+    localhost), its `{port}` filled in; `/later` is added after the check, as extensions do."""
+
     async def scenario() -> list[tuple[int, str]]:
-        app = Application([(r"/api/thing", Hello)])
+        app = Application([(r"/api/thing", Hello), (r"/api", Hello)])
         install(app, ["localhost"], logging.getLogger("test.jupyter"))
-        app.add_handlers(".*$", [(r"/later", Hello)])  # as extensions do: still behind the check
+        app.add_handlers(".*$", [(r"/later", Hello)])  # still behind the check
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -94,20 +95,48 @@ def test_a_real_app_refuses_a_foreign_host_before_its_handlers(
         server.listen(port, "127.0.0.1")
         try:
             return [
-                await fetch(port, f"127.0.0.1:{port}"),
-                await fetch(port, f"localhost:{port}", "POST"),
-                await fetch(port, f"[::1]:{port}", path="/later"),
-                await fetch(port, f"evil.example:{port}"),
-                await fetch(port, f"evil.example:{port}", "POST"),
-                await fetch(port, f"evil.example:{port}", path="/later"),
+                await fetch(port, host.format(port=port), method, path)
+                for host, method, path in requests
             ]
         finally:
             server.stop()
 
+    return asyncio.run(scenario())
+
+
+def test_a_real_app_refuses_a_foreign_host_before_its_handlers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with caplog.at_level(logging.WARNING, logger="test.jupyter"):
-        results = asyncio.run(scenario())
+        results = serve(
+            [
+                ("127.0.0.1:{port}", "GET", "/api/thing"),
+                ("localhost:{port}", "POST", "/api/thing"),
+                ("[::1]:{port}", "GET", "/later"),
+                ("evil.example:{port}", "GET", "/api/thing"),
+                ("evil.example:{port}", "POST", "/api/thing"),
+                ("evil.example:{port}", "GET", "/later"),
+            ]
+        )
     assert results[:3] == [(200, "hello"), (200, "posted"), (200, "hello")]
     for code, body in results[3:]:
         assert code == 403
         assert "refused Host 'evil.example:" in body and "JUPYTER_HOSTNAMES" in body
     assert "refused Host 'evil.example:" in caplog.text
+
+
+def test_a_probe_under_invalid_is_refused_without_a_log_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The healthcheck's request (every few seconds) against a page's: both refused, only the
+    # page's logged, in the refusal's warning and in the access log.
+    with caplog.at_level(logging.INFO):
+        (probe_code, _), (page_code, _) = serve(
+            [("rebinding-check.invalid", "GET", "/api"), ("evil.example:{port}", "GET", "/api")]
+        )
+    assert probe_code == page_code == 403
+    assert "invalid" not in caplog.text
+    refusals = [r for r in caplog.records if r.name == "test.jupyter"]
+    assert ["evil.example" in r.getMessage() for r in refusals] == [True]
+    access = [r for r in caplog.records if r.name == "tornado.access"]
+    assert len(access) == 1 and "403 GET /api" in access[0].getMessage()

@@ -222,7 +222,16 @@ state = checkpoint.TrainingState(
     model, optimizer, scheduler=scheduler, scaler=scaler, sampler=sampler, config=config
 )
 checkpoints = checkpoint.CheckpointManager(args.checkpoint_dir, keep=args.keep)
-resumed = checkpoints.load_latest(state)  # weights, optimizer, LR, scaler, sampler, RNG
+try:
+    resumed = checkpoints.load_latest(state)  # weights, optimizer, LR, scaler, sampler, RNG
+except checkpoint.CheckpointMismatch as exc:  # another run's folder: one line, no traceback
+    saved = exc.saved_config
+    if is_main:
+        print(f"error: --checkpoint-dir {args.checkpoint_dir} holds checkpoints of "
+              f"{saved.get('model')} with {saved.get('num_classes')} classes, which do not fit "
+              f"{args.model} with {args.num_classes} classes: pass a new --checkpoint-dir",
+              file=sys.stderr)  # fmt: skip
+    sys.exit(1)
 step = resumed["step"] if resumed is not None else 0  # optimizer steps done
 if resumed is not None:
     compared = ("model", "batch_size", "grad_accum", "lr", "seed", "steps")

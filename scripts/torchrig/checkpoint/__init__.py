@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
+from torchrig.checkpoint.errors import CheckpointError, CheckpointMismatch, CheckpointWarning
 
 if TYPE_CHECKING:
     from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager, load_model_weights
@@ -49,6 +49,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointInfo",
     "CheckpointManager",
+    "CheckpointMismatch",
     "CheckpointWarning",
     "StopSignals",
     "TrainingState",

@@ -3,9 +3,20 @@ them cheaply)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CheckpointError(Exception):
     """A checkpoint could not be written, found or read; the message says which file and why."""
+
+
+class CheckpointMismatch(CheckpointError):
+    """No checkpoint in the directory fits the model and optimizer: most often the folder holds
+    another run's, of another model. `saved_config` is the newest one's `config` (as saved)."""
+
+    def __init__(self, message: str, saved_config: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.saved_config = saved_config
 
 
 class CheckpointWarning(UserWarning):

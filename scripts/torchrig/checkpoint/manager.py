@@ -25,7 +25,7 @@ from torchrig.checkpoint.directory import (
     move_in,
     remove_stale_temps,
 )
-from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
+from torchrig.checkpoint.errors import CheckpointError, CheckpointMismatch, CheckpointWarning
 from torchrig.checkpoint.sharded import METADATA_NAME, ShardedLayout
 from torchrig.checkpoint.single_file import SingleFileLayout, sharded_parameter
 from torchrig.checkpoint.state import check_loadable
@@ -169,7 +169,9 @@ class CheckpointManager:
         layout = self.resolve_layout(state.model)
         if map_location is None:
             map_location = next((p.device for p in state.model.parameters()), None)
-        misfits: builtins.list[str] = []
+        # Checkpoints that do not fit the model: said only if an older one fits. When none does,
+        # the folder holds another run's (of another model): one error, not a warning for each.
+        misfits: builtins.list[tuple[str, dict[str, Any]]] = []
         for path in self._agreed_candidates(layout.kind):
             payload, error = _agreed_attempt(layout.read, path, map_location, verify=verify)
             if error is not None:
@@ -177,14 +179,17 @@ class CheckpointManager:
                 continue
             resumed, error = _agreed_attempt(_restore, layout, path, payload, state)
             if error is not None:
-                warnings.warn(f"skipping checkpoint {error}", CheckpointWarning, stacklevel=2)
-                misfits.append(error)
+                misfits.append((error, (payload or {}).get("config") or {}))
                 continue
+            for skipped, _ in misfits:
+                warnings.warn(f"skipping checkpoint {skipped}", CheckpointWarning, stacklevel=2)
             return resumed
         if misfits:
-            raise CheckpointError(
+            newest, saved_config = misfits[0]
+            raise CheckpointMismatch(
                 f"no checkpoint in {self.directory} could be loaded into this model and "
-                f"optimizer; newest: {misfits[0]}"
+                f"optimizer; newest: {newest}",
+                saved_config,
             )
         layout.kind.warn_if_other_kind(self.directory)
         return None

@@ -122,7 +122,7 @@ def cpu_only_fix(container: Runtime) -> str:
     """How to start without GPUs: the Makefile's way under Docker, the variable elsewhere."""
     if container is Runtime.DOCKER:
         return "for CPU only use `make up CPU=1`"
-    return "for CPU only set TORCHRIG_CPU_ONLY=1"
+    return f"for CPU only set {container_runtime.CPU_ONLY}=1"
 
 
 def checks(facts: Facts) -> list[Check]:
@@ -160,7 +160,7 @@ def gpu_name(gpu: NvmlGpu, host_index: str | None) -> str:
 
 def gpu_line(facts: Facts) -> str:
     if facts.cpu_only:
-        return "GPUs: CPU-only mode (TORCHRIG_CPU_ONLY=1): GPU checks skipped"
+        return f"GPUs: CPU-only mode ({container_runtime.CPU_ONLY}=1): GPU checks skipped"
     if not facts.gpus.gpus:
         return "GPUs: none visible"
     hosts = visible.host_indices(facts.nvidia_visible, len(facts.gpus.gpus))

@@ -21,7 +21,8 @@ TCP_LISTEN = "0A"
 
 
 # A Host as a DNS-rebinding page would send it: neither an address nor a name the user allowed
-# (.invalid never resolves, RFC 2606).
+# (.invalid never resolves, RFC 2606). torchrig.jupyter_hosts refuses it without a log line, as
+# no browser sends a name under .invalid: a passing healthcheck leaves the log alone.
 FOREIGN_HOST = "rebinding-check.invalid"
 
 

@@ -11,10 +11,10 @@ from pathlib import Path, PurePosixPath
 
 from torchrig import user_ids
 from torchrig.container.log import SetupError
+from torchrig.facts.container_runtime import CPU_ONLY, TRUE_WORDS
 
 # Also the default of SERVICES (this is its one place): all of them.
 KNOWN_SERVICES = ("jupyter", "sshd")
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 # STOP_GRACE: the time a stop gives every process to finish. docker-compose.yml's
 # stop_grace_period is this plus a margin, with this same default (a unit test holds the two).
@@ -142,7 +142,7 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         puid=parse_id("PUID", environ.get("PUID")),
         pgid=parse_id("PGID", environ.get("PGID")),
         grant_sudo=parse_flag("GRANT_SUDO", environ.get("GRANT_SUDO")),
-        cpu_only=parse_flag("TORCHRIG_CPU_ONLY", environ.get("TORCHRIG_CPU_ONLY")),
+        cpu_only=parse_flag(CPU_ONLY, environ.get(CPU_ONLY)),
         jupyter_token=token or None,
         jupyter_allow_no_token=allow_no_token,
         jupyter_hostnames=parse_hostnames("JUPYTER_HOSTNAMES", environ.get("JUPYTER_HOSTNAMES")),

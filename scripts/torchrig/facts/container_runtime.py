@@ -9,6 +9,12 @@ import os
 from collections.abc import Callable, Mapping
 from enum import Enum
 
+# The yes/no words of the container's flags (container/settings.py parses every flag with them).
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+# The container's CPU-only mode: docker-compose.cpu.yml sets it (`make up CPU=1`), the start
+# checks its value (container/settings.py), and `torchrig verify` then checks without GPUs.
+CPU_ONLY = "TORCHRIG_CPU_ONLY"
+
 
 class Runtime(Enum):
     DOCKER = "Docker"
@@ -84,3 +90,8 @@ def engine_mounts_present(mountinfo: str | None) -> bool:
 def gpu_fix(runtime: Runtime) -> str:
     """How this runtime gives a container the host's GPUs: a fix for "no GPU visible"."""
     return GPU_FIXES[runtime]
+
+
+def cpu_only_mode(environ: Mapping[str, str] = os.environ) -> bool:
+    """The container was started without GPUs on purpose (CPU_ONLY set to a yes word)."""
+    return environ.get(CPU_ONLY, "").strip().lower() in TRUE_WORDS

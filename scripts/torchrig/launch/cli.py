@@ -25,7 +25,7 @@ from torchrig.checkpoint.stop import (
 )
 from torchrig.launch import hosts, options, plan, rank_exit
 from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
-from torchrig.launch.torchrun import TORCHRUN_MODULE
+from torchrig.launch.rank_exit import TORCHRUN_MODULE
 from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
 from torchrig.voice import Voice

@@ -17,7 +17,8 @@ from torchrig.facts.network import Reach, Route
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
 from torchrig.interpreter import module_command
-from torchrig.launch.torchrun import TORCHRUN_MODULE, TorchrunFlags
+from torchrig.launch.rank_exit import TORCHRUN_MODULE
+from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost.preflight import exposure_warning, unreachable_message
 
 # torchrun's own default. A restart runs the script again from its start, which only a script

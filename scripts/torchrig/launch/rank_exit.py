@@ -13,17 +13,20 @@ import contextlib
 import functools
 import gc
 import io
+import itertools
 import os
 import runpy
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 SWITCH = "TORCHRIG_RANK_EXIT"
 OFF = "off"
 HOOK_FILE = "torchrig-rank-exit.pth"  # the image's `.pth` line (entrypoint/)
 UNBUFFERED = "-u"  # torchrun starts every worker as `<python> -u script.py` or `-u -m module`
 SPAWNED_FLAG = "--multiprocessing-fork"  # multiprocessing's mark of a spawned child
+TORCHRUN_MODULE = "torch.distributed.run"  # torchrun as `python -m` runs it
 # What the exec'd worker runs: `-c`, not `-m`, as the `.pth` line has imported this module already.
 RUN = "from torchrig.launch.rank_exit import main; main()"
 
@@ -50,7 +53,9 @@ def take_over() -> None:
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
     if not is_on(os.environ):
         return
-    if SPAWNED_FLAG in sys.orig_argv:
+    if is_torchrun(sys.orig_argv):
+        sys.excepthook = says_how_torchrun_ended(sys.excepthook)
+    elif SPAWNED_FLAG in sys.orig_argv:
         import multiprocessing.spawn
 
         multiprocessing.spawn.spawn_main = knows_its_status(multiprocessing.spawn.spawn_main)
@@ -91,6 +96,64 @@ def knows_its_status(spawn_main: Callable[..., None]) -> Callable[..., None]:
             raise
 
     return run_child
+
+
+# --- torchrun itself: how its job ended, in one line ----------------------------------------------
+# torchrun ends a failed job with ChildFailedError, and a stop it passed on with SignalException:
+# each a traceback of torchrun's own code (30-70 lines), after the workers said what happened.
+
+
+def is_torchrun(argv: Sequence[str]) -> bool:
+    """`torchrun ...` (its console script) or `python ... -m torch.distributed.run ...`."""
+    if len(argv) > 1 and os.path.basename(argv[1]) == "torchrun":
+        return True
+    return any(pair == ("-m", TORCHRUN_MODULE) for pair in itertools.pairwise(argv))
+
+
+def says_how_torchrun_ended(
+    previous: Callable[[type[BaseException], BaseException, object], object],
+) -> Callable[[type[BaseException], BaseException, object], None]:
+    """An excepthook: torchrun's two endings as one line, anything else as before."""
+
+    def excepthook(kind: type[BaseException], exc: BaseException, tb: object) -> None:
+        line = torchrun_ending(exc)
+        if line is None:
+            previous(kind, exc, tb)
+            return
+        from torchrig.voice import IN_OTHERS_OUTPUT, Voice
+
+        Voice(IN_OTHERS_OUTPUT).note(line)
+
+    return excepthook
+
+
+def torchrun_ending(exc: BaseException) -> str | None:
+    """The line for torchrun's SignalException or ChildFailedError; None for anything else."""
+    kind = type(exc)
+    if not kind.__module__.startswith("torch.distributed.elastic."):
+        return None
+    if kind.__name__ == "SignalException":
+        name = getattr(getattr(exc, "sigval", None), "name", "a signal")
+        return (
+            f"torchrun got {name} and passed it on to its workers; their lines above say how "
+            "each one ended"
+        )
+    if kind.__name__ == "ChildFailedError":
+        ranks = sorted(exc.failures.items())  # type: ignore[attr-defined]
+        ended = "; ".join(f"rank {rank} {how_it_ended(failure)}" for rank, failure in ranks)
+        return f"torchrun: the job failed: {ended} (the ranks' own lines above say more)"
+    return None
+
+
+def how_it_ended(failure: Any) -> str:
+    """A torchrun ProcessFailure in words: its signal, or its status and the error it recorded."""
+    if failure.exitcode < 0:
+        return f"was killed by {failure.signal_name()}"
+    recorded = failure.message if os.path.isfile(failure.error_file) else None
+    if isinstance(recorded, dict):  # what torch's ErrorHandler writes: {"message": ..., ...}
+        recorded = recorded.get("message")
+    first = str(recorded or "").strip().splitlines()[:1]
+    return f"exited {failure.exitcode}" + (f" ({first[0]})" if first else "")
 
 
 # --- the end --------------------------------------------------------------------------------------

@@ -12,9 +12,6 @@ from typing import Any
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint
 
-# torchrun's module: `python -m torch.distributed.run` is torchrun.
-TORCHRUN_MODULE = "torch.distributed.run"
-
 # A pass-through flag and its value (None for a bare flag such as --no-python).
 Flag = tuple[str, str | None]
 

@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 
+from torchrig.facts import container_runtime
 from torchrig.multihost.hostfile import add_host_arguments
 from torchrig.verify import report
 from torchrig.voice import Voice
@@ -65,6 +66,18 @@ def parse_timeout(text: str) -> float:
     return value
 
 
+def cpu_mode_by_container(gpus: list[int] | None) -> bool:
+    """In a container started in CPU-only mode no GPU was passed in on purpose: a plain `verify`
+    checks what applies without one, as `--cpu` does, and says so. Naming GPUs still checks them."""
+    if gpus is not None or not container_runtime.cpu_only_mode():
+        return False
+    Voice.of_command("verify").note(
+        f"CPU-only mode ({container_runtime.CPU_ONLY}=1): checking without GPUs, as "
+        "`torchrig verify --cpu` does; for the GPU checks start the workstation with its GPUs"
+    )
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     from torchrig.multihost.hostfile import hosts_from
     from torchrig.verify.runner import Options, verify
@@ -81,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
             from torchrig.verify import hosts as across_hosts
 
             return across_hosts.run(args, hosts, options.timeout_s)
+        options.cpu = options.cpu or cpu_mode_by_container(options.gpus)
         result = verify(options)
     except ValueError as exc:
         Voice.of_command("verify").error(str(exc))

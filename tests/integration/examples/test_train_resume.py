@@ -181,3 +181,24 @@ def test_fsdp_sharded_checkpoints_resume_to_identical_weights(tmp_path: Path) ->
     output = run_to_end(torchrun_argv(2, [*example_args(resumed), "--steps", "9"]))
     assert "resuming from step 6" in output
     assert (resumed / "step_00000009" / ".metadata").is_file()
+
+
+def test_a_folder_of_another_model_is_one_line_under_torchrun_and_launch(tmp_path: Path) -> None:
+    # The README's commands (torchrun's console script; torchrig launch) pointed at a folder
+    # that another model's run left behind: one line on rank 0, no warnings, no traceback.
+    import sys
+
+    run_to_end(torchrun_argv(2, [*example_args(tmp_path), "--steps", "3"]))
+    other = [*example_args(tmp_path), "--num-classes", "3"]
+    torchrun = [str(Path(sys.executable).parent / "torchrun"), "--standalone"]
+    launch = [sys.executable, "-m", "torchrig", "launch"]
+    expected = (
+        f"error: --checkpoint-dir {tmp_path} holds checkpoints of tiny with 4 classes, which do "
+        "not fit tiny with 3 classes: pass a new --checkpoint-dir"
+    )
+    for command in (torchrun, launch):
+        argv = [*command, "--nproc-per-node", "2", str(EXAMPLE), *other]
+        output = run_to_end(argv, expect_rc=1)
+        assert "Traceback" not in output and "CheckpointWarning" not in output, output
+        lines = [line for line in output.splitlines() if "pass a new --checkpoint-dir" in line]
+        assert lines == [expected], output

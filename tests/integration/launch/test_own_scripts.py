@@ -8,7 +8,6 @@ The script is tests/users_code/plain_dist.py: plain torch.distributed, no destro
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,32 +90,23 @@ def test_a_rank_dying_in_teardown_after_its_script_finished_fails_nothing(tmp_pa
 @pytest.mark.parametrize(
     ("script_args", "evidence"),
     [
-        (["--raise-rank", "1"], "RuntimeError: rank 1 failed on purpose"),
-        (["--exit-rank", "1", "3"], "exitcode  : 3"),
-        (["--kill-rank", "1"], "Signal 9 (SIGKILL)"),
+        (["--raise-rank", "1"], "rank 1 exited 1 (RuntimeError: rank 1 failed on purpose)"),
+        (["--exit-rank", "1", "3"], "rank 1 exited 3"),
+        (["--kill-rank", "1"], "rank 1 was killed by SIGKILL"),
     ],
 )
 def test_real_failures_still_fail_and_name_the_rank_and_the_error(
     tmp_path: Path, script_args: list[str], evidence: str
 ) -> None:
-    """torchrun's summary has a block for rank 1 that shows its error. Which block it calls the
-    root cause is torchrun's pick, to the second: rank 0's own error (its peer is gone) can come
-    first when torchrun notices rank 1's exit a second boundary later, as on a loaded machine."""
+    """torchrun's end, one line instead of its traceback, names rank 1 and its error. Rank 0 may
+    be in it too: its own error when its peer is gone, if torchrun noticed it in time."""
     result = launch(tmp_path, *script_args, restarts=None)
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-5000:]
-    blocks = failure_blocks(output)
-    rank_1 = [block for block in blocks if "rank      : 1 (local_rank: 1)" in block]
-    assert len(rank_1) == 1, output[-5000:]
-    assert evidence in rank_1[0], output[-5000:]
+    ends = [line for line in output.splitlines() if line.startswith("[torchrig] torchrun: ")]
+    assert len(ends) == 1 and evidence in ends[0], output[-5000:]
+    assert "ChildFailedError" not in output, output[-5000:]  # torchrun's own traceback
     assert "not restarted" in output  # launch's default: say how to get restarts
-
-
-def failure_blocks(output: str) -> list[str]:
-    """The per-rank blocks of torchrun's failure summary ("[1]:" then indented lines), from its
-    "Failures:" list and its "Root Cause" alike."""
-    summary = output[output.index("Failures:") :]
-    return [block for block in re.split(r"^\[\d+\]:$", summary, flags=re.MULTILINE)[1:]]
 
 
 def test_in_the_venv_make_venv_makes_a_rank_dying_in_teardown_fails_nothing(

@@ -51,6 +51,9 @@ def test_sigterm_to_launch_saves_exits_75_and_the_same_command_resumes(
     step = assert_stopped_after_one_step_on_every_rank(tmp_path, 2)
     assert f"SIGTERM: saved step {step} in {tmp_path}; exiting with 75" in output, output
     assert returncode == RESUMABLE_EXIT, output
+    # A clean stop reads as one: torchrun's SignalException is a line, not its traceback.
+    assert "Traceback" not in output, output
+    assert "[torchrig] torchrun got SIGTERM and passed it on to its workers" in output, output
 
     resumed = run_to_end(launch_argv(example_args(tmp_path)))
     assert f"resuming from step {step} " in resumed, resumed[-3000:]

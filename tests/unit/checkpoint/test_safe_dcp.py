@@ -110,8 +110,7 @@ def test_a_crafted_non_tensor_value_is_refused_on_resume_and_export(tmp_path: Pa
     model = WithExtraState()
     state = TrainingState(model, torch.optim.SGD(model.parameters(), lr=0.1))
     refused = r"extra_state: torch.load\(weights_only=True\) refuses"
-    misfit = pytest.raises(CheckpointError, match="could be loaded")
-    with pytest.warns(CheckpointWarning, match=refused), misfit:
+    with pytest.raises(CheckpointError, match=f"could be loaded.*{refused}"):
         CheckpointManager(run).load_latest(state)
     assert ckpt("export", run, tmp_path / "out.pt") == 1
     assert not marker.exists()

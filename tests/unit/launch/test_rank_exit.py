@@ -230,3 +230,73 @@ def test_the_switch() -> None:
     assert rank_exit.is_on({"TORCHRIG_RANK_EXIT": "job-1"})
     assert not rank_exit.is_on({"TORCHRIG_RANK_EXIT": "off"})
     assert not rank_exit.is_on({"TORCHRIG_RANK_EXIT": "OFF"})
+
+
+# --- torchrun's own end -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["/opt/venv/bin/python", "/opt/venv/bin/torchrun", "--nproc-per-node", "2", "t.py"], True),
+        (["python", "-P", "-m", "torch.distributed.run", "--standalone", "t.py"], True),
+        (["python", "-u", "train.py", "--name", "torchrun"], False),  # a worker, or any script
+        (["python", "-m", "torchrig", "launch", "t.py"], False),  # launch runs torchrun as a child
+        (["python"], False),
+    ],
+)
+def test_torchrun_is_told_by_its_command_line(argv: list[str], expected: bool) -> None:
+    assert rank_exit.is_torchrun(argv) is expected
+
+
+def test_torchrun_s_endings_are_one_line_and_other_errors_keep_their_traceback(
+    tmp_path: Path,
+) -> None:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    stop = SignalException("Process 1 got signal: 15", sigval=signal.SIGTERM)
+    assert rank_exit.torchrun_ending(stop) == (
+        "torchrun got SIGTERM and passed it on to its workers; their lines above say how each "
+        "one ended"
+    )
+    # What torch's ErrorHandler records for an exception (rank_exit writes it as @record would).
+    error_file = tmp_path / "error.json"
+    error_file.write_text(
+        '{"message": {"message": "RuntimeError: rank 2 failed on purpose\\nmore", '
+        '"extraInfo": {"py_callstack": "Traceback ...", "timestamp": "1"}}}'
+    )
+    failures = {
+        2: ProcessFailure(local_rank=0, pid=13, exitcode=1, error_file=str(error_file)),
+        1: ProcessFailure(local_rank=1, pid=12, exitcode=-9, error_file="<N/A>"),
+        0: ProcessFailure(local_rank=0, pid=11, exitcode=75, error_file="<N/A>"),
+    }
+    assert rank_exit.torchrun_ending(ChildFailedError("train.py", failures)) == (
+        "torchrun: the job failed: rank 0 exited 75; rank 1 was killed by SIGKILL; rank 2 exited "
+        "1 (RuntimeError: rank 2 failed on purpose) (the ranks' own lines above say more)"
+    )
+    assert rank_exit.torchrun_ending(RuntimeError("anything else")) is None
+
+
+def test_under_plain_torchrun_a_stop_ends_without_a_traceback(tmp_path: Path) -> None:
+    # torchrun's console script, in an interpreter with the image's hook: its SignalException
+    # (raised here as the agent raises it) is one line, with torchrun's status (1) kept.
+    torchrun = tmp_path / "torchrun"
+    torchrun.write_text(
+        "from torch.distributed.elastic.multiprocessing.api import SignalException\n"
+        "import signal\n"
+        "raise SignalException('Process 1 got signal: 15', sigval=signal.SIGTERM)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(torchrun)],
+        env=with_image_hook(dict(os.environ)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "[torchrig] torchrun got SIGTERM and passed it on to its workers; their lines above say "
+        "how each one ended\n"
+    )

@@ -116,6 +116,26 @@ def test_no_gpu_in_json_mode_exits_2_and_carries_the_hint(
     assert "nvidia-ctk" in err
 
 
+def test_in_a_cpu_only_container_plain_verify_checks_without_gpus_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TORCHRIG_CPU_ONLY", "1")  # as docker-compose.cpu.yml sets it
+    code, out, err = run_with(monkeypatch, capsys, NO_GPU, "--quick", "--json")
+    assert code == 0, out + err
+    assert json.loads(out)["mode"] == "cpu"
+    assert "CPU-only mode (TORCHRIG_CPU_ONLY=1)" in err
+    assert "torchrig verify --cpu" in err
+
+
+def test_naming_gpus_in_a_cpu_only_container_still_checks_them(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TORCHRIG_CPU_ONLY", "1")
+    code, out, err = run_with(monkeypatch, capsys, NO_GPU, "--quick", "--gpus", "0")
+    assert code == 2, out + err
+    assert "CPU-only mode" not in err
+
+
 def test_a_healthy_machine_exits_0(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
