@@ -22,8 +22,10 @@ from torchrig.host import (
     dotenv,
     gpu_mode,
     gpus,
+    preflight,
     prepare,
     project,
+    settings,
     workstations,
 )
 from torchrig.host.workstations import Compose
@@ -51,14 +53,32 @@ STATUS = "status: "
 NOT_READY = 3
 
 
-def read_state(compose: Compose) -> workstations.Workstation | None:
+def inspect_own(compose: Compose) -> dict | None:
+    """`docker inspect` of this workstation's container, in any state; None when there is none."""
     ids = compose.run("ps", "--all", "--quiet", SERVICE).stdout.split()
     if not ids:
         return None
     inspected = compose.docker("inspect", ids[0])
-    if inspected.returncode != 0:
-        return None
-    return workstations.parse(json.loads(inspected.stdout)[0])
+    return preflight.parse_inspected(inspected.stdout) if inspected.returncode == 0 else None
+
+
+def read_state(compose: Compose) -> workstations.Workstation | None:
+    inspected = inspect_own(compose)
+    return None if inspected is None else workstations.parse(inspected)
+
+
+def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> int:
+    """What compose or the engine would refuse, refused before a recreate removes what runs."""
+    config = compose.run("config", "--format", "json")
+    if config.returncode != 0:
+        return 0  # prepare said why; compose will again
+    given = [name for name in compose_failure.PORT_VARIABLES.values()
+             if dotenv.setting(name, env_file) is not None]  # fmt: skip
+    try:
+        preflight.check(compose.docker, config.stdout, inspect_own(compose), prepare.is_free, given)
+    except compose_failure.HostError as refused:
+        return refused.said()
+    return 0
 
 
 def parse_ps(text: str) -> list[dict]:
@@ -164,11 +184,17 @@ def report_compose_failure(
     if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
         missing = None if present else image
+    memlock = preflight.limits((workstation.get("ulimits") or {}).get("memlock"))
+    refused = memlock is not None and compose_failure.MEMLOCK_REFUSED.search(up.stdout)
     facts = compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
         cpu_mode=cpu,
         published=published,
         missing_image=missing,
+        memlock_wanted=memlock[1] if memlock else None,
+        memlock_limit=preflight.engine_memlock_limit(compose.docker, image)
+        if refused and image
+        else None,
     )
     lines = compose_failure.diagnose(up.stdout, facts) or [
         f"`docker compose up` failed (exit {up.returncode}) before the workstation "
@@ -310,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     compose = Compose(args.compose)
     try:
+        settings.check_names(Path.cwd(), Path(".env"), compose.command)
         mode = choose_mode(compose, args.cpu)
     except compose_failure.HostError as refused:
         return refused.said()
@@ -317,7 +344,12 @@ def main(argv: list[str] | None = None) -> int:
         VOICE.note("\n".join(mode.notice))
     if mode.cpu:
         compose = compose.with_file(gpu_mode.CPU_OVERRIDE)
-    prepared = prepare.prepare(compose.run) or claim(compose, mode.cpu) or pass_build_arguments()
+    prepared = (
+        prepare.prepare(compose.run)
+        or claim(compose, mode.cpu)
+        or pass_build_arguments()
+        or check_before_touching(compose)
+    )
     if prepared:
         return prepared
     up = compose.shown("up", "-d")
