@@ -9,7 +9,6 @@ crash after hours of work and wrong for a bad setting.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -32,7 +31,7 @@ from torchrig.host.workstations import Compose
 from torchrig.voice import IN_OTHERS_OUTPUT, harmless
 from torchrig.voice import MAKEFILE as VOICE
 
-SERVICE = "workstation"
+SERVICE = workstations.SERVICE
 PORTS = {name: port for name, (port, _) in compose_failure.PUBLISHED_PORTS.items()}
 # Generous: a healthy start takes seconds, and a failing one is reported as soon as the container
 # stops (the supervisor gives up on a crash loop within a minute).
@@ -81,14 +80,6 @@ def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> in
     return 0
 
 
-def parse_ps(text: str) -> list[dict]:
-    """`compose ps --format json`: one object per line (Compose >= 2.21), or one list before."""
-    text = text.strip()
-    if text.startswith("["):
-        return list(json.loads(text))
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def host_address(publisher: dict) -> str:
     url, port = str(publisher.get("URL") or "127.0.0.1"), publisher.get("PublishedPort")
     return f"[{url}]:{port}" if ":" in url else f"{url}:{port}"
@@ -98,7 +89,7 @@ def find_container(compose: Compose) -> tuple[str, list[str]] | None:
     """The service's container id, and `--jupyter ADDRESS --ssh ADDRESS` as compose published."""
     listed = compose.run("ps", "--all", "--format", "json", SERVICE)
     try:
-        rows = parse_ps(listed.stdout) if listed.returncode == 0 else []
+        rows = workstations.parse_ps(listed.stdout) if listed.returncode == 0 else []
     except ValueError:
         rows = []
     if not rows:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from torchrig.host import gpu_mode, up
+from torchrig.host import gpu_mode, up, workstations
 from torchrig.host.workstations import Compose
 
 SETTING_ERROR = "[torchrig] error: SSH_PUBLIC_KEY (line 1): there is text before the key type"
@@ -334,7 +334,7 @@ def test_an_image_from_before_the_wait_falls_back_to_docker_s_health(
 
 
 def test_ps_output_of_older_compose_is_one_json_list() -> None:
-    rows = up.parse_ps('[{"ID": "a", "Publishers": []}]')
+    rows = workstations.parse_ps('[{"ID": "a", "Publishers": []}]')
     assert rows == [{"ID": "a", "Publishers": []}]
     assert up.host_address({"URL": "::", "PublishedPort": 8888}) == "[::]:8888"
 
