@@ -71,8 +71,12 @@ def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> in
     config = compose.run("config", "--format", "json")
     if config.returncode != 0:
         return 0  # prepare said why; compose will again
-    given = [name for name in compose_failure.PORT_VARIABLES.values()
-             if dotenv.setting(name, env_file) is not None]  # fmt: skip
+    # The port the user changes: on the command line (`make up JUPYTER_PORT=2222`), else set.
+    ports = compose_failure.PORT_VARIABLES.values()
+    typed = set(settings.command_line_names(os.environ.get("MAKEFLAGS", "")))
+    given = [name for name in ports if name in typed] or [
+        name for name in ports if dotenv.setting(name, env_file) is not None
+    ]
     try:
         preflight.check(compose.docker, config.stdout, inspect_own(compose), prepare.is_free, given)
     except compose_failure.HostError as refused:
