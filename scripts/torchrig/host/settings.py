@@ -121,16 +121,16 @@ def strict_problem(name: str, where: str, known: set[str]) -> str | None:
 def problems(
     known: set[str],
     environment: Mapping[str, str],
-    env_file_values: Mapping[str, Mapping[str, str]],
+    env_file_values: Mapping[Path, Mapping[str, str]],
 ) -> list[str]:
     """One line per misspelled or unknown setting, wherever it was set."""
-    found: list[str] = []
-    for name in command_line_names(environment.get("MAKEFLAGS", "")):
-        found.append(strict_problem(name, f"`make ... {name}=`", known) or "")
-    command_line = set(command_line_names(environment.get("MAKEFLAGS", "")))
+    command_line = command_line_names(environment.get("MAKEFLAGS", ""))
+    found: list[str | None] = [
+        strict_problem(name, "the make command line", known) for name in command_line
+    ]
     for file, values in env_file_values.items():
-        found += [strict_problem(name, str(file), known) or "" for name in values]
-    for name in sorted(set(environment) - command_line):
+        found += [strict_problem(name, str(file), known) for name in values]
+    for name in sorted(set(environment) - set(command_line)):  # make exports those too
         guess = looks_like_ours(name, known)
         if guess:
             found.append(

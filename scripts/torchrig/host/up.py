@@ -1,6 +1,10 @@
 """`make up`: start the workstation in the mode this machine allows, wait until it answers, and
 say how to reach it, or why not (`up [--cpu 0|1] [--timeout S] -- docker compose ...`).
 
+Before compose touches anything, every name set is checked (torchrig.host.settings), then
+what compose or the engine would refuse (torchrig.host.preflight): a recreate that fails has
+already removed the workstation that ran.
+
 The wait is inside the container (every 50 ms; Docker's healthcheck would add up to 3 s). A
 container that exited or restarts in a loop is stopped: `restart: unless-stopped` is right for a
 crash after hours of work and wrong for a bad setting.
