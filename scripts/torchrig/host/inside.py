@@ -27,6 +27,7 @@ NOT_RUNNING = "not running: `make up` starts it"
 # `--published-port 8888`: compose's host address for that container port, given to the command
 # as `--published ADDRESS` (`make jupyter-url` prints the URL the host reaches).
 PUBLISHED_OPTION = "--published"
+INTERRUPTED = 130  # the shell's status for a command ended by SIGINT
 
 
 def container_state(compose: list[str]) -> str | None:
@@ -65,14 +66,15 @@ def run_harmless(command: list[str]) -> int:
     """Run `command`, its stdout and stderr shown as they come, each line made harmless."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout is not None and process.stderr is not None
-    errors = threading.Thread(target=copy_harmless, args=(process.stderr, sys.stderr))
+    errors = threading.Thread(target=copy_harmless, args=(process.stderr, sys.stderr), daemon=True)
     errors.start()
     try:
         copy_harmless(process.stdout, sys.stdout)
-    except KeyboardInterrupt:
+        errors.join()
+        return process.wait()
+    except KeyboardInterrupt:  # Ctrl-C ends `make logs -f`: compose got it too
         process.terminate()
-    errors.join()
-    return process.wait()
+        return INTERRUPTED
 
 
 def published(compose: list[str], port: str) -> list[str]:
