@@ -67,19 +67,20 @@ def is_known(name: str, known: set[str]) -> bool:
     return name in known or name.startswith(FOREIGN_PREFIXES)
 
 
-def typo_distance(one: str, other: str) -> int:
-    """Edits (insert, delete, replace, swap two neighbours) from one name to the other."""
-    previous2: list[int] = []
-    previous = list(range(len(other) + 1))
-    for i, a in enumerate(one, 1):
-        current = [i]
-        for j, b in enumerate(other, 1):
-            cost = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a != b))
-            if i > 1 and j > 1 and a == other[j - 2] and one[i - 2] == b:
-                cost = min(cost, previous2[j - 2] + 1)
-            current.append(cost)
-        previous2, previous = previous, current
-    return previous[-1]
+def one_typo_apart(one: str, other: str) -> bool:
+    """Whether one edit (a letter wrong, missing or extra, or two neighbours swapped) makes
+    `one` into `other`, or they are the same."""
+    if len(one) < len(other):
+        one, other = other, one
+    if len(one) - len(other) > 1:
+        return False
+    first = next((i for i, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), None)
+    if first is None:
+        return True  # the same, or one extra letter at the end
+    if len(one) != len(other):
+        return one[first + 1 :] == other[first:]
+    swapped = one[first + 1 : first + 2] + one[first] + one[first + 2 :]
+    return one[first + 1 :] == other[first + 1 :] or swapped == other[first:]
 
 
 def meant(name: str, known: set[str]) -> str | None:
@@ -97,7 +98,7 @@ def looks_like_ours(name: str, known: set[str]) -> str | None:
     if name.upper() in known:
         return name.upper()
     near = [k for k in sorted(known) if len(k) >= MIN_ENVIRONMENT_NAME]
-    return next((k for k in near if typo_distance(name, k) <= 1), None)
+    return next((k for k in near if one_typo_apart(name, k)), None)
 
 
 def command_line_names(makeflags: str) -> list[str]:

@@ -81,3 +81,17 @@ def test_check_names_refuses_with_every_problem_in_one_error(
     text = "\n".join(refused.value.lines)
     assert "nothing was started or changed" in text
     assert "did you mean JUPYTER_PORT?" in text and "did you mean SSH_PORT?" in text
+
+
+@pytest.mark.parametrize(
+    ("one", "other", "apart"),
+    [("JUPYTER_PROT", "JUPYTER_PORT", True), ("MEMLOK", "MEMLOCK", True),
+     ("MEMLOCKS", "MEMLOCK", True), ("XSSH_PORT", "SSH_PORT", True), ("SSH_PORT", "SSH_PORT", True),
+     ("SSH_PART", "SSH_PORT", True), ("JUPYTER_PATH", "JUPYTER_PORT", False),
+     ("SSH_PORT", "SSH_PORT__", False), ("ABCD", "BADC", False)],
+)  # fmt: skip
+def test_one_typo_is_one_letter_wrong_missing_extra_or_two_swapped(
+    one: str, other: str, apart: bool
+) -> None:
+    assert settings.one_typo_apart(one, other) is apart
+    assert settings.one_typo_apart(other, one) is apart
