@@ -76,6 +76,24 @@ def test_a_refused_setting_leaves_the_running_workstation_as_it_was(
     assert after.attrs["State"]["StartedAt"] == before.attrs["State"]["StartedAt"]
 
 
+def test_a_first_start_with_memlock_the_engine_refuses_names_the_value_that_works(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """Nothing runs to lose, so compose tries and the engine refuses ("error setting rlimit
+    type 8"): said with the engine's own limit, not the generic message."""
+    engine_limit = os.environ.get("MEMLOCK")  # set where the engine cannot grant unlimited
+    result = stack_factory(MEMLOCK="-1").make_up("CPU=1")
+    if not engine_limit:
+        assert result.returncode == 0 and READY in result.stdout, said(result)
+        return
+    output = refused(
+        result,
+        "may not raise the container's memlock limit to unlimited (MEMLOCK=-1)",
+        f"`make up MEMLOCK={engine_limit}`",
+    )
+    assert "failed (exit" not in output  # not the generic wrapper
+
+
 @pytest.fixture
 def checkout(tmp_path: Path, image: str, ssh_keys: KeyPair) -> Iterator[Checkout]:
     made = Checkout.copy(tmp_path / "torchrig", image, ssh_keys.public_line)

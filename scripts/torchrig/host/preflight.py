@@ -4,9 +4,9 @@ and the workstation that runs is left as it was.
 
 - the published ports: each its own (`JUPYTER_PORT=2222` against this workstation's own
   `SSH_PORT`), and free on this machine unless this workstation holds it already;
-- memlock: within what the engine may grant. Unless the container already runs with it, a
-  throwaway container of the image tries it (about 0.2 s), and on a refusal a second one reads the
-  engine's hard limit, the value that works.
+- memlock, when the running workstation would be recreated with another: within what the engine
+  may grant. A throwaway container of the image tries it (0.2-0.7 s), and on a refusal a second
+  one reads the engine's hard limit, the value that works.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from torchrig.host.compose_failure import HostError
 IsFree = Callable[[str, int], bool]
 Docker = Callable[..., Any]
 WILDCARDS = ("0.0.0.0", "::", "")
-NEVER_STARTED = "0001-"  # the engine's StartedAt of a container that never ran
 UNLIMITED = -1
 # A throwaway container that only starts: the engine applies the ulimits when it starts one.
 PROBE = ("run", "--rm", "--network", "none", "--pull", "never")
@@ -49,7 +48,7 @@ def clashes(rows: list[tuple[str, str, int]], given: Collection[str]) -> list[st
 
 def held_ports(inspected: Mapping[str, Any] | None) -> set[tuple[str, int]]:
     """(address, port) this workstation's running container publishes: its own, not taken."""
-    if not inspected or (inspected.get("State") or {}).get("Status") != "running":
+    if not inspected or not is_running(inspected):
         return set()
     bindings = (inspected.get("HostConfig") or {}).get("PortBindings") or {}
     return {
@@ -84,14 +83,14 @@ def limits(value: Any) -> tuple[int, int] | None:
     return None if value is None else (int(value), int(value))
 
 
-def running_with(inspected: Mapping[str, Any] | None, wanted: tuple[int, int]) -> bool:
-    """The container started before with this memlock: the engine grants it."""
-    if not inspected:
-        return False
-    started = str((inspected.get("State") or {}).get("StartedAt") or NEVER_STARTED)
+def is_running(inspected: Mapping[str, Any] | None) -> bool:
+    return bool(inspected) and (inspected.get("State") or {}).get("Status") == "running"
+
+
+def memlock_of(inspected: Mapping[str, Any]) -> tuple[int, int] | None:
     ulimits = (inspected.get("HostConfig") or {}).get("Ulimits") or []
     had = [(int(u["Soft"]), int(u["Hard"])) for u in ulimits if u.get("Name") == "memlock"]
-    return not started.startswith(NEVER_STARTED) and had == [wanted]
+    return had[0] if had else None
 
 
 def engine_memlock_limit(docker: Docker, image: str) -> int | None:
@@ -104,9 +103,15 @@ def engine_memlock_limit(docker: Docker, image: str) -> int | None:
 def check_memlock(
     docker: Docker, service: Mapping[str, Any], inspected: Mapping[str, Any] | None
 ) -> None:
+    """Only a running workstation with another memlock is at stake: a start from nothing, or
+    from stopped, loses nothing when compose fails, and its refusal is said with the same
+    advice after (torchrig.host.up), without the probe's time on every start."""
     wanted = limits((service.get("ulimits") or {}).get("memlock"))
     image = service.get("image")
-    if wanted is None or not image or running_with(inspected, wanted):
+    if wanted is None or not image or not is_running(inspected):
+        return
+    assert inspected is not None
+    if memlock_of(inspected) == wanted:
         return
     if docker("image", "inspect", "--format", "{{.Id}}", image).returncode != 0:
         return  # compose builds it first; a refusal is then said after compose's own error
