@@ -86,8 +86,13 @@ COMPOSE := docker compose -f docker-compose.yml $(if $(filter 1,$(CPU)),-f docke
 	$(if $(filter 1,$(PUBLISHED)),-f docker-compose.published.yml)
 # Host-side helpers: plain python3 and the standard library, no venv needed.
 HOST_PY := PYTHONPATH=scripts python3 -m
+# The targets that need the running workstation: said once when it is not ("not running: `make
+# up`"), and what dev controls in their output made harmless on the way to this terminal; only a
+# shell (`--interactive`) is passed through as it is (torchrig.host.inside).
+INSIDE := $(HOST_PY) torchrig.host.inside --compose "$(COMPOSE)"
 # `exec` gets a TTY only when there is one (make in CI has none).
-EXEC := $(COMPOSE) exec $$([ -t 0 ] || echo -T) -u dev workstation
+SESSION := $(INSIDE) --interactive -- exec $$([ -t 0 ] || echo -T) -u dev workstation
+AS_DEV := $(INSIDE) -- exec -T -u dev workstation
 UV ?= $(firstword $(wildcard $(VENV)/bin/uv) uv)
 
 # Checks the build's inputs, then passes torch's version from the lock as PYTORCH_VERSION (the
@@ -126,33 +131,34 @@ ls: ## list every torchrig workstation on this machine, anyone's: name, folder, 
 
 .PHONY: logs
 logs: ## follow the container's logs (banner, Jupyter URL, sshd)
-	$(COMPOSE) logs -f
+	$(INSIDE) --any-state -- logs -f
 
 .PHONY: shell
 shell: ## a login shell as dev in the running container
-	$(EXEC) bash -l
+	$(SESSION) bash -l
 
 .PHONY: ssh
 ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
+	$(INSIDE) --check
 	address="$$($(COMPOSE) port workstation 2222)"; \
 		ssh -p "$${address##*:}" "dev@$${address%:*}"
 
 .PHONY: jupyter-url
 jupyter-url: ## print JupyterLab's URL with its token
-	$(EXEC) python -I -m torchrig.container.jupyter_url \
-		--published "$$($(COMPOSE) port workstation 8888)"
+	$(INSIDE) --published-port 8888 -- exec -T -u dev workstation \
+		python -I -m torchrig.container.jupyter_url
 
 .PHONY: packages
 packages: ## list the packages you installed (pip, uv, %pip), kept across down/up and rebuilds
-	$(EXEC) torchrig packages
+	$(AS_DEV) torchrig packages
 
 .PHONY: packages-reset
 packages-reset: ## remove every package you installed: back to the image's own
-	$(EXEC) torchrig packages reset
+	$(AS_DEV) torchrig packages reset
 
 .PHONY: verify-gpus
 verify-gpus: ## run `torchrig verify` in the container (ARGS=--quick)
-	$(EXEC) torchrig verify $(ARGS)
+	$(AS_DEV) torchrig verify $(ARGS)
 
 .PHONY: lock
 lock: ## re-resolve locks/<CUDA_FLAVOUR>.txt from pyproject.toml (needs uv; UPGRADE=1 to bump)

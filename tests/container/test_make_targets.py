@@ -94,3 +94,51 @@ def test_make_up_with_a_bad_setting_fails_with_the_container_s_error(
     time.sleep(5)
     container.reload()
     assert container.attrs["RestartCount"] == restarts
+
+
+OSC52 = "\x1b]52;c;cHduZWQ=\x07"  # sets the host terminal's clipboard in several terminals
+KEPT_SITE = (
+    "$(python -c 'from torchrig.packages.sitedir import kept_prefix, site_packages; "
+    "print(site_packages(kept_prefix()))')"
+)
+
+
+def test_what_dev_controls_reaches_the_host_terminal_harmless(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """A kept package whose METADATA Version carries an OSC 52 escape, and a kept .pth file that
+    prints one at every interpreter start: `make packages`, `make jupyter-url` and `make
+    verify-gpus` show them written out, never as the escape itself."""
+    stack = stack_factory()
+    stack.up()
+    stack.wait_ready()
+    plant = (
+        f"site={KEPT_SITE}; mkdir -p $site/evil-1.0.dist-info && "
+        f"printf 'Metadata-Version: 2.1\\nName: evil\\nVersion: 1.0{OSC52}\\n' "
+        "> $site/evil-1.0.dist-info/METADATA && "
+        "echo pip > $site/evil-1.0.dist-info/INSTALLER && "
+        ": > $site/evil-1.0.dist-info/RECORD && "
+        f"printf 'import sys; sys.stdout.write(\"{OSC52}\")\\n' > $site/evil.pth"
+    )
+    code, output = stack.exec(plant, user="dev")
+    assert code == 0, output
+    for target in ("packages", "jupyter-url", "verify-gpus"):
+        result = make(stack, target, "ARGS=--cpu --quick")
+        shown = result.stdout + result.stderr
+        assert "\x1b" not in shown, f"make {target}: {shown!r}"
+        assert "\\x1b]52" in shown, f"make {target}: {shown!r}"
+    assert "evil" in make(stack, "packages").stdout
+
+
+@pytest.mark.parametrize(
+    "target", ["ssh", "shell", "jupyter-url", "verify-gpus", "packages", "logs"]
+)
+def test_every_target_needing_the_workstation_says_once_that_it_is_not_running(
+    stack_factory: Callable[..., Stack], target: str
+) -> None:
+    stack = stack_factory()  # made, never started
+    result = make(stack, target)
+    shown = ANSI_CONTROL.sub("", result.stdout + result.stderr)
+    assert result.returncode != 0
+    assert shown.count("not running: `make up`") == 1, shown
+    assert 'service "workstation" is not running' not in shown, shown

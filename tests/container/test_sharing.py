@@ -42,11 +42,14 @@ def defaults_taken() -> Iterator[None]:
     with ExitStack() as held:
         for port in DEFAULT_PORTS:
             holder = held.enter_context(socket.socket())
+            # As Docker's proxy binds: a port a closed connection lingers on (TIME_WAIT) is
+            # free, and held here too; only a listener of someone else's keeps it.
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 holder.bind(("127.0.0.1", port))
                 holder.listen()
             except OSError:
-                pass  # in use already: taken all the same
+                pass  # someone listens there already: taken all the same
         yield
 
 

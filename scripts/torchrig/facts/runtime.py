@@ -18,6 +18,7 @@ DOCKER_DEFAULT_SHM = 64 * MIB
 MIN_SHM = GIB
 # NVIDIA's containers recommend a 64 MiB stack for the deep recursion of some compilers.
 RECOMMENDED_STACK = 64 * MIB
+MEMLOCK_VARIABLE = "MEMLOCK"
 SHM_FIX = (
     "give the container more /dev/shm: SHM_SIZE=16g with compose (its `shm_size`), "
     "`docker run --shm-size=16g`, or `ipc: host` (`--ipc=host`)"
@@ -33,6 +34,9 @@ class RuntimeFacts:
     usable_cpus: int  # what this process may run on (affinity)
     cpu_quota: float | None  # cgroup CPU limit in CPUs, None when unlimited
     numa_nodes: list[str] = field(default_factory=list)  # cpulist per node
+    # compose's MEMLOCK when it was set (docker-compose.yml passes it in): a number chosen
+    # because the engine refused unlimited, which `make up` then names.
+    memlock_setting: str | None = None
 
 
 def read_runtime_facts() -> RuntimeFacts:
@@ -44,6 +48,7 @@ def read_runtime_facts() -> RuntimeFacts:
         usable_cpus=len(os.sched_getaffinity(0)),
         cpu_quota=cgroup_cpu_quota(Path("/sys/fs/cgroup/cpu.max")),
         numa_nodes=numa_cpulists(Path("/sys/devices/system/node")),
+        memlock_setting=os.environ.get(MEMLOCK_VARIABLE) or None,
     )
 
 
@@ -92,7 +97,7 @@ def size_text(size: int | None) -> str:
 def check_runtime(facts: RuntimeFacts, gpu_count: int) -> list[Check]:
     return [
         check_shm(facts.shm_bytes),
-        check_memlock(facts.memlock_bytes),
+        check_memlock(facts.memlock_bytes, facts.memlock_setting),
         check_stack(facts.stack_bytes),
         check_cpus(facts, gpu_count),
         check_numa(facts.numa_nodes),
@@ -127,15 +132,25 @@ def check_shm(shm_bytes: int | None) -> Check:
     return passed(SECTION, "/dev/shm", text, bytes=shm_bytes)
 
 
-def check_memlock(memlock_bytes: int | None) -> Check:
+def check_memlock(memlock_bytes: int | None, setting: str | None = None) -> Check:
+    """`setting`: MEMLOCK as compose was given it. A number there was chosen, typically because
+    the engine refused unlimited (`make up` says so and names the most it grants): advising -1
+    again would advise what failed."""
     if memlock_bytes is None:
         return passed(SECTION, "memlock", "unlimited", bytes=None)
+    fix = (
+        f"{MEMLOCK_VARIABLE}={setting} chose this limit; more needs an engine that grants it "
+        "(rootful Docker does; `make up` names this engine's limit when it refuses more)"
+        if setting
+        else f"{MEMLOCK_VARIABLE}=-1 with compose (the default), or "
+        "`docker run --ulimit memlock=-1`"
+    )
     return warned(
         SECTION,
         "memlock",
         f"memlock is limited to {size_text(memlock_bytes)}: NCCL, pinned memory and "
         "InfiniBand/RDMA want it unlimited",
-        "MEMLOCK=-1 with compose (the default), or `docker run --ulimit memlock=-1`",
+        fix,
         bytes=memlock_bytes,
     )
 

@@ -29,6 +29,9 @@ PORT_TAKEN = re.compile(
     r"(?:listen tcp[46]? |Bind for )(\S+):(\d+)(?:: bind: address already in use"
     r"| failed: port is already allocated)"
 )
+# runc, when the engine may not raise a ulimit this high (RLIMIT_MEMLOCK is type 8).
+MEMLOCK_REFUSED = re.compile(r"error setting rlimit type 8\b")
+MIB = 1024 * 1024
 NO_NVIDIA_DRIVER = re.compile(r'could not select device driver "nvidia"')
 NO_COMPOSE = re.compile(r"'compose' is not a docker command|unknown command \"compose\"")
 TOOLKIT_FIX = "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker"
@@ -62,11 +65,20 @@ class FailureFacts:
     # Host port -> the variable that chose it (from `compose config`).
     published: Mapping[int, str] = field(default_factory=dict)
     missing_image: str | None = None  # not on this machine, and compose can only pull it
+    memlock_wanted: int | None = None  # the hard memlock limit compose asked for (-1: unlimited)
+    memlock_limit: int | None = None  # the engine's hard limit, bytes (None: not known)
 
 
 def diagnose(output: str, facts: FailureFacts) -> list[str] | None:
     """The error to say (what failed, then, indented, what to do); None for one we do not know."""
-    for check in (daemon_unreachable, compose_too_old, port_taken, no_nvidia, image_missing):
+    for check in (
+        daemon_unreachable,
+        compose_too_old,
+        port_taken,
+        memlock_refused,
+        no_nvidia,
+        image_missing,
+    ):
         lines = check(output, facts)
         if lines:
             return lines
@@ -115,7 +127,10 @@ def port_taken(output: str, facts: FailureFacts) -> list[str] | None:
     if not taken:
         return None
     address, port = taken[1].strip("[]"), int(taken[2])
-    variable = facts.published.get(port)
+    return port_taken_lines(address, port, facts.published.get(port))
+
+
+def port_taken_lines(address: str, port: int, variable: str | None) -> list[str]:
     chosen = f"{variable}={port}" if variable else "JUPYTER_PORT or SSH_PORT"
     setting = variable or "JUPYTER_PORT"
     return [
@@ -123,6 +138,36 @@ def port_taken(output: str, facts: FailureFacts) -> list[str] | None:
         "the workstation cannot be published there.",
         f"  Choose another port: `make up {setting}=<free port>` (or set {setting} in .env), or "
         f"stop what holds it (`ss -ltnp 'sport = :{port}'` shows it).",
+    ]
+
+
+def memlock_refused(output: str, facts: FailureFacts) -> list[str] | None:
+    if not MEMLOCK_REFUSED.search(output):
+        return None
+    return memlock_refused_lines(facts.memlock_wanted, facts.memlock_limit)
+
+
+def memlock_text(limit: int | None) -> str:
+    if limit is None or limit < 0:
+        return "unlimited"
+    return f"{limit // MIB} MiB" if limit % MIB == 0 else f"{limit} bytes"
+
+
+def memlock_refused_lines(wanted: int | None, limit: int | None) -> list[str]:
+    """The engine may not raise memlock to `wanted` (rootless Docker, Podman, a limited engine):
+    the value that works is its own hard limit."""
+    asked = f" to {memlock_text(wanted)} (MEMLOCK={wanted})" if wanted is not None else ""
+    works = f"MEMLOCK={limit}" if limit is not None else "MEMLOCK=<bytes>"
+    where = (
+        f"its hard limit is {memlock_text(limit)}"
+        if limit is not None
+        else "its hard limit is `ulimit -H -l` (KiB) where the engine runs, times 1024"
+    )
+    return [
+        f"the Docker engine may not raise the container's memlock limit{asked} "
+        f"(error setting rlimit type 8: operation not permitted): {where}.",
+        f"  Set {works} in .env (or `make up {works}`), the most this engine grants; NCCL runs "
+        "with it, and pinned-memory transfers may be slower.",
     ]
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from torchrig.voice import MAKEFILE as VOICE
 
+KEY_VARIABLE = "SSH_PUBLIC_KEY"
 PUBLIC_KEY_NAMES = ("id_ed25519.pub", "id_ecdsa.pub", "id_rsa.pub")
 PRIVATE_MODE = 0o600
 PLAIN = re.compile(r"^[\w.,:/@+-]*$")  # written as it is; anything else in single quotes
@@ -61,6 +62,25 @@ def dotenv_text(
         lines.append(f"# from {key[0]}")
         lines.append(f"SSH_PUBLIC_KEY={quote(key[1])}")
     return "\n".join(lines) + "\n"
+
+
+def key_not_in_env_file(path: Path, home: Path) -> str | None:
+    """A key in ~/.ssh that SSH_PUBLIC_KEY lacks (made after .env was written, which is never
+    rewritten): the line that lets it in, to add; None when it is there or there is none."""
+    found = find_public_key(home)
+    if found is None:
+        return None
+    key_path, line = found
+    fields = line.split()
+    configured = setting(KEY_VARIABLE, path) or ""
+    if len(fields) >= 2 and fields[1] in configured:
+        return None
+    instead = " in place of the one there" if configured else ""
+    return (
+        f"your key {key_path} is not in {KEY_VARIABLE}, so sshd will not let it in "
+        f"(`make ssh`): add this line to {path}{instead}, then `make up` again:\n"
+        f"  {KEY_VARIABLE}={quote(line)}"
+    )
 
 
 def write_private(path: Path, text: str) -> None:
@@ -120,6 +140,9 @@ def write_on_first_run(path: Path, first_lines: Callable[[], tuple[str, ...]] = 
         if notice is not None:
             VOICE.note(notice)
         VOICE.note(f"using the existing {path} (delete it to write a fresh one)")
+        offer = key_not_in_env_file(path, Path.home())
+        if offer is not None:
+            VOICE.note(offer)
         return False
     added = first_lines()
     text = dotenv_text(os.getuid(), os.getgid(), find_public_key(Path.home()), added)

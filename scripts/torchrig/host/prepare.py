@@ -21,9 +21,12 @@ TRIES = 100  # ports above the default tried before giving up
 
 
 def is_free(address: str, port: int) -> bool:
-    """Whether a listener could bind address:port now (what Docker's port proxy will do)."""
+    """Whether a listener could bind address:port now (what Docker's port proxy will do). With
+    SO_REUSEADDR, as the proxy binds: a closed connection's end lingering on the port (TIME_WAIT,
+    a minute after a browser tab's last request) does not take it, only a listener does."""
     family = socket.AF_INET6 if ":" in address else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((address, port))
         except OSError:

@@ -19,6 +19,7 @@ from pathlib import Path
 from torchrig.host import dotenv
 from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import (
+    FOLDER_LABEL,
     PROJECT_LABEL,
     Compose,
     Docker,
@@ -129,6 +130,30 @@ def upgraded_name(docker: Docker, folder: Path, legacy: str = LEGACY_NAME) -> st
     return legacy if mine and not theirs else None
 
 
+def unclaimed_volumes(docker: Docker, legacy: str = LEGACY_NAME) -> list[str]:
+    """The old shared name's volumes that nothing says whose they are: compose labels a volume
+    with no folder, and no container of that name is left (`make down` removed it)."""
+    if inspect_labelled(docker, f"{PROJECT_LABEL}={legacy}"):
+        return []
+    volumes = inspect_labelled(docker, f"{PROJECT_LABEL}={legacy}", volumes=True)
+    return sorted(v["Name"] for v in volumes if not (v.get("Labels") or {}).get(FOLDER_LABEL))
+
+
+def ask_whose(env_file: Path, volumes: list[str], legacy: str, new: str) -> HostError:
+    """Volumes that may be another person's: never taken, nor left behind, without a word."""
+    listed = " ".join(volumes)
+    return HostError(
+        f"{env_file} is from before each checkout had a workstation name of its own, and "
+        f"volumes of the old shared name {legacy} are on this machine: {', '.join(volumes)}. "
+        "No container is left to say whose they are, so nothing was started: say which.",
+        f"  Yours (your kept packages, caches and SSH host keys): keep them for this checkout "
+        f"with `make up {VARIABLE}={legacy}`.",
+        f"  Not yours, or not wanted: `make up {VARIABLE}={new}` starts this checkout anew "
+        f"beside them (`docker volume rm {listed}` removes them, when they are yours to remove).",
+        f"  Either name is written to {env_file}; this is asked once.",
+    )
+
+
 @dataclass(frozen=True)
 class Settled:
     name: str | None
@@ -141,10 +166,21 @@ def settle(
     """The checkout's name: the one set (environment, then .env), else chosen now and written."""
     written = dotenv.write_on_first_run(env_file, lambda: first_lines(docker, folder))
     name = dotenv.setting(VARIABLE, env_file)
-    if name is None and dotenv.env_files() is not None:
-        return Settled(name=None, written=False)  # compose names it; the guard asks compose
+    if dotenv.env_files() is not None:
+        if name is not None:
+            check_name(name)
+        return Settled(name=name, written=False)  # compose names it; the guard asks compose
+    if name is not None and VARIABLE not in dotenv.read_values(env_file):
+        # An .env from before, and the name given (`make up COMPOSE_PROJECT_NAME=...`): kept.
+        check_name(name)
+        dotenv.set_value(env_file, VARIABLE, name, comment="this checkout's workstation (make ls)")
+        VOICE.note(f"added {VARIABLE}={name} to {env_file}")
     if name is None:  # an .env from before: keep the old name if it is this folder's
-        name = upgraded_name(docker, folder, legacy) or new_name(docker, folder)
+        name = upgraded_name(docker, folder, legacy)
+        unclaimed = [] if name else unclaimed_volumes(docker, legacy)
+        if unclaimed:
+            raise ask_whose(env_file, unclaimed, legacy, new_name(docker, folder))
+        name = name or new_name(docker, folder)
         why = "kept from before: its volumes hold your packages, caches and SSH host keys"
         kept = name == legacy
         comment = f"this checkout's workstation ({why if kept else 'make ls'})"

@@ -1,6 +1,10 @@
 """`make up`: start the workstation in the mode this machine allows, wait until it answers, and
 say how to reach it, or why not (`up [--cpu 0|1] [--timeout S] -- docker compose ...`).
 
+Before compose touches anything, every name set is checked (torchrig.host.settings), then
+what compose or the engine would refuse (torchrig.host.preflight): a recreate that fails has
+already removed the workstation that ran.
+
 The wait is inside the container (every 50 ms; Docker's healthcheck would add up to 3 s). A
 container that exited or restarts in a loop is stopped: `restart: unless-stopped` is right for a
 crash after hours of work and wrong for a bad setting.
@@ -9,7 +13,6 @@ crash after hours of work and wrong for a bad setting.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -22,15 +25,17 @@ from torchrig.host import (
     dotenv,
     gpu_mode,
     gpus,
+    preflight,
     prepare,
     project,
+    settings,
     workstations,
 )
 from torchrig.host.workstations import Compose
 from torchrig.voice import IN_OTHERS_OUTPUT, harmless
 from torchrig.voice import MAKEFILE as VOICE
 
-SERVICE = "workstation"
+SERVICE = workstations.SERVICE
 PORTS = {name: port for name, (port, _) in compose_failure.PUBLISHED_PORTS.items()}
 # Generous: a healthy start takes seconds, and a failing one is reported as soon as the container
 # stops (the supervisor gives up on a crash loop within a minute).
@@ -51,22 +56,36 @@ STATUS = "status: "
 NOT_READY = 3
 
 
-def read_state(compose: Compose) -> workstations.Workstation | None:
+def inspect_own(compose: Compose) -> dict | None:
+    """`docker inspect` of this workstation's container, in any state; None when there is none."""
     ids = compose.run("ps", "--all", "--quiet", SERVICE).stdout.split()
     if not ids:
         return None
     inspected = compose.docker("inspect", ids[0])
-    if inspected.returncode != 0:
-        return None
-    return workstations.parse(json.loads(inspected.stdout)[0])
+    return preflight.parse_inspected(inspected.stdout) if inspected.returncode == 0 else None
 
 
-def parse_ps(text: str) -> list[dict]:
-    """`compose ps --format json`: one object per line (Compose >= 2.21), or one list before."""
-    text = text.strip()
-    if text.startswith("["):
-        return list(json.loads(text))
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+def read_state(compose: Compose) -> workstations.Workstation | None:
+    inspected = inspect_own(compose)
+    return None if inspected is None else workstations.parse(inspected)
+
+
+def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> int:
+    """What compose or the engine would refuse, refused before a recreate removes what runs."""
+    config = compose.run("config", "--format", "json")
+    if config.returncode != 0:
+        return 0  # prepare said why; compose will again
+    # The port the user changes: on the command line (`make up JUPYTER_PORT=2222`), else set.
+    ports = compose_failure.PORT_VARIABLES.values()
+    typed = set(settings.command_line_names(os.environ.get("MAKEFLAGS", "")))
+    given = [name for name in ports if name in typed] or [
+        name for name in ports if dotenv.setting(name, env_file) is not None
+    ]
+    try:
+        preflight.check(compose.docker, config.stdout, inspect_own(compose), prepare.is_free, given)
+    except compose_failure.HostError as refused:
+        return refused.said()
+    return 0
 
 
 def host_address(publisher: dict) -> str:
@@ -78,7 +97,7 @@ def find_container(compose: Compose) -> tuple[str, list[str]] | None:
     """The service's container id, and `--jupyter ADDRESS --ssh ADDRESS` as compose published."""
     listed = compose.run("ps", "--all", "--format", "json", SERVICE)
     try:
-        rows = parse_ps(listed.stdout) if listed.returncode == 0 else []
+        rows = workstations.parse_ps(listed.stdout) if listed.returncode == 0 else []
     except ValueError:
         rows = []
     if not rows:
@@ -164,11 +183,17 @@ def report_compose_failure(
     if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
         missing = None if present else image
+    memlock = preflight.limits((workstation.get("ulimits") or {}).get("memlock"))
+    refused = memlock is not None and compose_failure.MEMLOCK_REFUSED.search(up.stdout)
     facts = compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
         cpu_mode=cpu,
         published=published,
         missing_image=missing,
+        memlock_wanted=memlock[1] if memlock else None,
+        memlock_limit=preflight.engine_memlock_limit(compose.docker, image)
+        if refused and image
+        else None,
     )
     lines = compose_failure.diagnose(up.stdout, facts) or [
         f"`docker compose up` failed (exit {up.returncode}) before the workstation "
@@ -310,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     compose = Compose(args.compose)
     try:
+        settings.check_names(Path.cwd(), Path(".env"), compose.command)
         mode = choose_mode(compose, args.cpu)
     except compose_failure.HostError as refused:
         return refused.said()
@@ -317,7 +343,12 @@ def main(argv: list[str] | None = None) -> int:
         VOICE.note("\n".join(mode.notice))
     if mode.cpu:
         compose = compose.with_file(gpu_mode.CPU_OVERRIDE)
-    prepared = prepare.prepare(compose.run) or claim(compose, mode.cpu) or pass_build_arguments()
+    prepared = (
+        prepare.prepare(compose.run)
+        or claim(compose, mode.cpu)
+        or pass_build_arguments()
+        or check_before_touching(compose)
+    )
     if prepared:
         return prepared
     up = compose.shown("up", "-d")

@@ -172,6 +172,14 @@ def parse(inspected: Mapping[str, Any]) -> Workstation:
     )
 
 
+def parse_ps(text: str) -> list[dict[str, Any]]:
+    """`compose ps --format json`: one object per line (Compose >= 2.21), or one list before."""
+    text = text.strip()
+    if text.startswith("["):
+        return list(json.loads(text))
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
 def is_workstation(inspected: Mapping[str, Any]) -> bool:
     labels = (inspected.get("Config") or {}).get("Labels") or {}
     name, title = IMAGE_TITLE

@@ -231,3 +231,9 @@ def test_under_podman_no_gpu_names_cdi_and_not_dockers_fix() -> None:
     assert "--device nvidia.com/gpu=all" in warnings[0]
     assert "--runtime=docker" not in warnings[0] and "make up" not in warnings[0]
     assert "TORCHRIG_CPU_ONLY=1" in warnings[0]
+
+
+def test_the_banner_does_not_advise_memlock_unlimited_when_memlock_chose_a_number() -> None:
+    limited = runtime_facts(memlock_bytes=8 * MIB, memlock_setting="8388608")
+    text = "\n".join(banner.describe(replace(runtime=limited)).warnings)
+    assert "memlock is limited to 8 MiB" in text and "MEMLOCK=-1" not in text

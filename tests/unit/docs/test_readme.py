@@ -59,3 +59,17 @@ def test_every_make_target_the_readme_names_exists() -> None:
 def test_every_torchrig_command_the_readme_names_exists() -> None:
     named = set(re.findall(r"`torchrig ([a-z]+)", README.read_text(encoding="utf-8")))
     assert named and named - set(COMMANDS) == set()
+
+
+def test_the_docs_write_the_ssh_command_as_make_up_prints_it() -> None:
+    """One form, `dev@127.0.0.1`, the address the ports are published on: `localhost` in one place
+    and 127.0.0.1 in another gives ssh two known_hosts entries for one workstation."""
+    from torchrig.container.endpoints import ssh_command
+
+    printed = ssh_command("127.0.0.1:2222")
+    readme = README.read_text(encoding="utf-8")
+    assert f"`{printed}`" in readme and f"SSH:     {printed}" in readme
+    for page in [README, *PAGES]:
+        text = page.read_text(encoding="utf-8")
+        for other in ("dev@localhost", "HostName localhost", "[localhost]:"):
+            assert other not in text, f"{page.name} writes {other!r}: `make up` prints {printed}"

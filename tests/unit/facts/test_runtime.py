@@ -119,3 +119,11 @@ def test_exactly_one_gib_of_shm_is_enough_and_one_byte_less_is_not() -> None:
     assert runtime.check_shm(GIB).verdict is Verdict.PASS
     assert runtime.check_shm(GIB - 1).verdict is Verdict.WARN
     assert runtime.check_shm(64 * MIB + 1).verdict is Verdict.WARN
+
+
+def test_memlock_chosen_by_memlock_never_advises_the_unlimited_it_replaced() -> None:
+    """MEMLOCK=8388608 is what a user sets when the engine refused -1 (`make up` says so): the
+    row still warns, but its fix must not advise the value that failed."""
+    check = runtime.check_memlock(8 * MIB, setting="8388608")
+    assert check.verdict is Verdict.WARN
+    assert "-1" not in (check.fix or "") and "MEMLOCK=8388608 chose this limit" in (check.fix or "")

@@ -184,3 +184,24 @@ def test_the_first_run_adds_the_caller_s_lines(
     asked = []
     assert not dotenv.write_on_first_run(path, lambda: asked.append(1) or ())
     assert asked == []  # an existing .env: the lines are not even asked for
+
+
+def test_a_key_made_after_the_env_file_is_offered_as_the_line_to_add(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`.env` from a first run without a key, then `ssh-keygen`: `make up` says so, once."""
+    monkeypatch.delenv("SSH_PUBLIC_KEY", raising=False)
+    monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
+    monkeypatch.setattr(Path, "home", lambda: tmp_path)
+    env_file = tmp_path / ".env"
+    env_file.write_text("PUID=1000\n")
+    env_file.chmod(0o600)
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_ed25519.pub").write_text("ssh-ed25519 AAAAC3Nza me@box\n")
+    assert not dotenv.write_on_first_run(env_file)
+    err = capsys.readouterr().err
+    assert f"your key {tmp_path}/.ssh/id_ed25519.pub is not in SSH_PUBLIC_KEY" in err
+    assert "\n  SSH_PUBLIC_KEY='ssh-ed25519 AAAAC3Nza me@box'\n" in err
+    env_file.write_text("SSH_PUBLIC_KEY='ssh-ed25519 AAAAC3Nza me@box'\n")
+    dotenv.write_on_first_run(env_file)
+    assert "SSH_PUBLIC_KEY" not in capsys.readouterr().err

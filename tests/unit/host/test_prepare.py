@@ -84,6 +84,22 @@ def test_a_port_held_right_now_is_seen_as_taken() -> None:
     assert prepare.is_free("127.0.0.1", port)
 
 
+def test_a_port_a_closed_connection_lingers_on_is_free() -> None:
+    """A browser tab on Jupyter, then `make down`: the port's side of that connection waits in
+    TIME_WAIT for a minute. Docker's port proxy listens with SO_REUSEADDR (so its connections'
+    ends carry it) and binds the port again all the same: free; only a listener takes it."""
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Docker's proxy
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server's side closes first: its end lingers in TIME_WAIT
+        client.close()
+    assert prepare.is_free("127.0.0.1", port)
+
+
 def test_the_first_run_writes_the_ports_it_chose(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from torchrig.host import project
@@ -154,3 +155,33 @@ def test_an_engine_that_cannot_be_asked_stops_the_first_run_and_writes_nothing(
     with pytest.raises(HostError):
         project.settle(alice / ".env", ALICE, engine)
     assert not (alice / ".env").exists()
+
+
+def compose_volume(name: str, project: str) -> dict[str, Any]:
+    """A volume as compose makes it: no folder label (issue: nothing says whose it is)."""
+    made = volume(name, project, "")
+    del made["Labels"]["com.docker.compose.project.working_dir"]
+    return made
+
+
+def test_an_old_checkout_beside_old_volumes_nobody_claims_is_asked_whose_they_are(
+    alice: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After `make down`, then the upgrade: no container says whose `torchrig_*` are. Neither
+    taken nor left behind in silence: an error naming them and the command for each answer."""
+    env_file = alice / ".env"
+    env_file.write_text("PUID=4242\n")
+    engine = FakeEngine(volumes=[compose_volume(v, "torchrig") for v in ("packages", "cache")])
+    with pytest.raises(HostError) as asked:
+        project.settle(env_file, ALICE, engine)
+    text = "\n".join(asked.value.lines)
+    assert "torchrig_cache, torchrig_packages" in text
+    assert "`make up COMPOSE_PROJECT_NAME=torchrig`" in text
+    assert "`make up COMPOSE_PROJECT_NAME=torchrig-alice`" in text
+    assert env_file.read_text() == "PUID=4242\n"  # nothing chosen for the user
+    # The answer, given on the command line, is kept in .env: asked once.
+    monkeypatch.setenv("COMPOSE_PROJECT_NAME", "torchrig")
+    assert project.settle(env_file, ALICE, engine).name == "torchrig"
+    monkeypatch.delenv("COMPOSE_PROJECT_NAME")
+    assert project.settle(env_file, ALICE, engine).name == "torchrig"
+    assert env_file.read_text().endswith("COMPOSE_PROJECT_NAME=torchrig\n")

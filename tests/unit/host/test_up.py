@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from torchrig.host import gpu_mode, up
+from torchrig.host import gpu_mode, up, workstations
 from torchrig.host.workstations import Compose
 
 SETTING_ERROR = "[torchrig] error: SSH_PUBLIC_KEY (line 1): there is text before the key type"
@@ -109,6 +109,7 @@ def run_main(
     monkeypatch.setattr(up.gpu_mode, "read_host_gpus", lambda: host)
     monkeypatch.setattr(up.prepare, "prepare", lambda run_compose: 0)
     monkeypatch.setattr(up, "claim", lambda compose, cpu: 0)  # test_up_claim.py
+    monkeypatch.setattr(up.settings, "check_names", lambda *args: None)  # test_settings.py
     monkeypatch.setattr(up.buildcheck, "checked_torch_version", lambda environ: ("2.13.0", []))
     monkeypatch.delenv("PYTORCH_VERSION", raising=False)
     argv = ["--timeout", "60", "--cpu", cpu, "--", "docker", "compose", "-f", "docker-compose.yml"]
@@ -156,7 +157,8 @@ def test_ready_prints_how_to_connect(
 ) -> None:
     compose = ready_compose()
     assert run_main(monkeypatch, compose, cpu="1") == 0
-    assert compose.calls[0] == ("up", "-d")  # no --wait: Docker's health interval is not awaited
+    (started,) = [call for call in compose.calls if call[0] == "up"]
+    assert started == ("up", "-d")  # no --wait: Docker's health interval is not awaited
     (asked,) = [call for call in compose.calls if call[0] == "exec"]
     assert asked[:4] == ("exec", "--user", "root", "abc123")  # dev's uid may change meanwhile
     assert asked[-6:] == ("--wait", "60", "--jupyter", "0.0.0.0:18888", "--ssh", "127.0.0.1:12222")
@@ -332,7 +334,7 @@ def test_an_image_from_before_the_wait_falls_back_to_docker_s_health(
 
 
 def test_ps_output_of_older_compose_is_one_json_list() -> None:
-    rows = up.parse_ps('[{"ID": "a", "Publishers": []}]')
+    rows = workstations.parse_ps('[{"ID": "a", "Publishers": []}]')
     assert rows == [{"ID": "a", "Publishers": []}]
     assert up.host_address({"URL": "::", "PublishedPort": 8888}) == "[::]:8888"
 

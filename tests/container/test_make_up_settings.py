@@ -1,0 +1,190 @@
+"""`make up` and what it reads, as a newcomer types it (issue: the first hour, second round): a
+setting compose or the engine would refuse is refused before anything running is touched, a
+misspelled name is said with the one meant, a key .env lacks is offered, and volumes of the old
+shared name are never taken or left behind in silence."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .checkouts import Checkout
+from .ssh import KeyPair
+from .stack import ANSI_CONTROL, Stack, free_port
+
+pytestmark = [pytest.mark.container, pytest.mark.timeout(600, func_only=True)]
+
+READY = "The workstation is ready"
+KEPT = "/opt/packages/left-by-its-owner"
+LEGACY = "torchrig"  # the old compose's `name: torchrig`, shared by every checkout
+
+
+def said(result: subprocess.CompletedProcess[str]) -> str:
+    return ANSI_CONTROL.sub("", result.stdout + result.stderr)
+
+
+def refused(result: subprocess.CompletedProcess[str], *words: str) -> str:
+    output = said(result)
+    assert result.returncode != 0, output
+    for word in words:
+        assert word in output, output
+    return output
+
+
+def test_a_refused_setting_leaves_the_running_workstation_as_it_was(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    stack = stack_factory()
+    up = stack.make_up("CPU=1")
+    assert up.returncode == 0 and READY in up.stdout, said(up)
+    before = stack.container()
+    ssh = stack.ssh_port
+
+    clash = refused(
+        stack.make_up("CPU=1", f"JUPYTER_PORT={ssh}"),
+        f"JUPYTER_PORT={ssh} clashes with this workstation's own SSH_PORT={ssh}",
+    )
+    assert "already taken" not in clash
+    refused(stack.make_up("CPU=1", "JUPYTER_PROT=9999"), "did you mean JUPYTER_PORT?")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        refused(
+            stack.make_up("CPU=1", f"SSH_PORT={taken}"),
+            f"port {taken} on 127.0.0.1 is already taken on this machine (SSH_PORT={taken})",
+        )
+    engine_limit = os.environ.get("MEMLOCK")  # set where the engine cannot grant unlimited
+    if engine_limit:
+        refused(
+            stack.make_up("CPU=1", "MEMLOCK=-1"),
+            "may not raise the container's memlock limit to unlimited",
+            f"`make up MEMLOCK={engine_limit}`",
+        )
+        # What runs with the number chosen never advises the -1 that was refused.
+        verify = stack.make("verify-gpus", "CPU=1", "ARGS=--cpu --quick")
+        assert "memlock is limited" in said(verify) and "MEMLOCK=-1" not in said(verify)
+
+    after = stack.container()
+    after.reload()
+    assert (after.id, after.status) == (before.id, "running")
+    assert after.attrs["State"]["StartedAt"] == before.attrs["State"]["StartedAt"]
+
+
+def test_a_first_start_with_memlock_the_engine_refuses_names_the_value_that_works(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """Nothing runs to lose, so compose tries and the engine refuses ("error setting rlimit
+    type 8"): said with the engine's own limit, not the generic message."""
+    engine_limit = os.environ.get("MEMLOCK")  # set where the engine cannot grant unlimited
+    result = stack_factory(MEMLOCK="-1").make_up("CPU=1")
+    if not engine_limit:
+        assert result.returncode == 0 and READY in result.stdout, said(result)
+        return
+    output = refused(
+        result,
+        "may not raise the container's memlock limit to unlimited (MEMLOCK=-1)",
+        f"`make up MEMLOCK={engine_limit}`",
+    )
+    assert "failed (exit" not in output  # not the generic wrapper
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, image: str, ssh_keys: KeyPair) -> Iterator[Checkout]:
+    made = Checkout.copy(tmp_path / "torchrig", image, ssh_keys.public_line)
+    (made.folder / "workspace").chmod(0o777)
+    try:
+        yield made
+    finally:
+        made.remove()
+
+
+def test_a_lowercase_name_in_env_and_a_key_env_lacks(checkout: Checkout, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKeyMadeAfterTheFirstRun me@box"
+    (home / ".ssh" / "id_ed25519.pub").write_text(f"{key}\n")
+    name = f"trsettings-{os.urandom(4).hex()}"
+    checkout.env_file.write_text(
+        f"COMPOSE_PROJECT_NAME={name}\nPUID=4242\njupyter_port=9999\n"
+        f"JUPYTER_PORT={free_port()}\nSSH_PORT={free_port()}\n"
+    )
+    checkout.names.add(name)
+    environment = {"HOME": str(home), "SSH_PUBLIC_KEY": ""}
+    refused(
+        checkout.make("up", "CPU=1", **environment),
+        ".env: jupyter_port is not a setting of torchrig: did you mean JUPYTER_PORT?",
+    )
+    checkout.env_file.write_text(checkout.env_file.read_text().replace("jupyter_port=9999\n", ""))
+    checkout.give_image()
+    up = checkout.make("up", "CPU=1", **environment)
+    assert up.returncode == 0 and READY in up.stdout, said(up)
+    assert f"your key {home}/.ssh/id_ed25519.pub is not in SSH_PUBLIC_KEY" in said(up)
+    assert f"\n  SSH_PUBLIC_KEY='{key}'\n" in said(up)
+
+
+def old_volumes() -> list[str]:
+    listed = subprocess.run(
+        ["docker", "volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={LEGACY}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return sorted(listed.stdout.split())
+
+
+def test_the_upgrade_after_make_down_asks_whose_the_old_volumes_are(checkout: Checkout) -> None:
+    """Volumes made by the old compose (`name: torchrig`), its container gone with `make down`;
+    then a checkout whose .env is from before runs today's `make up`."""
+    assert old_volumes() == [], f"{LEGACY}_* volumes on this engine are someone else's"
+    old_env = f"PUID=4242\nJUPYTER_PORT={free_port()}\nSSH_PORT={free_port()}\n"
+    checkout.env_file.write_text(old_env)
+    (checkout.folder / "old.yml").write_text(
+        f"name: {LEGACY}\n" + (checkout.folder / "docker-compose.yml").read_text()
+    )
+    checkout.names.add(LEGACY)  # removed with its volumes at the end, whatever happens
+    old = ["-f", "old.yml", "-f", "docker-compose.cpu.yml"]
+    started = subprocess.run(
+        ["docker", "compose", *old, "up", "-d", "--no-build"],
+        cwd=checkout.folder,
+        env=checkout.environment(TORCHRIG_IMAGE=checkout.image),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert started.returncode == 0, started.stderr
+    made = "until [ -s /var/lib/torchrig/ssh/ssh_host_ed25519_key.pub ]; do sleep 0.2; done"
+    key = checkout.exec(f"{made}; cat /var/lib/torchrig/ssh/ssh_host_ed25519_key.pub",
+                        user="root", project=LEGACY)  # fmt: skip
+    checkout.exec(f"echo mine > {KEPT}", user="root", project=LEGACY)
+    down = subprocess.run(
+        ["docker", "compose", *old, "down"],
+        cwd=checkout.folder,
+        env=checkout.environment(TORCHRIG_IMAGE=checkout.image),
+        capture_output=True,
+        check=False,
+    )
+    assert down.returncode == 0
+    volumes = old_volumes()
+    assert f"{LEGACY}_packages" in volumes
+
+    asked = refused(
+        checkout.make("up", "CPU=1", TORCHRIG_IMAGE=checkout.image),
+        ", ".join(volumes),
+        f"`make up COMPOSE_PROJECT_NAME={LEGACY}`",
+        "nothing was started",
+    )
+    assert "ready" not in asked and checkout.env_file.read_text() == old_env
+    assert old_volumes() == volumes  # nothing dropped
+
+    kept = checkout.make("up", "CPU=1", f"COMPOSE_PROJECT_NAME={LEGACY}",
+                         TORCHRIG_IMAGE=checkout.image)  # fmt: skip
+    assert kept.returncode == 0 and READY in kept.stdout, said(kept)
+    assert checkout.env_value("COMPOSE_PROJECT_NAME") == LEGACY  # asked once
+    assert checkout.exec(f"cat {KEPT}") == "mine"
+    assert checkout.exec("cat /var/lib/torchrig/ssh/ssh_host_ed25519_key.pub") == key

@@ -1,0 +1,33 @@
+"""The make targets that need the running workstation (torchrig.host.inside): one line when it is
+down, and the container's output made harmless on the way to the host's terminal."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from torchrig.host import inside
+
+OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # sets the clipboard in several terminals
+
+
+@pytest.mark.parametrize("state", [None, "exited", "created"])
+def test_a_workstation_that_does_not_run_is_said_once_with_make_up(state: str | None) -> None:
+    said = inside.refusal(state, any_state=False)
+    assert said is not None and "not running: `make up`" in said
+
+
+def test_logs_take_a_stopped_container_but_not_none() -> None:
+    assert inside.refusal("exited", any_state=True) is None
+    assert inside.refusal(None, any_state=True) is not None
+    assert inside.refusal("running", any_state=False) is None
+
+
+def test_what_the_command_prints_reaches_the_terminal_harmless(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    printer = f"import sys; print('Version: 1.0{OSC52}'); sys.stderr.write('{OSC52}\\n'); exit(3)"
+    assert inside.run_harmless([sys.executable, "-c", printer]) == 3
+    out, err = capfd.readouterr()
+    assert "\x1b" not in out + err
+    assert "Version: 1.0\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in out and "\\x1b]52" in err
