@@ -171,9 +171,35 @@ def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
             buffer.data.copy_(part.view_as(buffer))
 
 
-def shard_model(model: torch.nn.Module, min_unit_params: int = 1_000_000, **fsdp_kwargs) -> None:
+def wrap_ddp(model: torch.nn.Module, device_ids: list[int] | None = None) -> torch.nn.Module:
+    """DDP with every gradient a view of its all-reduce bucket: no copy into the bucket after
+    backward and none back after the all-reduce, and one gradient's memory less."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
+
+
+def unit_threshold(model: torch.nn.Module, most: int = 1_000_000, units: int = 8) -> int:
+    """Parameters that make a submodule an FSDP unit: `most`, or less for a model so small that
+    it would otherwise be one unit (a CPU's tiny model), so that it too has about `units`."""
+    return max(1, min(most, sum(p.numel() for p in model.parameters()) // units))
+
+
+def shard_model(
+    model: torch.nn.Module,
+    min_unit_params: int = 1_000_000,
+    *,
+    compile_units: bool = False,
+    **fsdp_kwargs,
+) -> None:
     """FSDP2's `fully_shard` bottom-up, in place: a submodule holding `min_unit_params` parameters
-    not in a unit below it becomes a unit, then the root; `fsdp_kwargs` go to every call."""
+    not in a unit below it becomes a unit, then the root; `fsdp_kwargs` go to every call.
+
+    `compile_units` compiles each unit but the root before it is sharded, as torchtitan does: a
+    whole-model compile breaks its graph at every unit's hooks and took minutes. The compiled unit
+    replaces the module in its parent; state dicts keep their names (torch's checkpoint helpers
+    drop `_orig_mod`), and what the root holds outside its units runs eagerly."""
+    import torch
     from torch.distributed.fsdp import fully_shard
 
     if min_unit_params < 1:
@@ -181,11 +207,14 @@ def shard_model(model: torch.nn.Module, min_unit_params: int = 1_000_000, **fsdp
 
     def shard_large_children(module: torch.nn.Module) -> int:
         pending = sum(p.numel() for p in module.parameters(recurse=False))
-        for child in module.children():
-            pending += shard_large_children(child)
-        if module is not model and pending >= min_unit_params:
-            fully_shard(module, **fsdp_kwargs)
-            return 0
+        for name, child in module.named_children():
+            left = shard_large_children(child)
+            if left >= min_unit_params:
+                unit = torch.compile(child) if compile_units else child
+                fully_shard(unit, **fsdp_kwargs)
+                module.register_module(name, unit)
+            else:
+                pending += left
         return pending
 
     shard_large_children(model)
