@@ -104,10 +104,18 @@ def test_shard_model_makes_units_of_large_blocks_only() -> None:
         shutdown_distributed()
 
 
-def test_shard_model_compiles_each_unit_before_sharding_and_keeps_names() -> None:
+def test_shard_model_compiles_units_without_units_inside_before_sharding() -> None:
     from torch.distributed.fsdp import FSDPModule
 
-    model = torch.nn.Sequential(torch.nn.Linear(40, 40), torch.nn.Linear(40, 4))  # 1640, 164
+    model = torch.nn.Sequential(
+        torch.nn.Linear(40, 40),  # 1640: a unit
+        # 1230 (a unit), then 930 twice (left to their parent, which so becomes a unit too)
+        torch.nn.Sequential(
+            torch.nn.Linear(40, 30), torch.nn.Linear(30, 30), torch.nn.Linear(30, 30)
+        ),
+        torch.nn.ReLU(),
+        torch.nn.Linear(30, 4),  # 124: the root's
+    )
     names = set(model.state_dict())
     init_distributed("cpu", environ={})
     try:
@@ -117,8 +125,12 @@ def test_shard_model_compiles_each_unit_before_sharding_and_keeps_names() -> Non
 
         shard_model(model, min_unit_params=1000, compile_units=True)
         assert isinstance(model[0], OptimizedModule) and isinstance(model[0], FSDPModule)
-        assert not isinstance(model[1], OptimizedModule)  # the root's own part: eager
-        assert model(torch.ones(2, 40)).shape == (2, 4)  # through the compiled, sharded unit
+        # A unit with a unit inside is not compiled whole: its graph would break at the inner
+        # unit's hooks.
+        assert isinstance(model[1], FSDPModule) and not isinstance(model[1], OptimizedModule)
+        assert isinstance(model[1][0], OptimizedModule) and isinstance(model[1][0], FSDPModule)
+        assert not any(isinstance(model[k], OptimizedModule) for k in (2, 3))  # the root's: eager
+        assert model(torch.ones(2, 40)).shape == (2, 4)  # through the compiled, sharded units
         assert set(get_model_state_dict(model)) == names
     finally:
         shutdown_distributed()

@@ -127,7 +127,8 @@ def log(message: str) -> None:
 
 if picked:
     chosen = " ".join(f"--{name.replace('_', '-')} {value}" for name, value in picked.items())
-    why = "no GPU found" if device_was_picked and not on_gpu else f"--device {args.device}"
+    found = "a GPU found" if on_gpu else "no GPU found"
+    why = found if device_was_picked else f"--device {args.device}"
     log(f"sized for {'a GPU' if on_gpu else 'a CPU'} ({why}): {chosen}; flags override these")
 
 if on_gpu:
