@@ -10,6 +10,7 @@ writer's file object waits, for each write, only for the storage that write read
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -88,12 +89,19 @@ def staged(
         if isinstance(node, torch.Tensor):
             return host_twin(node) if select(node) else node
         if isinstance(node, dict):
-            return {key: walk(item) for key, item in node.items()}
+            # A copy of its own class and attributes: a state_dict's OrderedDict keeps _metadata.
+            twin = copy.copy(node)
+            for key, item in node.items():
+                twin[key] = walk(item)
+            return twin
         if isinstance(node, list | tuple) and not hasattr(node, "_fields"):
             return type(node)(walk(item) for item in node)
         return node
 
     staging = Staging(walk(value), list(storages.values()))
+    if not staging.storages:  # nothing on a device: no thread
+        yield staging
+        return
 
     def copy_all() -> None:
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -20,15 +21,17 @@ def every_tensor(_tensor: torch.Tensor) -> bool:
 def payload() -> dict:
     torch.manual_seed(0)
     shared = torch.randn(64, 32)
+    model = OrderedDict(
+        conv=torch.randn(8, 4, 3, 3).contiguous(memory_format=torch.channels_last),
+        half=torch.randn(100).to(torch.bfloat16),
+        tied=shared,
+        tied_view=shared[16:48, ::2],  # the same storage, a strided view of it
+        count=torch.tensor(7, dtype=torch.int64),
+    )
+    model._metadata = {"": {"version": 2}}  # type: ignore[attr-defined]  # as a state_dict has
     return {
         "format": "test",
-        "model": {
-            "conv": torch.randn(8, 4, 3, 3).contiguous(memory_format=torch.channels_last),
-            "half": torch.randn(100).to(torch.bfloat16),
-            "tied": shared,
-            "tied_view": shared[16:48, ::2],  # the same storage, a strided view of it
-            "count": torch.tensor(7, dtype=torch.int64),
-        },
+        "model": model,
         "optimizer": {"state": {0: {"momentum": [torch.randn(10), torch.zeros(3)]}}},
         "step": 12,
     }
@@ -49,6 +52,7 @@ def test_a_staged_save_loads_bit_identical(tmp_path: Path, checksums: bool) -> N
         assert model[name].dtype == tensor.dtype
         assert model[name].stride() == tensor.stride(), name
         assert torch.equal(model[name], tensor), name
+    assert type(model) is OrderedDict and model._metadata == {"": {"version": 2}}
     # Shared storage stays shared: one copy in the file, a view of it after loading.
     assert model["tied_view"].untyped_storage().data_ptr() == model["tied"].data_ptr()
     momentum = loaded["optimizer"]["state"][0]["momentum"]
