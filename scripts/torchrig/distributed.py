@@ -171,22 +171,67 @@ def broadcast_buffers(module: torch.nn.Module, src: int = 0) -> None:
             buffer.data.copy_(part.view_as(buffer))
 
 
-def shard_model(model: torch.nn.Module, min_unit_params: int = 1_000_000, **fsdp_kwargs) -> None:
+def wrap_ddp(model: torch.nn.Module, device_ids: list[int] | None = None) -> torch.nn.Module:
+    """DDP with every gradient a view of its all-reduce bucket: no copy into the bucket after
+    backward and none back after the all-reduce, and one gradient's memory less."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    return DistributedDataParallel(model, device_ids=device_ids, gradient_as_bucket_view=True)
+
+
+def unit_threshold(model: torch.nn.Module, most: int = 1_000_000, units: int = 8) -> int:
+    """Parameters that make a submodule an FSDP unit: `most`, or less for a model so small that
+    it would otherwise be one unit (a CPU's tiny model), so that it too has about `units`."""
+    return max(1, min(most, sum(p.numel() for p in model.parameters()) // units))
+
+
+def shard_model(
+    model: torch.nn.Module,
+    min_unit_params: int = 1_000_000,
+    *,
+    compile_units: bool = False,
+    **fsdp_kwargs,
+) -> None:
     """FSDP2's `fully_shard` bottom-up, in place: a submodule holding `min_unit_params` parameters
-    not in a unit below it becomes a unit, then the root; `fsdp_kwargs` go to every call."""
+    not in a unit below it becomes a unit, then the root; `fsdp_kwargs` go to every call.
+
+    `compile_units` compiles each unit on its own before it is sharded, as torchtitan compiles its
+    blocks: a whole-model compile breaks its graph at every unit's hooks, and took twice as long
+    to its first step (docs/benchmarks.md, "Training"). Not compiled: a unit with a unit inside
+    (its graph would break there too) and the root's layers outside the units, which run eagerly.
+    A compiled unit replaces its module in the parent; state dicts keep their names (torch's
+    checkpoint helpers drop `_orig_mod`)."""
+    import torch
     from torch.distributed.fsdp import fully_shard
 
     if min_unit_params < 1:
         raise ValueError(f"min_unit_params must be >= 1, got {min_unit_params}")
+    units = _units(model, min_unit_params)
+    modules = {unit for _, _, unit in units}
+    for parent, name, unit in units:  # bottom-up: a unit after the units inside it
+        inner = any(below in modules for below in unit.modules() if below is not unit)
+        if compile_units and not inner:
+            unit = torch.compile(unit)
+            parent.register_module(name, unit)
+        fully_shard(unit, **fsdp_kwargs)
+    fully_shard(model, **fsdp_kwargs)
 
-    def shard_large_children(module: torch.nn.Module) -> int:
+
+def _units(
+    model: torch.nn.Module, min_unit_params: int
+) -> list[tuple[torch.nn.Module, str, torch.nn.Module]]:
+    """(parent, name, module) of each submodule that becomes a unit, a unit after those below."""
+    units: list[tuple[torch.nn.Module, str, torch.nn.Module]] = []
+
+    def params_left(module: torch.nn.Module) -> int:
         pending = sum(p.numel() for p in module.parameters(recurse=False))
-        for child in module.children():
-            pending += shard_large_children(child)
-        if module is not model and pending >= min_unit_params:
-            fully_shard(module, **fsdp_kwargs)
-            return 0
+        for name, child in module.named_children():
+            left = params_left(child)
+            if left >= min_unit_params:
+                units.append((module, name, child))
+            else:
+                pending += left
         return pending
 
-    shard_large_children(model)
-    fully_shard(model, **fsdp_kwargs)
+    params_left(model)
+    return units

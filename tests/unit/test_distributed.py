@@ -18,6 +18,8 @@ from torchrig.distributed import (
     init_distributed,
     launched_by_torchrun,
     shutdown_distributed,
+    unit_threshold,
+    wrap_ddp,
 )
 
 
@@ -100,3 +102,76 @@ def test_shard_model_makes_units_of_large_blocks_only() -> None:
             shard_model(torch.nn.Linear(2, 2), min_unit_params=0)
     finally:
         shutdown_distributed()
+
+
+def test_shard_model_compiles_units_without_units_inside_before_sharding() -> None:
+    from torch.distributed.fsdp import FSDPModule
+
+    model = torch.nn.Sequential(
+        torch.nn.Linear(40, 40),  # 1640: a unit
+        # 1230 (a unit), then 930 twice (left to their parent, which so becomes a unit too)
+        torch.nn.Sequential(
+            torch.nn.Linear(40, 30), torch.nn.Linear(30, 30), torch.nn.Linear(30, 30)
+        ),
+        torch.nn.ReLU(),
+        torch.nn.Linear(30, 4),  # 124: the root's
+    )
+    names = set(model.state_dict())
+    init_distributed("cpu", environ={})
+    try:
+        from torch._dynamo.eval_frame import OptimizedModule
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+        from torchrig.distributed import shard_model
+
+        shard_model(model, min_unit_params=1000, compile_units=True)
+        assert isinstance(model[0], OptimizedModule) and isinstance(model[0], FSDPModule)
+        # A unit with a unit inside is not compiled whole: its graph would break at the inner
+        # unit's hooks.
+        assert isinstance(model[1], FSDPModule) and not isinstance(model[1], OptimizedModule)
+        assert isinstance(model[1][0], OptimizedModule) and isinstance(model[1][0], FSDPModule)
+        assert not any(isinstance(model[k], OptimizedModule) for k in (2, 3))  # the root's: eager
+        assert model(torch.ones(2, 40)).shape == (2, 4)  # through the compiled, sharded units
+        assert set(get_model_state_dict(model)) == names
+    finally:
+        shutdown_distributed()
+
+
+def test_unit_threshold_gives_a_small_model_units_too() -> None:
+    small = torch.nn.Linear(100, 100)  # 10100 parameters
+    assert unit_threshold(small) == 10100 // 8
+    assert unit_threshold(small, most=1000) == 1000
+
+
+def test_after_a_backward_pass_under_wrap_ddp_every_gradient_is_a_view_of_its_bucket() -> None:
+    """No gradient copied into its bucket and back: each grad lies in a bucket's memory."""
+    buckets: list[torch.Tensor] = []
+
+    # No annotations: DDP checks them against its own classes, and here they are strings.
+    def keep_bucket(_state, bucket):
+        buckets.append(bucket.buffer())
+        done: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+        done.set_result(bucket.buffer())
+        return done
+
+    init_distributed("cpu", environ={})
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.Flatten(),
+            torch.nn.Linear(8 * 6 * 6, 4),
+        ).to(memory_format=torch.channels_last)  # fmt: skip
+        ddp = wrap_ddp(model)
+        ddp.register_comm_hook(None, keep_bucket)
+        ddp(torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last)).sum().backward()
+    finally:
+        shutdown_distributed()
+
+    def address_range(t: torch.Tensor) -> range:
+        start = t.untyped_storage().data_ptr()
+        return range(start, start + t.untyped_storage().nbytes())
+
+    bucket_ranges = [address_range(b) for b in buckets]
+    assert bucket_ranges
+    for name, param in model.named_parameters():
+        assert param.grad is not None, name
+        assert any(param.grad.data_ptr() in r for r in bucket_ranges), f"{name}: a copy"

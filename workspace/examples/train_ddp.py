@@ -3,8 +3,7 @@
 Run it with torchrun (or `torchrig launch`, which picks the process count and thread defaults):
 
     torchrun --nproc-per-node 4 workspace/examples/train_ddp.py                  # GPUs, resnet18
-    torchrun --nproc-per-node 2 workspace/examples/train_ddp.py --device cpu \
-        --model tiny --image-size 32 --batch-size 16 --steps 50                  # CPU, seconds
+    torchrun --nproc-per-node 2 workspace/examples/train_ddp.py --steps 100      # CPU: tiny, 32 px
     torchrun --nproc-per-node 4 --max-restarts 3 workspace/examples/train_ddp.py # survive crashes
 
 Started again after a crash, it goes on from the newest good checkpoint in --checkpoint-dir,
@@ -27,22 +26,25 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
 from torchrig import checkpoint, data, distributed, models
 
 # -----------------------------------------------------------------------------------------------
-# Settings. Defaults suit a GPU; on a CPU pass a small model and image size.
+# Settings. Model and sizes suit the device: a GPU's, or a small model on a CPU, where a GPU's
+# resnet18 at 224 px would take half a minute a step. What is given on the command line wins.
+
+GPU_SIZES = {"model": "resnet18", "image_size": 224, "batch_size": 128}
+CPU_SIZES = {"model": "tiny", "image_size": 32, "batch_size": 32}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="resnet18", help="torchvision model name, or 'tiny'")
+    p.add_argument("--model", help="torchvision model name, or 'tiny' (default: by device)")
     p.add_argument("--data", type=Path, help="an ImageFolder directory (default: synthetic data)")
     p.add_argument("--synthetic-size", type=int, default=50_000, help="synthetic dataset length")
     p.add_argument("--num-classes", type=int, default=1000, help="classes of the synthetic data")
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--batch-size", type=int, default=128, help="per process and micro-step")
+    p.add_argument("--image-size", type=int, help="default: 224 on a GPU, 32 on a CPU")
+    p.add_argument("--batch-size", type=int, help="per process and micro-step (default: by device)")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step")
     p.add_argument("--steps", type=int, default=1000, help="optimizer steps of the whole run")
     p.add_argument("--lr", type=float, default=0.1, help="learning rate per 256 samples")
@@ -65,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     positive = ("synthetic_size", "num_classes", "image_size", "batch_size", "grad_accum", "steps")
     for name in (*positive, "checkpoint_every", "keep", "log_every"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.warmup_steps is None:
         args.warmup_steps = min(100, args.steps // 10)
@@ -92,7 +94,8 @@ if not threads.isdigit() or int(threads) < 1:
     sys.exit(f"OMP_NUM_THREADS={threads!r}: expected a whole number of threads >= 1")
 torch.set_num_threads(int(threads))
 
-if args.device == "auto":
+device_was_picked = args.device == "auto"
+if device_was_picked:
     args.device = "cuda" if torch.cuda.is_available() else "cpu"
 if args.device == "cuda" and not torch.cuda.is_available():
     sys.exit("--device cuda: CUDA is not available here (torch.cuda.is_available() is False)")
@@ -102,6 +105,10 @@ if args.sync_bn and not on_gpu:
 # The GPU speed-ups are on by default on a GPU and off on a CPU, where they do not pay.
 args.channels_last = on_gpu if args.channels_last is None else args.channels_last
 args.compile = on_gpu if args.compile is None else args.compile
+sized_for = GPU_SIZES if on_gpu else CPU_SIZES
+picked = {name: value for name, value in sized_for.items() if getattr(args, name) is None}
+for name, value in picked.items():
+    setattr(args, name, value)
 if args.workers is None:
     args.workers = min(8, (os.cpu_count() or 1) // torch.cuda.device_count()) if on_gpu else 0
 
@@ -118,6 +125,12 @@ def log(message: str) -> None:
         print(message, flush=True)
 
 
+if picked:
+    chosen = " ".join(f"--{name.replace('_', '-')} {value}" for name, value in picked.items())
+    found = "a GPU found" if on_gpu else "no GPU found"
+    why = found if device_was_picked else f"--device {args.device}"
+    log(f"sized for {'a GPU' if on_gpu else 'a CPU'} ({why}): {chosen}; flags override these")
+
 if on_gpu:
     torch.backends.cudnn.benchmark = True  # picks the fastest conv kernels for these shapes
     torch.backends.cuda.matmul.allow_tf32 = True  # fp32 matmuls on tensor cores
@@ -131,7 +144,12 @@ if args.amp == "auto":
     args.amp = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if on_gpu else "off"
 amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None}[args.amp]
 autocast = torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
-scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+scaler_class = torch.amp.GradScaler
+if args.fsdp:
+    # Each rank sees only its shards' gradients: this scaler agrees on an overflow over all ranks,
+    # so that all of them skip the same step.
+    from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler as scaler_class
+scaler = scaler_class(device.type, enabled=amp_dtype == torch.float16)
 
 # -----------------------------------------------------------------------------------------------
 # Data: a sampler that knows its position in the epoch, so a resume skips what was consumed.
@@ -176,18 +194,24 @@ except (models.TorchvisionUnavailable, ValueError) as exc:
     sys.exit(str(exc))
 if args.sync_bn:
     model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
-memory_format = torch.channels_last if args.channels_last else torch.preserve_format
-model = model.to(device, memory_format=memory_format)
+# channels_last: the inputs always (cuDNN then picks its NHWC kernels), the weights under DDP
+# too. FSDP2 refuses channels_last parameters (it shards flat), so there they stay contiguous.
+input_format = torch.channels_last if args.channels_last else torch.preserve_format
+model_format = input_format if not args.fsdp else torch.preserve_format
+model = model.to(device, memory_format=model_format)
 if args.fsdp:
-    from torch.distributed.fsdp import MixedPrecisionPolicy
-
-    # Blocks of >= 1M parameters become FSDP units, gathered only while they run.
-    policy = MixedPrecisionPolicy(param_dtype=amp_dtype) if amp_dtype else MixedPrecisionPolicy()
-    distributed.shard_model(model, mp_policy=policy)
-    ddp_model = model
+    # Blocks of >= 1M parameters (fewer on a small model) become FSDP units, gathered only while
+    # they run; each is compiled on its own before sharding. No mixed-precision policy: autocast
+    # computes in bf16/fp16 as under DDP, and the parameters stay fp32. A policy's param_dtype
+    # would cast BatchNorm's weights too, which its kernels refuse beside fp32 running statistics
+    # ("expected scalar type BFloat16 but found Float"), and a unit of BatchNorms of their own
+    # would break every compiled block's graph at each of them.
+    units = distributed.unit_threshold(model)
+    distributed.shard_model(model, min_unit_params=units, compile_units=args.compile)
+    train_model = ddp_model = model
 else:
-    ddp_model = DDP(model, device_ids=[dist_info.local_rank] if on_gpu else None)
-train_model = torch.compile(ddp_model) if args.compile else ddp_model
+    ddp_model = distributed.wrap_ddp(model, [dist_info.local_rank] if on_gpu else None)
+    train_model = torch.compile(ddp_model) if args.compile else ddp_model
 
 # Per-rank seed for anything random from here on (augmentation, dropout).
 torch.manual_seed(args.seed + rank)
@@ -295,7 +319,7 @@ while step < args.steps:
     loss_sum = torch.zeros((), device=device)
     for micro_step in range(args.grad_accum):
         images, labels = next(batches)
-        images = images.to(device, non_blocking=True, memory_format=memory_format)
+        images = images.to(device, non_blocking=True, memory_format=input_format)
         labels = labels.to(device, non_blocking=True)
         with gradient_sync(micro_step == args.grad_accum - 1):
             with autocast:
