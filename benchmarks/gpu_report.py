@@ -65,8 +65,8 @@ SAME_FP16_BF16_RATE = ("H100", "H200")
 FP16_BF16_APART = 0.03
 VERIFY_QUICK_MAX_S, VERIFY_FULL_MAX_S = 3.0, 60.0
 DEFAULTS_MIN_SPEEDUP = 2.5
-DDP_MAX_OVERHEAD_PERCENT = 5.0
-SAVE_MIN_FRACTION_OF_RAW = 0.8
+DDP_MAX_OVERHEAD_PERCENT = 3.0
+SAVE_MIN_FRACTION_OF_RAW = 0.9
 # Without deterministic algorithms (the example's choice on GPUs) a resumed curve may drift a
 # little: atomics in the backward pass sum in another order.
 LOSS_RTOL_NONDETERMINISTIC = 0.02
