@@ -87,6 +87,8 @@ class Progress:
     doing: str  # what the container says it is doing: printed by `make up` while it waits
     not_answering: Mapping[str, str] = field(default_factory=dict)  # service -> its problem
     in_hook: bool = False  # a start hook runs: its time is its own limit's, not the wait's
+    # The state is not the start's (a FIFO, a symlink in its place): an error, not a wait.
+    failed: bool = False
 
     def why_not_ready(self) -> str:
         if not self.not_answering:
@@ -106,7 +108,7 @@ def container_says(
     try:
         services = read_services(state)
     except FileNotRead as exc:
-        return Progress(ready=False, doing=f"the services list is not the start's: {exc}")
+        return Progress(False, f"the services list is not the start's: {exc}", failed=True)
     if services is None or services.written < started_at:
         return Progress(ready=False, doing=SETTING_UP)
     names = services.text.split()
@@ -149,7 +151,7 @@ def wait_until_ready(
         if progress.in_hook:
             deadline += now - last
         last = now
-        if progress.ready or now >= deadline:
+        if progress.ready or progress.failed or now >= deadline:
             return progress
         if progress.doing != said:
             say(progress.doing)
