@@ -136,6 +136,11 @@ jupyter-url: ## print JupyterLab's URL with its token
 	$(EXEC) python -I -m torchrig.container.jupyter_url \
 		--published "$$($(COMPOSE) port workstation 8888)"
 
+.PHONY: jupyter-token-rotate
+jupyter-token-rotate: ## a new Jupyter token (kept in .env across restarts until then), then `make up` with it
+	$(HOST_PY) torchrig.host.jupyter_token --rotate
+	$(MAKE) --no-print-directory up
+
 .PHONY: packages
 packages: ## list the packages you installed (pip, uv, %pip), kept across down/up and rebuilds
 	$(EXEC) torchrig packages
