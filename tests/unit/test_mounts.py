@@ -66,6 +66,7 @@ def test_both_sides_of_docker_read_the_same_table() -> None:
         "/checkpoints",
         "/data",
         "/home/dev/.cache",
+        "/opt/packages",
     }
     assert [str(path) for path in entrypoint.DEV_VOLUMES] == ["/home/dev/.cache", "/opt/packages"]
 

@@ -39,8 +39,13 @@ SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
 # Mount point -> the compose variable that chooses its host side (for error messages).
 WRITABLE_MOUNTS = mounts.binds_dev_writes()
 READABLE_MOUNTS = mounts.binds_dev_writes(False)
-# What Docker may have made empty as root: a bind mount's missing host folder, a fresh cache.
-FRESH_MOUNT_CANDIDATES = (*(bind.point for bind in mounts.BINDS), mounts.CACHE.point)
+# What Docker may have made empty as root: a bind mount's missing host folder (PACKAGES_DIR's
+# too), a fresh cache.
+FRESH_MOUNT_CANDIDATES = (
+    *(bind.point for bind in mounts.BINDS),
+    mounts.CACHE.point,
+    mounts.PACKAGES.point,
+)
 # The volumes dev writes to: after a PUID/PGID change they are handed to dev's new ids.
 DEV_VOLUMES = tuple(Path(volume.point) for volume in mounts.VOLUMES if volume.reclaimed)
 # How a person reaches Jupyter: on the Docker host, the Makefile asks the container for its URL.
