@@ -247,18 +247,29 @@ def test_kept_packages_that_cannot_be_prepared_leave_path_as_it_was(
     assert "warning: the kept packages are off" in capsys.readouterr().err
 
 
+def spied_handover(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The trees the start hands to dev, recorded instead of changed."""
+    handed: list[Path] = []
+    monkeypatch.setattr(entrypoint, "hand_to_dev", lambda tree, who: handed.append(tree))
+    return handed
+
+
+def other_ids(volume: Path, more: int = 1) -> accounts.Identity:
+    """dev's ids: the volume's owner's plus `more` (0: the volume is dev's)."""
+    owner = volume.stat()
+    return accounts.Identity(owner.st_uid + more, owner.st_gid, (), "/home/dev", "/bin/bash")
+
+
 def test_a_volume_left_by_other_ids_is_handed_to_dev_and_devs_own_is_not_walked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    handed: list[Path] = []
-    monkeypatch.setattr(entrypoint, "hand_to_dev", lambda tree, who: handed.append(tree))
+    handed = spied_handover(monkeypatch)
     volume = tmp_path / "cache"
     volume.mkdir()
     owner = volume.stat()
-    devs = accounts.Identity(owner.st_uid, owner.st_gid, (), "/home/dev", "/bin/bash")
-    entrypoint.reclaim_volume(volume, devs)
+    entrypoint.reclaim_volume(volume, other_ids(volume, 0))
     assert handed == []
-    new_ids = accounts.Identity(owner.st_uid + 1, owner.st_gid, (), "/home/dev", "/bin/bash")
+    new_ids = other_ids(volume)
     entrypoint.reclaim_volume(volume, new_ids)
     assert handed == [volume]
     assert f"{volume} belonged to uid {owner.st_uid}, gid {owner.st_gid}: handed it" in (
@@ -314,12 +325,11 @@ def test_a_host_folder_in_place_of_a_volume_is_never_walked_by_the_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """PACKAGES_DIR: the folder Docker mounted may be any host folder dev pointed a symlink at."""
-    handed: list[Path] = []
-    monkeypatch.setattr(entrypoint, "hand_to_dev", lambda tree, who: handed.append(tree))
+    handed = spied_handover(monkeypatch)
     volume = tmp_path / "packages"
     volume.mkdir()
     owner = volume.stat()
-    new_ids = accounts.Identity(owner.st_uid + 1, owner.st_gid, (), "/home/dev", "/bin/bash")
+    new_ids = other_ids(volume)
     host_folder = mounts.Mounted("/opt/packages", "254:0", "/srv/standin-etc", True)
     entrypoint.reclaim_volume(volume, new_ids, host_folder)
     assert handed == []
