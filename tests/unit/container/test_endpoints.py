@@ -61,7 +61,7 @@ def test_a_token_file_dev_swapped_for_a_symlink_is_named_not_read(
     monkeypatch.setattr(endpoints, "readable_state_dir", lambda: tmp_path)
     with pytest.raises(SystemExit) as stopped:
         endpoints.main([])
-    assert stopped.value.code == endpoints.NOT_READY
+    assert stopped.value.code == endpoints.NOT_THE_STARTS
     out = capsys.readouterr().out
     assert "a symlink, not followed" in out and "secret-hash" not in out
 
