@@ -110,7 +110,7 @@ def container_says(
     try:
         services = read_services(state)
     except FileNotRead as exc:
-        return Progress(False, f"the services list is not the start's: {exc}", failed=True)
+        return Progress(False, str(exc), failed=True)
     if services is None or services.written < started_at:
         return Progress(ready=False, doing=SETTING_UP)
     names = services.text.split()
