@@ -10,7 +10,9 @@ start, Docker's own restarts included, checks what Docker mounted (`start_proble
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from torchrig.packages.sitedir import KEPT_ROOT
@@ -129,13 +131,30 @@ def parse_mountinfo(text: str) -> dict[str, Mounted]:
     return mounted
 
 
-def start_problems(mounted: dict[str, Mounted]) -> list[str]:
-    """What the root start refuses before it hands anything to dev: a host folder of the
-    workstation's mounts inside another that dev may write (swapped for a symlink, it would have
-    Docker mount any host folder there at a restart)."""
-    ours = {point: mounted[point] for point in HOST_FOLDER_VARIABLES if point in mounted}
-    ours.update({v.point: mounted[v.point] for v in VOLUMES if v.point in mounted})
-    problems = []
+POINTS = (*HOST_FOLDER_VARIABLES, *(volume.point for volume in VOLUMES))
+
+
+def symlink_target(path: str) -> str | None:
+    """Where `path` points, if it is a symlink."""
+    return os.readlink(path) if os.path.islink(path) else None
+
+
+def start_problems(
+    mounted: dict[str, Mounted], read_link: Callable[[str], str | None] = symlink_target
+) -> list[str]:
+    """What the root start refuses before it hands anything to dev: a mount point that is a
+    symlink (Docker mounted there what it points to), and a host folder of the workstation's
+    mounts inside another that dev may write (swapped for a symlink, it would have Docker mount
+    any host folder there at a restart)."""
+    links = {point: read_link(point) for point in POINTS}
+    problems = [
+        f"{point} ({name_of(point)}) is a symlink in the container, to {target}: Docker "
+        "mounted there what it points to. Nothing was handed to dev: remove the container "
+        "(`make down`) and `make up`."
+        for point, target in links.items()
+        if target is not None
+    ]
+    ours = {point: mounted[point] for point in POINTS if point in mounted}
     for point, inner in ours.items():
         for other, outer in ours.items():
             if other == point or not outer.writable or outer.device != inner.device:

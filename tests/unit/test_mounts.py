@@ -83,6 +83,10 @@ MOUNTINFO = """\
 """
 
 
+def no_links(point: str) -> None:
+    """The container's mount points, none a symlink (this machine's own are not asked)."""
+
+
 def test_mountinfo_says_what_is_mounted_where_and_which_are_the_engines_volumes() -> None:
     mounted = mounts.parse_mountinfo(MOUNTINFO)
     assert mounted["/opt/packages"] == mounts.Mounted("/opt/packages", "254:0",
@@ -94,14 +98,14 @@ def test_mountinfo_says_what_is_mounted_where_and_which_are_the_engines_volumes(
 
 
 def test_the_start_refuses_a_host_folder_inside_another_that_dev_may_write() -> None:
-    (problem,) = mounts.start_problems(mounts.parse_mountinfo(MOUNTINFO))
+    (problem,) = mounts.start_problems(mounts.parse_mountinfo(MOUNTINFO), no_links)
     # /checkpoints lies in /data, which is read-only here: dev cannot swap it.
     assert problem.startswith(
         "/opt/packages (PACKAGES_DIR) lies inside /workspace (WORKSPACE_DIR) on the host "
         "(/home/me/ws/pkgs in /home/me/ws), which dev may write"
     )
     read_write = MOUNTINFO.replace("/data ro,", "/data rw,")
-    problems = mounts.start_problems(mounts.parse_mountinfo(read_write))
+    problems = mounts.start_problems(mounts.parse_mountinfo(read_write), no_links)
     assert [problem.split(" on the host")[0] for problem in problems] == [
         "/checkpoints (CHECKPOINT_DIR) lies inside /data (DATA_DIR)",
         "/opt/packages (PACKAGES_DIR) lies inside /workspace (WORKSPACE_DIR)",
@@ -111,4 +115,16 @@ def test_the_start_refuses_a_host_folder_inside_another_that_dev_may_write() -> 
 def test_folders_side_by_side_on_one_disk_or_on_other_disks_are_fine() -> None:
     beside = MOUNTINFO.replace("/home/me/ws/pkgs", "/home/me/pkgs")
     fine = beside.replace(" 254:0 /home/me/scratch/", " 254:1 /home/me/scratch/")
-    assert mounts.start_problems(mounts.parse_mountinfo(fine)) == []
+    assert mounts.start_problems(mounts.parse_mountinfo(fine), no_links) == []
+
+
+def test_the_start_refuses_a_mount_point_that_is_a_symlink_in_the_container() -> None:
+    def read_link(point: str) -> str | None:
+        return "/etc" if point == "/opt/packages" else None
+
+    fine = MOUNTINFO.replace("/home/me/ws/pkgs", "/home/me/pkgs")
+    (problem,) = mounts.start_problems(mounts.parse_mountinfo(fine), read_link)
+    assert problem.startswith(
+        "/opt/packages (PACKAGES_DIR) is a symlink in the container, to /etc: Docker mounted "
+        "there what it points to. Nothing was handed to dev"
+    )
