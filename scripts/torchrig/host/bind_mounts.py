@@ -165,7 +165,10 @@ def unsafe_sources(config: dict[str, Any]) -> list[str]:
                 f"{variable}={source} is a symlink (to {os.readlink(source)}): a folder the "
                 f"container writes could have swapped it. Set {variable} to the folder itself."
             )
-        if folder.writable and (system := system_directory(source)):
+        # Root's files are handed over only in the workstation's own folders (a file of a
+        # user's own compose override, /root/.ssh/authorized_keys say, is not).
+        ours = variable in mounts.HOST_FOLDER_VARIABLES.values()
+        if ours and folder.writable and (system := system_directory(source)):
             where = "is" if os.path.realpath(source) == system else "lies in"
             problems.append(
                 f"{variable}={source} {where} the system directory {system}: the container's "

@@ -258,3 +258,7 @@ def test_every_read_write_host_folder_in_a_system_directory_is_refused_as_any_us
     (problem,) = bind_mounts.unsafe_sources(binds_config(**{variable: Path("/etc")}))
     assert problem.startswith(f"{variable}=/etc is the system directory /etc: the container's dev")
     assert bind_mounts.unsafe_sources(binds_config(("DATA_DIR",), DATA_DIR=Path("/etc"))) == []
+    # A file of a compose override of the user's own: not a folder the start hands over.
+    keys = {"type": "bind", "source": "/root/.ssh/authorized_keys",
+            "target": "/etc/torchrig/authorized_keys"}  # fmt: skip
+    assert bind_mounts.unsafe_sources({"services": {"w": {"volumes": [keys]}}}) == []
