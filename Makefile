@@ -148,6 +148,11 @@ jupyter-url: ## print JupyterLab's URL with its token
 	$(INSIDE) --published-port 8888 -- exec -T -u dev workstation \
 		python -I -m torchrig.container.jupyter_url
 
+.PHONY: jupyter-token-rotate
+jupyter-token-rotate: ## a new Jupyter token (kept in .env across restarts until then), then `make up` with it
+	$(HOST_PY) torchrig.host.jupyter_token --rotate
+	$(MAKE) --no-print-directory up
+
 .PHONY: packages
 packages: ## list the packages you installed (pip, uv, %pip), kept across down/up and rebuilds
 	$(AS_DEV) torchrig packages

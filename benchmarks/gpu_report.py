@@ -48,7 +48,7 @@ from typing import Any
 from torchrig import children
 from torchrig.facts import nvml
 
-from testbed import image_hook, traced_train
+from testbed import committed, image_hook, traced_train
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = "torchrig.gpu_report/2"
@@ -373,7 +373,7 @@ def part_resume(r: Run) -> dict[str, Any]:
         example = [*shlex.split(r.sizes.resume), "--checkpoint-dir", str(folder),
                    "--save-final", str(folder / "final.pt"), *extra]  # fmt: skip
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                str(nproc), *traced_train.command("workspace/examples/train_ddp.py", example,
+                str(nproc), *traced_train.command(committed.example(), example,
                                                   "testbed/traced_train.py")]  # fmt: skip
 
     whole, broken = work / "uninterrupted", work / "killed-and-resumed"

@@ -11,6 +11,7 @@ import os
 import secrets
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -124,16 +125,26 @@ def test_under_apptainers_rules_a_place_that_cannot_be_written_is_said_in_one_li
 
 @pytest.fixture
 def started(image: str, home: Path) -> Iterator[str]:
-    """`apptainer run` of the image by uid 4242 (the entrypoint, Jupyter): its container name.
-    On Docker's own network, so that the test's Jupyter takes no port of this machine."""
+    """`apptainer run` of the image by uid 4242 (the entrypoint, Jupyter): its container name."""
+    with apptainer_run(image, home) as name:
+        yield name
+
+
+@contextmanager
+def apptainer_run(image: str, home: Path) -> Iterator[str]:
+    """`apptainer run` of the image by uid 4242, removed after. On Docker's own network, so
+    that the test's Jupyter takes no port of this machine; kept when it exits, for its logs."""
     name = f"torchrig-apptainer-run-{secrets.token_hex(4)}"
     argv = apptainer(image, home, "run")
+    argv.remove("--rm")
     argv[argv.index("--network") + 1] = "bridge"
     argv[2:2] = ["--detach", "--name", name, "--env", "TORCHRIG_CPU_ONLY=1"]
     done = run(argv)
     assert done.returncode == 0, done.stderr
-    yield name
-    run(["docker", "rm", "--force", name])
+    try:
+        yield name
+    finally:
+        run(["docker", "rm", "--force", name])
 
 
 def logs(name: str) -> str:
@@ -161,3 +172,36 @@ def test_apptainer_run_starts_jupyter_as_the_user_and_says_how_to_reach_it(
     # Its state (the token) is that user's own.
     done = run(["docker", "exec", started, "stat", "-c", "%u %a", f"/tmp/torchrig-{UID}"])
     assert done.stdout.split() == [str(UID), "700"], done.stdout + done.stderr
+
+
+def exited(name: str) -> bool:
+    return (
+        run(["docker", "inspect", "--format", "{{.State.Status}}", name]).stdout.strip() == "exited"
+    )
+
+
+def test_a_state_folder_another_user_made_first_is_refused_and_its_token_never_used(
+    image: str, home: Path
+) -> None:
+    """Under Apptainer the host's /tmp is everyone's: another user makes /tmp/torchrig-<uid>
+    first, open to all, with a token of their choosing in it."""
+    other = 5555
+    tmp = home.parent / "tmp"
+    planted = tmp / f"torchrig-{UID}"
+    planted.mkdir(parents=True)
+    tmp.chmod(0o1777)
+    planted.chmod(0o777)
+    (planted / "jupyter-token").write_text("chosen-by-another-user\n")
+    for path in (planted, planted / "jupyter-token"):
+        os.chown(path, other, other)
+    with apptainer_run(image, home) as name:
+        wait_until("the start to end or Jupyter to start",
+                   lambda: exited(name) or "started jupyter" in logs(name), timeout_s=180,
+                   on_timeout=lambda: logs(name))  # fmt: skip
+        said = logs(name)
+    assert "started jupyter" not in said, said
+    assert (
+        f"error: the state folder /tmp/torchrig-{UID} is not this user's own: owned by uid "
+        f"{other}, mode 777" in said
+    ), said
+    assert (planted / "jupyter-token").read_text() == "chosen-by-another-user\n"

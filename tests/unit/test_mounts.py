@@ -52,8 +52,10 @@ def test_sshd_reads_its_host_keys_from_their_volume() -> None:
 
 
 def test_both_sides_of_docker_read_the_same_table() -> None:
-    """What `make prepare` hands to dev on the host is what the start checks dev can write."""
-    assert bind_mounts.WRITABLE_TARGETS == entrypoint.WRITABLE_MOUNTS
+    """What `make prepare` hands to dev on the host is what the start checks dev can write, and
+    the host folder that may replace the packages volume (the start never walks it)."""
+    packages = {mounts.PACKAGES.point: mounts.PACKAGES.variable}
+    assert {**entrypoint.WRITABLE_MOUNTS, **packages} == bind_mounts.WRITABLE_TARGETS
     assert entrypoint.WRITABLE_MOUNTS == {
         "/workspace": "WORKSPACE_DIR",
         "/checkpoints": "CHECKPOINT_DIR",
@@ -64,5 +66,65 @@ def test_both_sides_of_docker_read_the_same_table() -> None:
         "/checkpoints",
         "/data",
         "/home/dev/.cache",
+        "/opt/packages",
     }
     assert [str(path) for path in entrypoint.DEV_VOLUMES] == ["/home/dev/.cache", "/opt/packages"]
+
+
+# A container's mountinfo: binds of host folders, the engine's named volumes, its own root.
+MOUNTINFO = """\
+92 80 0:50 / / rw,relatime - overlay overlay rw
+109 92 254:0 /home/me/ws /workspace rw,relatime - ext4 /dev/vda rw
+110 92 254:0 /home/me/ws/pkgs /opt/packages rw,relatime - ext4 /dev/vda rw
+111 92 254:0 /home/me/scratch /data ro,relatime - ext4 /dev/vda rw
+112 92 254:0 /home/me/scratch/ckpt /checkpoints rw,relatime - ext4 /dev/vda rw
+113 92 254:0 /var/lib/docker/volumes/p_cache/_data /home/dev/.cache rw,relatime - ext4 /dev/vda rw
+114 92 254:0 /home/me/my\\040data /srv/x rw,relatime - ext4 /dev/vda rw
+"""
+
+
+def no_links(point: str) -> None:
+    """The container's mount points, none a symlink (this machine's own are not asked)."""
+
+
+def test_mountinfo_says_what_is_mounted_where_and_which_are_the_engines_volumes() -> None:
+    mounted = mounts.parse_mountinfo(MOUNTINFO)
+    assert mounted["/opt/packages"] == mounts.Mounted("/opt/packages", "254:0",
+                                                      "/home/me/ws/pkgs", True)  # fmt: skip
+    assert not mounted["/data"].writable
+    assert mounted["/home/dev/.cache"].named_volume
+    assert not mounted["/opt/packages"].named_volume
+    assert mounted["/srv/x"].root == "/home/me/my data"
+
+
+def test_the_start_refuses_a_host_folder_inside_another_that_dev_may_write() -> None:
+    (problem,) = mounts.start_problems(mounts.parse_mountinfo(MOUNTINFO), no_links)
+    # /checkpoints lies in /data, which is read-only here: dev cannot swap it.
+    assert problem.startswith(
+        "/opt/packages (PACKAGES_DIR) lies inside /workspace (WORKSPACE_DIR) on the host "
+        "(/home/me/ws/pkgs in /home/me/ws), which dev may write"
+    )
+    read_write = MOUNTINFO.replace("/data ro,", "/data rw,")
+    problems = mounts.start_problems(mounts.parse_mountinfo(read_write), no_links)
+    assert [problem.split(" on the host")[0] for problem in problems] == [
+        "/checkpoints (CHECKPOINT_DIR) lies inside /data (DATA_DIR)",
+        "/opt/packages (PACKAGES_DIR) lies inside /workspace (WORKSPACE_DIR)",
+    ]
+
+
+def test_folders_side_by_side_on_one_disk_or_on_other_disks_are_fine() -> None:
+    beside = MOUNTINFO.replace("/home/me/ws/pkgs", "/home/me/pkgs")
+    fine = beside.replace(" 254:0 /home/me/scratch/", " 254:1 /home/me/scratch/")
+    assert mounts.start_problems(mounts.parse_mountinfo(fine), no_links) == []
+
+
+def test_the_start_refuses_a_mount_point_that_is_a_symlink_in_the_container() -> None:
+    def read_link(point: str) -> str | None:
+        return "/etc" if point == "/opt/packages" else None
+
+    fine = MOUNTINFO.replace("/home/me/ws/pkgs", "/home/me/pkgs")
+    (problem,) = mounts.start_problems(mounts.parse_mountinfo(fine), read_link)
+    assert problem.startswith(
+        "/opt/packages (PACKAGES_DIR) is a symlink in the container, to /etc: Docker mounted "
+        "there what it points to. Nothing was handed to dev"
+    )

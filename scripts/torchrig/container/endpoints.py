@@ -6,8 +6,9 @@ has), with the host addresses compose published: `--jupyter 127.0.0.1:8888 --ssh
 `--wait SECONDS` it first polls every 50 ms until every service the entrypoint started answers
 the healthcheck's probes (Docker's own view waits for its next run, seconds later), printing
 `status: <what the container is doing>` at each change; not ready in time: `not ready: <why>`
-and exit status 3. Time in start hooks does not count against the wait: they have a limit of
-their own (START_HOOK_TIMEOUT).
+and exit status 3; a state file that is not the start's: `not ready: <what>` and 4, at once.
+Time in start hooks does not count against the wait: they have a limit of their own
+(START_HOOK_TIMEOUT).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from torchrig.ownership import FileNotRead, read_small_file
 USER = "dev"
 STATUS = "status: "
 NOT_READY = 3
+NOT_THE_STARTS = 4  # a state file that is not the start's (a FIFO, a symlink): an error, not a wait
 POLL_S = 0.05
 SETTING_UP = "setting up (user, mounts, checks)"
 MAX_HOOK_FILE_BYTES = 512
@@ -77,7 +79,7 @@ def read_state(state: Path) -> tuple[list[str], str]:
         token = read_token(state)
     except FileNotRead as exc:
         print(f"not ready: {exc}", flush=True)
-        raise SystemExit(NOT_READY) from None
+        raise SystemExit(NOT_THE_STARTS) from None
     return ([] if services is None else services.text.split()), token or ""
 
 
@@ -87,6 +89,8 @@ class Progress:
     doing: str  # what the container says it is doing: printed by `make up` while it waits
     not_answering: Mapping[str, str] = field(default_factory=dict)  # service -> its problem
     in_hook: bool = False  # a start hook runs: its time is its own limit's, not the wait's
+    # The state is not the start's (a FIFO, a symlink in its place): an error, not a wait.
+    failed: bool = False
 
     def why_not_ready(self) -> str:
         if not self.not_answering:
@@ -106,7 +110,7 @@ def container_says(
     try:
         services = read_services(state)
     except FileNotRead as exc:
-        return Progress(ready=False, doing=f"the services list is not the start's: {exc}")
+        return Progress(False, str(exc), failed=True)
     if services is None or services.written < started_at:
         return Progress(ready=False, doing=SETTING_UP)
     names = services.text.split()
@@ -149,7 +153,7 @@ def wait_until_ready(
         if progress.in_hook:
             deadline += now - last
         last = now
-        if progress.ready or now >= deadline:
+        if progress.ready or progress.failed or now >= deadline:
             return progress
         if progress.doing != said:
             say(progress.doing)
@@ -172,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         progress = wait_until_ready(args.wait, say_status)
         if not progress.ready:
             print(f"not ready: {progress.why_not_ready()}", flush=True)
-            return NOT_READY
+            return NOT_THE_STARTS if progress.failed else NOT_READY
     running, token = read_state(readable_state_dir())
     lines = endpoint_lines(
         read_settings(os.environ).services, running, token, args.jupyter, args.ssh

@@ -39,8 +39,13 @@ SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
 # Mount point -> the compose variable that chooses its host side (for error messages).
 WRITABLE_MOUNTS = mounts.binds_dev_writes()
 READABLE_MOUNTS = mounts.binds_dev_writes(False)
-# What Docker may have made empty as root: a bind mount's missing host folder, a fresh cache.
-FRESH_MOUNT_CANDIDATES = (*(bind.point for bind in mounts.BINDS), mounts.CACHE.point)
+# What Docker may have made empty as root: a bind mount's missing host folder (PACKAGES_DIR's
+# too), a fresh cache.
+FRESH_MOUNT_CANDIDATES = (
+    *(bind.point for bind in mounts.BINDS),
+    mounts.CACHE.point,
+    mounts.PACKAGES.point,
+)
 # The volumes dev writes to: after a PUID/PGID change they are handed to dev's new ids.
 DEV_VOLUMES = tuple(Path(volume.point) for volume in mounts.VOLUMES if volume.reclaimed)
 # How a person reaches Jupyter: on the Docker host, the Makefile asks the container for its URL.
@@ -95,12 +100,12 @@ def start(command: list[str]) -> int:
         hooks.HOOKS_DIR, settings.start_hook_timeout_s, ssh.without_per_rank(os.environ), state
     )
     if command:
-        (state / SERVICES_FILE).write_text("", encoding="utf-8")
+        write_private(state / SERVICES_FILE, "")
         return run_command(command)
     sshd_ok = "sshd" in settings.services and prepare_sshd(keys, home, keys_file)
     reach = JUPYTER_BY_MAKE if started_as_root else jupyter_reach_note(state, socket.gethostname())
     specs = service_specs(settings, sshd_ok, state, reach)
-    (state / SERVICES_FILE).write_text(" ".join(spec.name for spec in specs), encoding="utf-8")
+    write_private(state / SERVICES_FILE, " ".join(spec.name for spec in specs))
     return Supervisor(specs, stop_grace_s=settings.stop_grace_s).run()
 
 
@@ -117,15 +122,22 @@ def show_banner(settings: Settings) -> None:
 
 def prepare_as_root(settings: Settings) -> accounts.Identity:
     accounts.check_sudo_possible(settings.grant_sudo)
+    # Docker's own restarts skip `make up`: what it mounted is checked here, every start.
+    mounted = read_mountinfo()
+    problems = mounts.start_problems(mounted)
+    if problems:
+        raise SetupError("\n".join(problems))
     remapped = accounts.apply_remap(settings.puid, settings.pgid)
     who = accounts.identity()
     for mount in FRESH_MOUNT_CANDIDATES:
-        if accounts.claim_if_fresh_mount(Path(mount), who.uid, who.gid):
+        if may_claim(mounted.get(mount)) and accounts.claim_if_fresh_mount(
+            Path(mount), who.uid, who.gid
+        ):
             log.info(f"{mount} was created empty by Docker as root: handed to dev")
     # The volumes before dev's home: handing the home over changes the top of the volumes
     # mounted in it, by which a volume left by other ids is told.
     for volume in DEV_VOLUMES:
-        reclaim_volume(volume, who)
+        reclaim_volume(volume, who, mounted.get(str(volume)))
     if remapped:
         hand_to_dev(HOME, who)
         log.info(f"user dev remapped to uid {who.uid}, gid {who.gid}")
@@ -136,6 +148,14 @@ def prepare_as_root(settings: Settings) -> accounts.Identity:
     return who
 
 
+def may_claim(mounted: mounts.Mounted | None) -> bool:
+    """Whether an empty root-owned mount may be what Docker just made: not a host folder in a
+    system directory (an empty /usr/local/sbin is root's, not Docker's new folder)."""
+    if mounted is None or mounted.named_volume:
+        return True
+    return mounts.system_directory(mounted.root) is None
+
+
 def hand_to_dev(tree: Path, who: accounts.Identity) -> None:
     for path in accounts.chown_tree(tree, who.uid, who.gid):
         log.warn(
@@ -144,9 +164,12 @@ def hand_to_dev(tree: Path, who: accounts.Identity) -> None:
         )
 
 
-def reclaim_volume(volume: Path, who: accounts.Identity) -> None:
+def reclaim_volume(
+    volume: Path, who: accounts.Identity, mounted: mounts.Mounted | None = None
+) -> None:
     """A volume whose top is not dev's is handed to dev whole; one that is dev's is left as it
-    is: no walk over a large cache at every start."""
+    is: no walk over a large cache at every start. A host folder mounted there (PACKAGES_DIR) is
+    never walked: it is the host's to hand over (`make up` does, as root)."""
     try:
         status = volume.lstat()
     except FileNotFoundError:
@@ -154,6 +177,12 @@ def reclaim_volume(volume: Path, who: accounts.Identity) -> None:
     if not volume.is_dir() or volume.is_symlink():
         return
     if (status.st_uid, status.st_gid) == (who.uid, who.gid):
+        return
+    if mounted is not None and not mounted.named_volume:
+        log.info(
+            f"{volume} is a host folder ({mounts.name_of(mounted.point)}) owned by uid "
+            f"{status.st_uid}, gid {status.st_gid}: not handed to dev by the start"
+        )
         return
     hand_to_dev(volume, who)
     log.info(
@@ -230,14 +259,17 @@ def use_caches(started_as_root: bool) -> None:
     os.environ.update(caches.user_cache_environment(os.environ))
 
 
-def mount_points(mountinfo: Path = Path("/proc/self/mountinfo")) -> set[str]:
-    """The container's mount points (field 5 of mountinfo; octal escapes as the kernel writes)."""
+def read_mountinfo(mountinfo: Path = Path("/proc/self/mountinfo")) -> dict[str, mounts.Mounted]:
+    """What is mounted where in the container (none known when /proc cannot be read)."""
     try:
-        lines = mountinfo.read_text(encoding="utf-8").splitlines()
+        return mounts.parse_mountinfo(mountinfo.read_text(encoding="utf-8"))
     except OSError:
-        return set()
-    rows = [line.split() for line in lines]
-    return {row[4].encode().decode("unicode_escape") for row in rows if len(row) > 4}
+        return {}
+
+
+def mount_points(mountinfo: Path = Path("/proc/self/mountinfo")) -> set[str]:
+    """The container's mount points."""
+    return set(read_mountinfo(mountinfo))
 
 
 def check_mounts(mounted: set[str]) -> None:

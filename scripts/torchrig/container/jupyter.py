@@ -23,17 +23,16 @@ class Token:
 
 
 def resolve_token(given: str | None, allow_no_token: bool, state: Path) -> Token:
-    """The given token, else the one generated earlier in this container, else a new one; kept
-    in the state dir for a restarted Jupyter and `make jupyter-url`."""
-    path = state / TOKEN_FILE
+    """The given token (`make up` hands the one kept on the host: host/jupyter_token.py), else a
+    new one; written to the state dir for `make jupyter-url`. A token found there is never
+    reused: this start did not write it (another user may have, in a shared temp dir)."""
     if allow_no_token:
         token = Token("", "none (JUPYTER_ALLOW_NO_TOKEN=1)")
     elif given:
         token = Token(given, "JUPYTER_TOKEN")
     else:
-        previous = path.read_text(encoding="utf-8").strip() if path.exists() else ""
-        token = Token(previous or secrets.token_hex(24), "generated")
-    write_private(path, token.value + "\n")
+        token = Token(secrets.token_hex(24), "generated")
+    write_private(state / TOKEN_FILE, token.value + "\n")
     return token
 
 

@@ -1,13 +1,16 @@
-"""Prepare the bind-mount sources before `docker compose up` does (from its config's JSON).
+"""Check and prepare the host folders the container mounts before `docker compose up` does (from
+its config's JSON): the one guard of `torchrig.mounts`, for binds and the volumes a host folder
+replaces (PACKAGES_DIR) alike.
 
 Docker would create a missing source as root. As root, dev's writable mounts are handed to dev
-(by `torchrig.ownership`'s rule); system directories are refused, or dev would get root's files.
+(by `torchrig.ownership`'s rule).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +20,29 @@ from torchrig.voice import MAKEFILE as VOICE
 # The image's dev user before any PUID/PGID remap (the Dockerfile creates it with these ids).
 DEFAULT_DEV_IDS = (1000, 1000)
 # Mount points dev must be able to write everywhere in, and the variable that chooses each one's
-# host side; /data is often a read-only dataset.
-WRITABLE_TARGETS = mounts.binds_dev_writes()
-# Trees that hold the system's own files, and directories that hold everyone's: none of them is
-# a project folder, and handing their root-owned files to dev would give dev the machine.
-SYSTEM_TREES = (
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
-    "/run", "/sbin", "/sys", "/usr", "/var",
-)  # fmt: skip
-SHARED_DIRS = ("/", "/home", "/media", "/mnt", "/opt", "/srv", "/tmp")
+# host side: `make up` as root hands root's entries there to dev (the start never walks a host
+# folder). /data is often a dataset dev only reads.
+PACKAGES_TARGET = {mounts.PACKAGES.point: mounts.HOST_FOLDER_VARIABLES[mounts.PACKAGES.point]}
+WRITABLE_TARGETS = {**mounts.binds_dev_writes(), **PACKAGES_TARGET}
 
 
-def bind_sources(config: dict[str, Any]) -> dict[str, Path]:
-    """Every bind mount of the config: its target -> its host folder."""
+@dataclass(frozen=True)
+class HostFolder:
+    """A host folder the container mounts."""
+
+    variable: str  # the setting that chose it (or, for a mount of the user's own, its point)
+    source: Path
+    writable: bool  # mounted read-write: dev may change anything in it
+
+
+def host_folders(config: dict[str, Any]) -> dict[str, HostFolder]:
+    """Every bind mount of the config, by its mount point."""
     return {
-        volume.get("target"): Path(volume["source"])
+        volume["target"]: HostFolder(
+            mounts.HOST_FOLDER_VARIABLES.get(volume["target"], volume["target"]),
+            Path(volume["source"]),
+            not volume.get("read_only", False),
+        )
         for service in config.get("services", {}).values()
         for volume in service.get("volumes", [])
         if isinstance(volume, dict) and volume.get("type") == "bind"
@@ -40,19 +51,14 @@ def bind_sources(config: dict[str, Any]) -> dict[str, Path]:
 
 def writable_mounts(config: dict[str, Any]) -> dict[Path, str]:
     """Host folder -> the variable that chose it, for the mounts dev must write."""
-    binds = bind_sources(config)
-    return {
-        binds[point]: variable for point, variable in WRITABLE_TARGETS.items() if point in binds
-    }
+    folders = host_folders(config)
+    return {folders[point].source: variable for point, variable in WRITABLE_TARGETS.items()
+            if point in folders}  # fmt: skip
 
 
 def system_directory(path: Path) -> str | None:
     """The system directory `path` is, or lies in, once its symlinks are resolved; else None."""
-    real = os.path.realpath(path)
-    for tree in SYSTEM_TREES:
-        if real == tree or real.startswith(tree + "/"):
-            return tree
-    return real if real in SHARED_DIRS else None
+    return mounts.system_directory(os.path.realpath(path))
 
 
 def dev_ids(config: dict[str, Any]) -> tuple[int, int]:
@@ -106,27 +112,18 @@ def open_directory_no_follow(real_path: str) -> int:
 def hand_writable_mounts_to_dev(config: dict[str, Any]) -> int:
     """`make up` as root: dev (never root) must be able to write its mounts."""
     uid, gid = dev_ids(config)
-    mounts = writable_mounts(config)
-    for source, variable in mounts.items():
-        if system := system_directory(source):
-            where = "is" if os.path.realpath(source) == system else "lies in"
-            VOICE.error(
-                f"{variable}={source} {where} the system directory {system}: `make up` "
-                f"as root would hand root's files there to the container's dev ({uid}:{gid}). "
-                f"Set {variable} to a project folder."
-            )
-            return 1
     if uid == 0:
         return 0
+    folders = writable_mounts(config)
     try:
-        handed = hand_root_owned_to(list(mounts), uid, gid)
+        handed = hand_root_owned_to(list(folders), uid, gid)
     except OSError as exc:
         VOICE.error(
             f"handing the mounts to dev stopped ({exc}): did a folder change while it "
             "was walked? Run `make up` again."
         )
         return 1
-    names = ", ".join(str(source) for source in mounts)
+    names = ", ".join(str(source) for source in folders)
     if handed.changed:
         VOICE.note(
             f"running as root: handed {handed.changed} root-owned entries in {names} to the "
@@ -151,29 +148,40 @@ def prepare_from_json(config_json: str) -> int:
 
 def lies_inside(path: Path, folder: Path) -> bool:
     """Whether `path` is below `folder`, as written or once symlinks are resolved."""
-    pairs = ((path, folder), (Path(os.path.realpath(path)), Path(os.path.realpath(folder))))
-    return any(inner != outer and inner.is_relative_to(outer) for inner, outer in pairs)
+    pairs = ((path, folder), (os.path.realpath(path), os.path.realpath(folder)))
+    return any(mounts.lies_inside(str(inner), str(outer)) for inner, outer in pairs)
 
 
 def unsafe_sources(config: dict[str, Any]) -> list[str]:
-    """Bind sources dev could swap for a symlink before the next start (Docker, as root, would
-    mount what it points to): one inside a folder dev writes, or a symlink already."""
-    binds = bind_sources(config)
-    chosen = {bind.variable: binds[bind.point] for bind in mounts.BINDS if bind.point in binds}
-    writes = set(WRITABLE_TARGETS.values())
+    """Host folders the container must not mount: one that is a symlink already or lies inside
+    another that dev may write (dev could swap it for a symlink before the next start, and
+    Docker, as root, would mount what it points to), and a read-write system directory."""
+    folders = list(host_folders(config).values())
     problems = []
-    for variable, source in chosen.items():
+    for folder in folders:
+        variable, source = folder.variable, folder.source
         if source.is_symlink():
             problems.append(
                 f"{variable}={source} is a symlink (to {os.readlink(source)}): a folder the "
                 f"container writes could have swapped it. Set {variable} to the folder itself."
             )
-        for other, folder in chosen.items():
-            if other in writes and other != variable and lies_inside(source, folder):
+        # Root's files are handed over only in the workstation's own folders (a file of a
+        # user's own compose override, /root/.ssh/authorized_keys say, is not).
+        ours = variable in mounts.HOST_FOLDER_VARIABLES.values()
+        if ours and folder.writable and (system := system_directory(source)):
+            where = "is" if os.path.realpath(source) == system else "lies in"
+            problems.append(
+                f"{variable}={source} {where} the system directory {system}: the container's "
+                f"dev would write there, and root's files could be handed to it. Set {variable} "
+                "to a project folder."
+            )
+        for outer in folders:
+            if outer.writable and outer.source != source and lies_inside(source, outer.source):
                 problems.append(
-                    f"{variable}={source} lies inside {other}={folder}, which the container's "
-                    f"dev writes: dev could put a symlink in its place before the next start, "
-                    f"and Docker would mount whatever it points to. Choose a folder beside it."
+                    f"{variable}={source} {mounts.INSIDE_WORDS} {outer.variable}={outer.source}, "
+                    "which the container's dev writes: dev could put a symlink in its place "
+                    "before the next start, and Docker would mount whatever it points to. "
+                    "Choose a folder beside it."
                 )
     return problems
 
@@ -185,7 +193,7 @@ def prepare_mounts(config: dict[str, Any]) -> int:
         VOICE.error(problem)
     if problems:
         return 1
-    for path in bind_sources(config).values():
+    for path in (folder.source for folder in host_folders(config).values()):
         if not path.exists():
             path.mkdir(parents=True)
             VOICE.note(f"created {path}")

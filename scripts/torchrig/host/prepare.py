@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from torchrig.host import bind_mounts, compose_failure, dotenv, project
+from torchrig.host import bind_mounts, compose_failure, dotenv, jupyter_token, project
 from torchrig.host.workstations import SERVICE, Compose
 from torchrig.voice import MAKEFILE as VOICE
 
@@ -67,6 +67,7 @@ def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
         settled = project.settle(env_file, Path.cwd())
     except compose_failure.HostError as failed:
         return failed.said()
+    jupyter_token.keep(env_file)
     config = run_compose("config", "--format", "json")
     if config.returncode != 0:
         sys.stderr.write(config.stderr)

@@ -54,6 +54,7 @@ DEV_ENDPOINTS = "dev /opt/venv/bin/python -I -m torchrig.container.endpoints"
 USAGE_ERROR = 2
 STATUS = "status: "
 NOT_READY = 3
+NOT_THE_STARTS = 4  # a state file of the container's that is not its start's: said, not awaited
 
 
 def inspect_own(compose: Compose) -> dict | None:
@@ -237,9 +238,13 @@ def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
         return report_ready(endpoints, cpu)
     if waited.returncode == USAGE_ERROR:  # an image without root_main's `endpoints`
         return wait_on_docker_health(compose, container, addresses, timeout_s, cpu)
+    reason = " ".join(line.removeprefix("not ready: ") for line in endpoints)
     if waited.returncode == NOT_READY:
-        reason = " ".join(line.removeprefix("not ready: ") for line in endpoints)
         return report_failure(compose, timeout_s, reason)
+    if waited.returncode == NOT_THE_STARTS:
+        VOICE.error(f"the workstation's state is not its start's: {reason}")
+        VOICE.note("Code in the container replaced it; `make down && make up` starts afresh.")
+        return 1
     return report_asking_failed(compose, timeout_s, [*endpoints, *waited.stderr.splitlines()])
 
 

@@ -8,9 +8,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from .runs import REPO_ROOT
+from testbed import committed
 
-NOTEBOOK = REPO_ROOT / "workspace" / "notebooks" / "train_ddp.ipynb"
+NOTEBOOK = committed.committed_workspace() / "notebooks" / "train_ddp.ipynb"  # not ./workspace
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

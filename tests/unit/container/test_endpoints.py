@@ -61,7 +61,7 @@ def test_a_token_file_dev_swapped_for_a_symlink_is_named_not_read(
     monkeypatch.setattr(endpoints, "readable_state_dir", lambda: tmp_path)
     with pytest.raises(SystemExit) as stopped:
         endpoints.main([])
-    assert stopped.value.code == endpoints.NOT_READY
+    assert stopped.value.code == endpoints.NOT_THE_STARTS
     out = capsys.readouterr().out
     assert "a symlink, not followed" in out and "secret-hash" not in out
 
@@ -204,6 +204,9 @@ def test_a_services_file_dev_swapped_for_a_symlink_fifo_or_huge_file_is_not_read
         services.unlink(missing_ok=True)
         plant()
         progress = endpoints.container_says(tmp_path, started_at=0.0, probes=ANSWERS)
-        assert not progress.ready
+        assert not progress.ready and progress.failed  # an error, not a wait
         assert verdict in progress.doing
         assert "jupyter sshd" not in progress.doing
+        said: list[str] = []
+        waited = endpoints.wait_until_ready(300, said.append, lambda seen=progress: seen)
+        assert (waited, said) == (progress, [])  # at once, without a "waiting" line

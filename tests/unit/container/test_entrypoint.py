@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import pytest
+from torchrig import mounts
 from torchrig.container import accounts, entrypoint
 from torchrig.container.log import SetupError
 from torchrig.container.settings import SYSTEM_PATH, read_settings
@@ -246,18 +247,29 @@ def test_kept_packages_that_cannot_be_prepared_leave_path_as_it_was(
     assert "warning: the kept packages are off" in capsys.readouterr().err
 
 
+def spied_handover(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The trees the start hands to dev, recorded instead of changed."""
+    handed: list[Path] = []
+    monkeypatch.setattr(entrypoint, "hand_to_dev", lambda tree, who: handed.append(tree))
+    return handed
+
+
+def other_ids(volume: Path, more: int = 1) -> accounts.Identity:
+    """dev's ids: the volume's owner's plus `more` (0: the volume is dev's)."""
+    owner = volume.stat()
+    return accounts.Identity(owner.st_uid + more, owner.st_gid, (), "/home/dev", "/bin/bash")
+
+
 def test_a_volume_left_by_other_ids_is_handed_to_dev_and_devs_own_is_not_walked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    handed: list[Path] = []
-    monkeypatch.setattr(entrypoint, "hand_to_dev", lambda tree, who: handed.append(tree))
+    handed = spied_handover(monkeypatch)
     volume = tmp_path / "cache"
     volume.mkdir()
     owner = volume.stat()
-    devs = accounts.Identity(owner.st_uid, owner.st_gid, (), "/home/dev", "/bin/bash")
-    entrypoint.reclaim_volume(volume, devs)
+    entrypoint.reclaim_volume(volume, other_ids(volume, 0))
     assert handed == []
-    new_ids = accounts.Identity(owner.st_uid + 1, owner.st_gid, (), "/home/dev", "/bin/bash")
+    new_ids = other_ids(volume)
     entrypoint.reclaim_volume(volume, new_ids)
     assert handed == [volume]
     assert f"{volume} belonged to uid {owner.st_uid}, gid {owner.st_gid}: handed it" in (
@@ -307,3 +319,29 @@ def test_started_as_another_uid_the_start_says_how_to_reach_jupyter_without_make
     assert "port 8888 of this machine (node07)" in said
     assert "ssh -L 8888:127.0.0.1:8888 node07" in said
     assert f"{tmp_path}/jupyter-token" in said
+
+
+def test_a_host_folder_in_place_of_a_volume_is_never_walked_by_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PACKAGES_DIR: the folder Docker mounted may be any host folder dev pointed a symlink at."""
+    handed = spied_handover(monkeypatch)
+    volume = tmp_path / "packages"
+    volume.mkdir()
+    owner = volume.stat()
+    new_ids = other_ids(volume)
+    host_folder = mounts.Mounted("/opt/packages", "254:0", "/srv/standin-etc", True)
+    entrypoint.reclaim_volume(volume, new_ids, host_folder)
+    assert handed == []
+    assert f"{volume} is a host folder (PACKAGES_DIR) owned by uid {owner.st_uid}" in (
+        capsys.readouterr().err
+    )
+    named = mounts.Mounted("/opt/packages", "254:0", "/var/lib/docker/volumes/p/_data", True)
+    entrypoint.reclaim_volume(volume, new_ids, named)
+    assert handed == [volume]
+
+
+def test_an_empty_root_owned_system_folder_is_never_claimed_as_dockers_new_one() -> None:
+    assert not entrypoint.may_claim(mounts.Mounted("/data", "254:0", "/usr/local/sbin", True))
+    assert entrypoint.may_claim(mounts.Mounted("/data", "254:0", "/home/me/data", True))
+    assert entrypoint.may_claim(None)

@@ -13,10 +13,26 @@ def test_given_token_is_used_and_stored(tmp_path: Path) -> None:
     assert (tmp_path / TOKEN_FILE).stat().st_mode & 0o777 == 0o600
 
 
-def test_generated_token_is_long_and_kept_across_restarts(tmp_path: Path) -> None:
+def test_a_generated_token_is_long_and_a_token_found_in_the_state_dir_is_never_reused(
+    tmp_path: Path,
+) -> None:
+    """The token kept across restarts is the host's (`make up` hands it); one found in the state
+    dir may be another user's choice (a temp dir they made first)."""
+    (tmp_path / TOKEN_FILE).write_text("chosen-by-another-user\n")
     first = jupyter.resolve_token(None, False, tmp_path)
     assert first.origin == "generated" and len(first.value) >= 32
-    assert jupyter.resolve_token(None, False, tmp_path).value == first.value
+    assert first.value != "chosen-by-another-user"
+    assert (tmp_path / TOKEN_FILE).read_text() == first.value + "\n"
+
+
+def test_the_token_file_is_made_new_never_written_through_a_symlink(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("theirs\n")
+    (tmp_path / TOKEN_FILE).symlink_to(target)
+    jupyter.resolve_token("mine", False, tmp_path)
+    assert target.read_text() == "theirs\n"
+    assert not (tmp_path / TOKEN_FILE).is_symlink()
+    assert (tmp_path / TOKEN_FILE).read_text() == "mine\n"
 
 
 def test_no_token_only_on_opt_out(tmp_path: Path) -> None:

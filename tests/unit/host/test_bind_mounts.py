@@ -31,7 +31,7 @@ def test_missing_bind_sources_are_created_and_volumes_ignored(
             }
         }
     }
-    sources = bind_mounts.bind_sources(config)
+    sources = {point: found.source for point, found in bind_mounts.host_folders(config).items()}
     assert sources == {"/workspace": existing, "/checkpoints": tmp_path / "ck" / "a"}
     assert bind_mounts.prepare_mounts(config) == 0
     assert (tmp_path / "ck" / "a").is_dir()
@@ -170,13 +170,22 @@ def test_make_up_as_root_refuses_to_hand_over_a_system_directory(
     assert chowned == []
 
 
-def binds_config(**sources: Path) -> dict:
-    """A compose config binding each mount point of the table, by its variable, to a folder."""
-    points = {"WORKSPACE_DIR": "/workspace", "CHECKPOINT_DIR": "/checkpoints", "DATA_DIR": "/data"}
+POINTS = {
+    "WORKSPACE_DIR": "/workspace",
+    "CHECKPOINT_DIR": "/checkpoints",
+    "DATA_DIR": "/data",
+    "PACKAGES_DIR": "/opt/packages",
+}
+
+
+def binds_config(read_only: tuple[str, ...] = (), **sources: Path) -> dict:
+    """A compose config binding each mount point of the table, by its variable, to a folder
+    (PACKAGES_DIR too: compose makes a host folder in place of a volume a bind)."""
     volumes = [
-        {"type": "bind", "source": str(source), "target": points[variable]}
+        {"type": "bind", "source": str(source), "target": POINTS[variable],
+         **({"read_only": True} if variable in read_only else {})}
         for variable, source in sources.items()
-    ]
+    ]  # fmt: skip
     return {"services": {"workstation": {"volumes": volumes}}}
 
 
@@ -217,6 +226,39 @@ def test_folders_side_by_side_or_one_folder_twice_are_fine(tmp_path: Path) -> No
         WORKSPACE_DIR=tmp_path / "w", CHECKPOINT_DIR=tmp_path / "c", DATA_DIR=tmp_path / "w"
     )
     assert bind_mounts.unsafe_sources(side_by_side) == []
-    # /data, which dev only reads, may hold the others: dev cannot swap anything in it.
-    in_data = binds_config(DATA_DIR=tmp_path, WORKSPACE_DIR=tmp_path / "w")
+    # A folder mounted read-only (a user's own override) may hold the others: dev cannot swap
+    # anything in it.
+    in_data = binds_config(("DATA_DIR",), DATA_DIR=tmp_path, WORKSPACE_DIR=tmp_path / "w")
     assert bind_mounts.unsafe_sources(in_data) == []
+
+
+def test_a_packages_folder_inside_the_workspace_is_refused_like_a_bind(tmp_path: Path) -> None:
+    config = binds_config(WORKSPACE_DIR=tmp_path / "w", PACKAGES_DIR=tmp_path / "w" / "pkgs")
+    (problem,) = bind_mounts.unsafe_sources(config)
+    assert problem.startswith(
+        f"PACKAGES_DIR={tmp_path / 'w' / 'pkgs'} lies inside WORKSPACE_DIR={tmp_path / 'w'}, "
+        "which the container's dev writes"
+    )
+
+
+def test_a_folder_inside_the_data_folder_is_refused_as_data_is_mounted_read_write(
+    tmp_path: Path,
+) -> None:
+    scratch = tmp_path / "scratch"
+    config = binds_config(DATA_DIR=scratch, CHECKPOINT_DIR=scratch / "ckpt")
+    (problem,) = bind_mounts.unsafe_sources(config)
+    assert problem.startswith(f"CHECKPOINT_DIR={scratch / 'ckpt'} lies inside DATA_DIR={scratch}")
+
+
+@pytest.mark.parametrize("variable", ["PACKAGES_DIR", "DATA_DIR", "WORKSPACE_DIR"])
+def test_every_read_write_host_folder_in_a_system_directory_is_refused_as_any_user(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    (problem,) = bind_mounts.unsafe_sources(binds_config(**{variable: Path("/etc")}))
+    assert problem.startswith(f"{variable}=/etc is the system directory /etc: the container's dev")
+    assert bind_mounts.unsafe_sources(binds_config(("DATA_DIR",), DATA_DIR=Path("/etc"))) == []
+    # A file of a compose override of the user's own: not a folder the start hands over.
+    keys = {"type": "bind", "source": "/root/.ssh/authorized_keys",
+            "target": "/etc/torchrig/authorized_keys"}  # fmt: skip
+    assert bind_mounts.unsafe_sources({"services": {"w": {"volumes": [keys]}}}) == []

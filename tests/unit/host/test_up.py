@@ -258,6 +258,20 @@ def test_a_running_container_is_left_running_to_look_at(
     assert ("stop", "workstation") not in compose.calls
 
 
+def test_a_state_file_that_is_not_the_starts_is_one_clear_error_at_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    planted = "not ready: /run/torchrig/services: not a regular file, not read\n"
+    compose = waiting_ends((up.NOT_THE_STARTS, planted), inspected("running", health="healthy"))
+    assert run_main(monkeypatch, compose, cpu="1") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "error: the workstation's state is not its start's: /run/torchrig/services: not a "
+        "regular file, not read\n"
+    )
+    assert "within" not in err and ("stop", "workstation") not in compose.calls
+
+
 def test_when_compose_itself_fails_its_own_message_stands_and_is_named(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
