@@ -249,11 +249,14 @@ checkpoints = checkpoint.CheckpointManager(args.checkpoint_dir, keep=args.keep)
 try:
     resumed = checkpoints.load_latest(state)  # weights, optimizer, LR, scaler, sampler, RNG
 except checkpoint.CheckpointMismatch as exc:  # another run's folder: one line, no traceback
-    saved = exc.saved_config
+    theirs = (exc.saved_config.get("model"), exc.saved_config.get("num_classes"))
+    if None not in theirs and theirs != (args.model, args.num_classes):
+        why = (f"holds checkpoints of {theirs[0]} with {theirs[1]} classes, which do not fit "
+               f"{args.model} with {args.num_classes} classes")  # fmt: skip
+    else:  # the same model, so something else does not fit: the library says what
+        why = f"holds no checkpoint this run can load ({exc})"
     if is_main:
-        print(f"error: --checkpoint-dir {args.checkpoint_dir} holds checkpoints of "
-              f"{saved.get('model')} with {saved.get('num_classes')} classes, which do not fit "
-              f"{args.model} with {args.num_classes} classes: pass a new --checkpoint-dir",
+        print(f"error: --checkpoint-dir {args.checkpoint_dir} {why}: pass a new --checkpoint-dir",
               file=sys.stderr)  # fmt: skip
     sys.exit(1)
 step = resumed["step"] if resumed is not None else 0  # optimizer steps done
