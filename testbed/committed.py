@@ -29,6 +29,15 @@ def committed_workspace(root: Path = REPO_ROOT) -> Path:
 
 @functools.cache
 def private_copy(root: Path) -> Path:
+    if not (root / ".git").exists():
+        # A copy without git's history (a release archive, a tree copied to a GPU machine that
+        # runs no container): no committed copy to prefer, so the folder as it is, said once.
+        print(
+            f"note: {root} is not a git checkout: running {FOLDER}/ as it is (keep it out of "
+            "reach of a container's dev)",
+            file=sys.stderr,
+        )
+        return root / FOLDER
     private = Path(tempfile.mkdtemp(prefix="torchrig-committed-"))  # 0700: this user's alone
     atexit.register(shutil.rmtree, private, ignore_errors=True)
     changed = []

@@ -51,6 +51,18 @@ def test_a_line_dev_adds_to_the_example_does_not_run_on_the_host(
     )
 
 
+def test_a_copy_without_git_runs_its_folder_as_it_is_and_says_so(
+    checkout: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A release archive, or the tree copied to a GPU machine (no container runs there)."""
+    bare = checkout.parent / "no-git"
+    (bare / "workspace" / "examples").mkdir(parents=True)
+    source = checkout / "workspace" / "examples" / "train_ddp.py"
+    (bare / "workspace" / "examples" / "train_ddp.py").write_bytes(source.read_bytes())
+    assert committed.example(bare) == str(bare / "workspace" / "examples" / "train_ddp.py")
+    assert "is not a git checkout: running workspace/ as it is" in capsys.readouterr().err
+
+
 def test_every_host_side_caller_runs_the_committed_example() -> None:
     """`make gpu-report` (its resume part, and the throughput script it runs) and `make test`
     (the example's runs and the notebook)."""
