@@ -19,9 +19,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
-from torchrig import mounts
 from torchrig.host import gpus, project, workstations
 from torchrig.host.compose_failure import HostError
+from torchrig.shared import mounts
 
 from .checkouts import Checkout
 from .ssh import KeyPair

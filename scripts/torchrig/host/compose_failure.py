@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchrig.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import MAKEFILE as VOICE
 
 # `!reset` in docker-compose.cpu.yml and docker-compose.published.yml came with Compose 2.24.
 MIN_COMPOSE = (2, 24)

@@ -20,8 +20,8 @@ import threading
 from typing import BinaryIO, TextIO
 
 from torchrig.host.workstations import SERVICE, parse_ps
-from torchrig.voice import MAKEFILE as VOICE
-from torchrig.voice import harmless
+from torchrig.shared.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import harmless
 
 NOT_RUNNING = "not running: `make up` starts it"
 # `--published-port 8888`: compose's host address for that container port, given to the command

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from torchrig.host import bind_mounts, compose_failure, dotenv, jupyter_token, project
 from torchrig.host.workstations import SERVICE, Compose
-from torchrig.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import MAKEFILE as VOICE
 
 RunCompose = Callable[..., subprocess.CompletedProcess[str]]
 IsFree = Callable[[str, int], bool]

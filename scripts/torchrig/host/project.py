@@ -28,8 +28,8 @@ from torchrig.host.workstations import (
     project_folders,
     run_docker,
 )
-from torchrig.voice import MAKEFILE as VOICE
-from torchrig.voice import harmless
+from torchrig.shared.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import harmless
 
 VARIABLE = "COMPOSE_PROJECT_NAME"
 # The one name every checkout shared before: `name: torchrig` in docker-compose.yml.

@@ -32,8 +32,8 @@ from torchrig.host import (
     workstations,
 )
 from torchrig.host.workstations import Compose
-from torchrig.voice import IN_OTHERS_OUTPUT, harmless
-from torchrig.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import IN_OTHERS_OUTPUT, harmless
+from torchrig.shared.voice import MAKEFILE as VOICE
 
 SERVICE = workstations.SERVICE
 PORTS = {name: port for name, (port, _) in compose_failure.PUBLISHED_PORTS.items()}
@@ -45,12 +45,12 @@ ERROR_MARK = f"{PREFIX}error:"
 STARTED_MARKS = (f"{PREFIX}started ", f"{PREFIX}restarting ")
 MAX_LINES = 20
 ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# Asked inside the container (torchrig.container.endpoints; the two sides share no code): the URL,
+# Asked inside the container (torchrig.image.endpoints; the two sides share no code): the URL,
 # with the token only the container knows, and the ssh command; --wait: STATUS lines, NOT_READY.
 # Root asks: this may run before the entrypoint has remapped dev's uid (the token is dev's alone).
 ENDPOINTS = "root /usr/bin/python3 -I -S /usr/lib/torchrig endpoints"
 # Images from before that (a ready-made one can be older) ask as dev once Docker says healthy.
-DEV_ENDPOINTS = "dev /opt/venv/bin/python -I -m torchrig.container.endpoints"
+DEV_ENDPOINTS = "dev /opt/venv/bin/python -I -m torchrig.image.endpoints"
 USAGE_ERROR = 2
 STATUS = "status: "
 NOT_READY = 3

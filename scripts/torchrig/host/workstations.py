@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchrig.host.compose_failure import HostError, engine_error
-from torchrig.voice import MAKEFILE as VOICE
-from torchrig.voice import harmless
+from torchrig.shared.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import harmless
 
 PROJECT_LABEL = "com.docker.compose.project"
 FOLDER_LABEL = "com.docker.compose.project.working_dir"

@@ -23,12 +23,13 @@ from torchrig.checkpoint.stop import (
     handle_stop_signals,
     launch_status,
 )
-from torchrig.launch import hosts, options, plan, rank_exit
+from torchrig.image.pth import rank_exit
+from torchrig.image.pth.rank_exit import TORCHRUN_MODULE
+from torchrig.launch import hosts, options, plan
 from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
-from torchrig.launch.rank_exit import TORCHRUN_MODULE
 from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
-from torchrig.voice import Voice
+from torchrig.shared.voice import Voice
 
 VOICE = Voice.of_command("launch")
 

@@ -11,9 +11,9 @@ import shlex
 import sys
 from dataclasses import dataclass, field, replace
 
+from torchrig.children import module_command
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint
-from torchrig.interpreter import module_command
 from torchrig.launch.options import Launch, launch_argv
 from torchrig.launch.plan import LaunchError, LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags

@@ -11,13 +11,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchrig.children import module_command
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.facts import network, nvml
 from torchrig.facts.network import Reach, Route
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
-from torchrig.interpreter import module_command
-from torchrig.launch.rank_exit import TORCHRUN_MODULE
+from torchrig.image.pth.rank_exit import TORCHRUN_MODULE
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost.preflight import exposure_warning, unreachable_message
 

@@ -22,7 +22,7 @@ from typing import IO, Any
 from torchrig import children
 from torchrig.multihost.hostfile import HostsError
 from torchrig.multihost.remote import STARTED
-from torchrig.voice import Voice
+from torchrig.shared.voice import Voice
 
 # BatchMode: fail instead of asking for a password or passphrase nobody will type. The keep-alive
 # notices a host that vanished (a killed container, a pulled cable) in about 15 s.

@@ -8,9 +8,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from torchrig.children import module_command
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint, Reach
-from torchrig.interpreter import module_command
 from torchrig.multihost import fanout
 from torchrig.multihost.fanout import Captured
 from torchrig.multihost.hostfile import Host

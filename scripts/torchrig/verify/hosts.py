@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchrig import children
+from torchrig.children import module_command
 from torchrig.facts.verdict import Check, Verdict, failed, passed
-from torchrig.interpreter import module_command
 from torchrig.launch import hosts as launch_on_hosts
 from torchrig.launch.options import Launch
 from torchrig.launch.plan import LaunchRequest

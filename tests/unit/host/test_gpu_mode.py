@@ -9,7 +9,7 @@ import pytest
 from torchrig.host import gpu_mode
 from torchrig.host.compose_failure import HostError
 from torchrig.host.gpu_mode import HostGpus
-from torchrig.voice import Voice
+from torchrig.shared.voice import Voice
 
 NO_GPU = HostGpus(device_nodes=(), nvidia_smi=None, hook=None)
 GPUS = HostGpus(("/dev/nvidia0", "/dev/nvidiactl"), "/usr/bin/nvidia-smi", hook=None)

@@ -1,0 +1,2 @@
+"""What both sides of Docker read: standard library only, no other part of torchrig but the
+image's kept-packages place."""
