@@ -139,13 +139,12 @@ shell: ## a login shell as dev in the running container
 
 .PHONY: ssh
 ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
-	$(INSIDE) --check
-	address="$$($(COMPOSE) port workstation 2222)"; \
+	address="$$($(INSIDE) --address ssh)"; \
 		ssh -p "$${address##*:}" "dev@$${address%:*}"
 
 .PHONY: jupyter-url
 jupyter-url: ## print JupyterLab's URL with its token
-	$(INSIDE) --published-port 8888 -- exec -T -u dev workstation \
+	$(INSIDE) --published-port jupyter -- exec -T -u dev workstation \
 		python -I -m torchrig.image.jupyter_url
 
 .PHONY: jupyter-token-rotate

@@ -9,14 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchrig.shared import ports
 from torchrig.shared.voice import MAKEFILE as VOICE
 
 # `!reset` in docker-compose.cpu.yml and docker-compose.published.yml came with Compose 2.24.
 MIN_COMPOSE = (2, 24)
-# The container ports docker-compose.yml publishes, by service, and the variable that chooses
-# each one's host port.
-PUBLISHED_PORTS = {"jupyter": (8888, "JUPYTER_PORT"), "ssh": (2222, "SSH_PORT")}
-PORT_VARIABLES = dict(PUBLISHED_PORTS.values())
 
 DAEMON_DOWN = re.compile(r"Cannot connect to the Docker daemon at (\S+?)\.? Is the docker daemon")
 SOCKET_DENIED = re.compile(
@@ -215,7 +212,7 @@ def port_rows(service_config: dict[str, Any]) -> list[tuple[str, str, int]]:
     """(variable, host address, host port) for each published port a variable of ours chooses."""
     rows = []
     for port in service_config.get("ports", []):
-        variable = PORT_VARIABLES.get(int(port.get("target", 0)))
+        variable = ports.VARIABLES.get(int(port.get("target", 0)))
         if variable and str(port.get("published", "")).isdigit():
             rows.append((variable, port.get("host_ip") or "0.0.0.0", int(port["published"])))
     return rows

@@ -32,11 +32,11 @@ from torchrig.host import (
     workstations,
 )
 from torchrig.host.workstations import Compose
+from torchrig.shared import ports
 from torchrig.shared.voice import IN_OTHERS_OUTPUT, harmless
 from torchrig.shared.voice import MAKEFILE as VOICE
 
 SERVICE = workstations.SERVICE
-PORTS = {name: port for name, (port, _) in compose_failure.PUBLISHED_PORTS.items()}
 # Generous: a healthy start takes seconds, and a failing one is reported as soon as the container
 # stops (the supervisor gives up on a crash loop within a minute).
 WAIT_TIMEOUT_S = 300
@@ -77,10 +77,10 @@ def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> in
     if config.returncode != 0:
         return 0  # prepare said why; compose will again
     # The port the user changes: on the command line (`make up JUPYTER_PORT=2222`), else set.
-    ports = compose_failure.PORT_VARIABLES.values()
+    variables = [port.variable for port in ports.PORTS]
     typed = set(settings.command_line_names(os.environ.get("MAKEFLAGS", "")))
-    given = [name for name in ports if name in typed] or [
-        name for name in ports if dotenv.setting(name, env_file) is not None
+    given = [name for name in variables if name in typed] or [
+        name for name in variables if dotenv.setting(name, env_file) is not None
     ]
     try:
         preflight.check(compose.docker, config.stdout, inspect_own(compose), prepare.is_free, given)
@@ -108,8 +108,11 @@ def find_container(compose: Compose) -> tuple[str, list[str]] | None:
         if publisher.get("PublishedPort"):
             published.setdefault(int(publisher["TargetPort"]), host_address(publisher))
     arguments = []
-    for name, port in PORTS.items():
-        arguments += [f"--{name}", published.get(port, f"127.0.0.1:{port}")]
+    for port in ports.PORTS:
+        arguments += [
+            f"--{port.name}",
+            published.get(port.container, f"127.0.0.1:{port.container}"),
+        ]
     return str(rows[0]["ID"]), arguments
 
 
