@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchrig.host.compose_failure import HostError, no_toolkit_lines
+from torchrig.host.compose_failure import no_toolkit_lines
+from torchrig.shared.voice import CannotGoOn
 
 CPU_OVERRIDE = "docker-compose.cpu.yml"
 NVIDIA_RUNTIME = "nvidia"
@@ -49,7 +50,7 @@ def parse_cpu_setting(value: str) -> bool | None:
     text = value.strip()
     if text in ("", "0", "1"):
         return None if text == "" else text == "1"
-    raise HostError(
+    raise CannotGoOn(
         f"CPU={value!r} is not 0 or 1: `make up CPU=1` starts without GPUs, `make up CPU=0` "
         "insists on GPUs, and without CPU `make up` chooses from what this machine has."
     )
@@ -69,7 +70,7 @@ def choose_mode(forced: bool | None, host: HostGpus, runtimes: frozenset[str] | 
     if runtimes is not None and NVIDIA_RUNTIME not in runtimes and host.hook is None:
         known = ", ".join(sorted(runtimes)) or "none"
         evidence = ", ".join([*host.device_nodes[:3], *(["nvidia-smi"] if host.nvidia_smi else [])])
-        raise HostError(
+        raise CannotGoOn(
             *no_toolkit_lines(
                 f"this machine has NVIDIA GPUs ({evidence}), but Docker cannot hand "
                 f"them to containers: it has no `{NVIDIA_RUNTIME}` runtime (it has: {known}) "

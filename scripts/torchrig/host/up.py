@@ -33,7 +33,7 @@ from torchrig.host import (
 )
 from torchrig.host.workstations import Compose
 from torchrig.shared import ports
-from torchrig.shared.voice import IN_OTHERS_OUTPUT, harmless
+from torchrig.shared.voice import IN_OTHERS_OUTPUT, CannotGoOn, harmless
 from torchrig.shared.voice import MAKEFILE as VOICE
 
 SERVICE = workstations.SERVICE
@@ -84,7 +84,7 @@ def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> in
     ]
     try:
         preflight.check(compose.docker, config.stdout, inspect_own(compose), prepare.is_free, given)
-    except compose_failure.HostError as refused:
+    except CannotGoOn as refused:
         return refused.said()
     return 0
 
@@ -208,7 +208,7 @@ def report_compose_failure(
 
 
 def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:
-    """GPUs or CPU mode (HostError with what to do when neither can start)."""
+    """GPUs or CPU mode (CannotGoOn with what to do when neither can start)."""
     forced = gpu_mode.parse_cpu_setting(cpu_setting)
     host = gpu_mode.read_host_gpus()
     runtimes = None
@@ -289,7 +289,7 @@ def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
     try:
         project.refuse(name, Path.cwd(), compose.docker)
         settle_gpus(compose, name, cpu, env_file)
-    except compose_failure.HostError as failed:
+    except CannotGoOn as failed:
         return failed.said()
     VOICE.note(f"workstation {name} (this folder's; `make ls` lists every one on this machine)")
     return 0
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings.check_names(Path.cwd(), Path(".env"), compose.command)
         mode = choose_mode(compose, args.cpu)
-    except compose_failure.HostError as refused:
+    except CannotGoOn as refused:
         return refused.said()
     if mode.notice:
         VOICE.note("\n".join(mode.notice))

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from torchrig.host.compose_failure import HostError, engine_error
+from torchrig.host.compose_failure import engine_error
 from torchrig.shared.voice import MAKEFILE as VOICE
-from torchrig.shared.voice import harmless
+from torchrig.shared.voice import CannotGoOn, harmless
 
 PROJECT_LABEL = "com.docker.compose.project"
 FOLDER_LABEL = "com.docker.compose.project.working_dir"
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None, docker: Docker = run_docker) -> int:
     args = parser.parse_args(argv)
     try:
         found = all_workstations(docker)
-    except HostError as failed:
+    except CannotGoOn as failed:
         return failed.said()
     if args.json:
         for one in found:
