@@ -207,19 +207,6 @@ def report_compose_failure(
     return up.returncode or 1
 
 
-def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:
-    """GPUs or CPU mode (CannotGoOn with what to do when neither can start)."""
-    forced = gpu_mode.parse_cpu_setting(cpu_setting)
-    host = gpu_mode.read_host_gpus()
-    runtimes = None
-    if gpu_mode.needs_engine_runtimes(forced, host):
-        info = compose.docker("info", "--format", "{{json .Runtimes}}")
-        if info.returncode != 0:
-            raise compose_failure.engine_error("info", info.stderr.strip())
-        runtimes = gpu_mode.parse_runtimes(info.stdout)
-    return gpu_mode.choose_mode(forced, host, runtimes)
-
-
 def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
     """Ask the container to wait for its services and say how to reach them; report the rest."""
     found = find_container(compose)
@@ -344,13 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     compose = Compose(args.compose)
     try:
         settings.check_names(Path.cwd(), Path(".env"), compose.command)
-        mode = choose_mode(compose, args.cpu)
+        mode, compose = gpu_mode.decide(args.cpu, compose)
     except CannotGoOn as refused:
         return refused.said()
     if mode.notice:
         VOICE.note("\n".join(mode.notice))
-    if mode.cpu:
-        compose = compose.with_file(gpu_mode.CPU_OVERRIDE)
     prepared = (
         prepare.prepare(compose.run)
         or claim(compose, mode.cpu)

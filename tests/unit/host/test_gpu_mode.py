@@ -105,3 +105,24 @@ def test_runtimes_come_from_docker_info_json() -> None:
     info = '{"io.containerd.runc.v2":{"path":"runc"},"nvidia":{"path":"nvidia-container-runtime"}}'
     assert gpu_mode.parse_runtimes(info) == {"io.containerd.runc.v2", "nvidia"}
     assert gpu_mode.parse_runtimes("null") == frozenset()
+
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_mode_is_decided_once_by_up_and_no_other_target_names_the_cpu_override() -> None:
+    """The Makefile passes CPU to `up` alone; the CPU override is added by `decide` only."""
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    assert gpu_mode.CPU_OVERRIDE not in makefile
+    uses = [line.strip() for line in makefile.splitlines() if "$(CPU)" in line]
+    assert uses == ['$(HOST_PY) torchrig.host.up --cpu "$(CPU)" -- $(COMPOSE)']
+
+
+def test_decide_adds_the_cpu_override_in_cpu_mode_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpu_mode, "read_host_gpus", lambda: NO_GPU)
+    plain = gpu_mode.Compose(["docker", "compose", "-f", "docker-compose.yml"])
+    mode, cpu = gpu_mode.decide("", plain)
+    assert mode.cpu and mode.notice == gpu_mode.CPU_MODE_NOTICE
+    assert cpu.command[-2:] == ["-f", gpu_mode.CPU_OVERRIDE]
+    mode, forced = gpu_mode.decide("0", plain)  # no GPUs, but insisted on: compose will say
+    assert not mode.cpu and forced == plain
