@@ -50,6 +50,14 @@ class Compose:
         """The plain docker CLI (compose is its plugin): for what compose does not report."""
         return subprocess.run([self.command[0], *args], capture_output=True, text=True, check=False)
 
+    def copy_out(self, container: str, path: str) -> bytes | None:
+        """A file of the container, running or stopped, as the tar `docker cp` writes of it (a
+        symlink stays one); None when there is none."""
+        copied = subprocess.run(
+            [self.command[0], "cp", f"{container}:{path}", "-"], capture_output=True, check=False
+        )
+        return copied.stdout if copied.returncode == 0 else None
+
     def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Compose with its output shown as it comes (a build takes minutes) and kept."""
         process = subprocess.Popen(
