@@ -1,12 +1,12 @@
 """What `make up` waits on and prints, asked inside the container: whether the services answer,
 what the container is doing until then, and how to reach each service once it is ready.
 
+The answering side of the protocol torchrig.shared.startup defines (its words and exit codes):
 `torchrig.host.up` runs it as root through `root_main` (so it reads dev's token whatever uid dev
 has), with the host addresses compose published: `--jupyter 127.0.0.1:8888 --ssh ...`. With
 `--wait SECONDS` it first polls every 50 ms until every service the entrypoint started answers
-the healthcheck's probes (Docker's own view waits for its next run, seconds later), printing
-`status: <what the container is doing>` at each change; not ready in time: `not ready: <why>`
-and exit status 3; a state file that is not the start's: `not ready: <what>` and 4, at once.
+the healthcheck's probes (Docker's own view waits for its next run, seconds later), saying what
+the container is doing at each change, and why not when the time runs out.
 Time in start hooks does not count against the wait: they have a limit of their own
 (START_HOOK_TIMEOUT).
 """
@@ -30,11 +30,9 @@ from torchrig.image.settings import read_settings
 from torchrig.image.ssh import SSH_PORT
 from torchrig.image.state import HOOK_FILE, read_services, read_token, readable_state_dir
 from torchrig.shared.ownership import FileNotRead, read_small_file
+from torchrig.shared.startup import NOT_READY, STATUS, Answer
 
 USER = "dev"
-STATUS = "status: "
-NOT_READY = 3
-NOT_THE_STARTS = 4  # a state file that is not the start's (a FIFO, a symlink): an error, not a wait
 POLL_S = 0.05
 SETTING_UP = "setting up (user, mounts, checks)"
 MAX_HOOK_FILE_BYTES = 512
@@ -78,8 +76,8 @@ def read_state(state: Path) -> tuple[list[str], str]:
         services = read_services(state)
         token = read_token(state)
     except FileNotRead as exc:
-        print(f"not ready: {exc}", flush=True)
-        raise SystemExit(NOT_THE_STARTS) from None
+        print(f"{NOT_READY}{exc}", flush=True)
+        raise SystemExit(Answer.NOT_THE_STARTS) from None
     return ([] if services is None else services.text.split()), token or ""
 
 
@@ -175,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.wait is not None:
         progress = wait_until_ready(args.wait, say_status)
         if not progress.ready:
-            print(f"not ready: {progress.why_not_ready()}", flush=True)
-            return NOT_THE_STARTS if progress.failed else NOT_READY
+            print(f"{NOT_READY}{progress.why_not_ready()}", flush=True)
+            return Answer.NOT_THE_STARTS if progress.failed else Answer.WAITED_OUT
     running, token = read_state(readable_state_dir())
     lines = endpoint_lines(
         read_settings(os.environ).services, running, token, args.jupyter, args.ssh

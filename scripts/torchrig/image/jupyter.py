@@ -9,9 +9,9 @@ from pathlib import Path
 
 from torchrig.image import ssh
 from torchrig.image.state import TOKEN_FILE, write_private
-from torchrig.shared import mounts
+from torchrig.shared import mounts, ports
 
-JUPYTER_PORT = 8888
+JUPYTER_PORT = ports.JUPYTER.container
 ROOT_DIR = mounts.WORKSPACE.point
 HOST_CHECK_EXTENSION = "torchrig.image.jupyter_hosts"
 

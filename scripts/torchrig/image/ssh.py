@@ -16,12 +16,12 @@ from pathlib import Path
 
 from torchrig.image.settings import SetupError
 from torchrig.image.state import write_private
-from torchrig.shared import mounts
+from torchrig.shared import mounts, ports
 from torchrig.shared.ownership import FileNotRead, read_small_file
 
 SSHD = "/usr/sbin/sshd"
 SSHD_CONFIG = "/etc/torchrig/sshd_config"
-SSH_PORT = 2222
+SSH_PORT = ports.SSH.container
 HOST_KEY_DIR = Path(mounts.SSH_HOST_KEYS.point)
 HOST_KEY_TYPES = ("ed25519", "ecdsa")
 # A key file of many keys is a few hundred KiB at most.

@@ -14,9 +14,10 @@ import tempfile
 from pathlib import Path
 
 from torchrig.image.settings import SetupError
+from torchrig.shared import startup
 from torchrig.shared.ownership import SmallFile, read_small_file
 
-STATE_DIR = Path("/run/torchrig")
+STATE_DIR = Path(startup.STATE_DIR)
 TOKEN_FILE = "jupyter-token"
 SERVICES_FILE = "services"
 ENVIRONMENT_FILE = "environment.sh"
@@ -110,3 +111,14 @@ def read_token(state: Path) -> str | None:
     """Jupyter's token (read_small_file's rules); None while there is none, '' for no token."""
     read = read_small_file(state, TOKEN_FILE, MAX_TOKEN_FILE_BYTES, "a Jupyter token")
     return None if read is None else read.text.strip()
+
+
+def record_start_error(message: str, folder: Path = STATE_DIR) -> None:
+    """Why this start fails, for `make up` to read from the stopped container (the protocol in
+    torchrig.shared.startup). Root's steps fail before dev's state folder is made this start's,
+    so the record goes to the folder Docker's starts use, written as write_private writes; where
+    that folder is not this user's to write (`--user`, Apptainer), there is no `make up` to tell,
+    and the error in the log is all."""
+    text = message.encode("utf-8", errors="replace")[: startup.MAX_START_ERROR_BYTES]
+    with contextlib.suppress(OSError):
+        write_private(folder / startup.START_ERROR, text.decode("utf-8", errors="ignore"))

@@ -70,3 +70,16 @@ def harmless(text: str) -> str:
 
 # The Makefile's helpers (host/, and what `make` runs in the container): make named the target.
 MAKEFILE = Voice()
+
+
+class CannotGoOn(Exception):
+    """A helper of the Makefile cannot go on: the lines say why, then what to do."""
+
+    def __init__(self, *lines: str) -> None:
+        super().__init__(lines[0])
+        self.lines = lines
+
+    def said(self, voice: Voice = MAKEFILE) -> int:
+        """Say it as one error; the exit status."""
+        voice.error("\n".join(self.lines))
+        return 1

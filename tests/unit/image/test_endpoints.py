@@ -11,6 +11,7 @@ import pytest
 from torchrig.image import endpoints
 from torchrig.image.endpoints import Progress
 from torchrig.image.state import HOOK_FILE, SERVICES_FILE, TOKEN_FILE
+from torchrig.shared.startup import Answer
 
 BOTH = ("jupyter", "sshd")
 
@@ -47,7 +48,7 @@ def test_not_ready_in_time_says_why_and_exits_3(
 ) -> None:
     stuck = Progress(False, "starting jupyter", {"jupyter": "connection refused"})
     monkeypatch.setattr(endpoints, "wait_until_ready", lambda timeout_s, say: stuck)
-    assert endpoints.main(["--wait", "5"]) == endpoints.NOT_READY
+    assert endpoints.main(["--wait", "5"]) == Answer.WAITED_OUT
     assert capsys.readouterr().out == "not ready: jupyter: connection refused\n"
 
 
@@ -61,7 +62,7 @@ def test_a_token_file_dev_swapped_for_a_symlink_is_named_not_read(
     monkeypatch.setattr(endpoints, "readable_state_dir", lambda: tmp_path)
     with pytest.raises(SystemExit) as stopped:
         endpoints.main([])
-    assert stopped.value.code == endpoints.NOT_THE_STARTS
+    assert stopped.value.code == Answer.NOT_THE_STARTS
     out = capsys.readouterr().out
     assert "a symlink, not followed" in out and "secret-hash" not in out
 

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from torchrig.image import endpoints, root_main
+from torchrig.image import root_main
+from torchrig.shared.startup import Answer
 
 PACKAGE = Path(root_main.__file__).resolve().parents[1]
 
@@ -48,7 +49,7 @@ def test_make_up_s_wait_runs_from_the_copy_and_never_from_the_working_directory(
 ) -> None:
     result = launch(tmp_path, "endpoints", "--wait", "0.2")
     # No workstation runs on this machine: not ready (3); the point is where the code came from.
-    assert result.returncode in (0, endpoints.NOT_READY), result.stderr
+    assert result.returncode in (0, Answer.WAITED_OUT), result.stderr
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in (tmp_path / "workspace").rglob("*.ran")) == []
 

@@ -10,6 +10,7 @@ import pytest
 from torchrig.image import state
 from torchrig.image.settings import SetupError
 from torchrig.image.state import SERVICES_FILE
+from torchrig.shared import startup
 
 
 def planted_fallback(tmp: Path) -> Path:
@@ -89,3 +90,19 @@ def test_state_files_are_made_new_never_written_through_a_fifo_or_symlink(tmp_pa
     state.write_private(tmp_path / SERVICES_FILE, "jupyter")  # neither blocks nor follows
     assert (tmp_path / SERVICES_FILE).read_text() == "jupyter"
     assert (tmp_path / "target").read_text() == "root's\n"
+
+
+def test_a_failed_start_records_its_error_where_make_up_reads_it(tmp_path: Path) -> None:
+    state.record_start_error("PUID=0 would make dev root", tmp_path)
+    assert (tmp_path / startup.START_ERROR).read_text() == "PUID=0 would make dev root"
+    assert oct((tmp_path / startup.START_ERROR).stat().st_mode)[-3:] == "600"
+    state.record_start_error("x" * (startup.MAX_START_ERROR_BYTES + 9), tmp_path)
+    assert len((tmp_path / startup.START_ERROR).read_bytes()) == startup.MAX_START_ERROR_BYTES
+    assert Path(startup.STATE_DIR) == state.STATE_DIR
+
+
+def test_a_start_that_cannot_record_its_error_still_fails_with_it(tmp_path: Path) -> None:
+    """No state folder of Docker's to write (`--user`, Apptainer): the log alone says it."""
+    (tmp_path / "file").write_text("")
+    state.record_start_error("refused", tmp_path / "file")  # not a folder: nothing raised
+    assert (tmp_path / "file").read_text() == ""

@@ -14,6 +14,7 @@ from torchrig.shared.voice import (
     KIB,
     MAKEFILE,
     MIB,
+    CannotGoOn,
     Voice,
     harmless,
     size_figure,
@@ -112,3 +113,13 @@ def test_a_size_may_be_written_in_a_unit_of_its_own_and_as_a_bare_figure() -> No
     assert size_figure(40 * GIB, "GiB") == "40.0"
     with pytest.raises(KeyError):
         size_text(1, unit="GB")  # decimal units are not byte sizes here
+
+
+def test_a_helper_that_cannot_go_on_says_why_and_what_to_do_as_one_error() -> None:
+    stream = io.StringIO()
+    stopped = CannotGoOn("GPUS=9 names a GPU this machine lacks.", "  It has GPUs 0 and 1.")
+    assert str(stopped) == "GPUS=9 names a GPU this machine lacks."
+    assert stopped.said(Voice(stream=stream)) == 1
+    assert stream.getvalue() == (
+        "error: GPUS=9 names a GPU this machine lacks.\n  It has GPUs 0 and 1.\n"
+    )
