@@ -9,7 +9,9 @@ another one:
 - stays: the functions it runs;
 - moves: the calls from a function in one room to a function in another (each pair once);
 - climbs back: the moves into a room the walk has been in before: the reader goes back to a
-  room already read (an orchestrator returning to a helper room, or a lower room calling up).
+  room already read (an orchestrator returning to a helper room, or a lower room calling up);
+- calls up: the moves into a room that is waiting further down the same call stack (B called A,
+  directly or not, and A calls back into B): a path that goes back up.
 Calls made inside other programs (torchrun, the container) are not followed: this process only.
 """
 
@@ -34,6 +36,7 @@ class Walk:
         self.seen: set[tuple[str, str]] = set()
         self.moves: list[tuple[str, str]] = []
         self.climbs: list[tuple[str, str]] = []
+        self.calls_up: list[tuple[str, str]] = []
 
     def room(self, frame: FrameType) -> str | None:
         path = frame.f_code.co_filename
@@ -64,6 +67,8 @@ class Walk:
             self.moves.append((caller[0], room))
             if room in self.rooms:
                 self.climbs.append((caller[0], room))
+            if room in self.rooms_on_stack(frame.f_back):
+                self.calls_up.append((caller[0], room))
         if room not in self.rooms:
             self.rooms.append(room)
         self.stays.add(stay)
@@ -83,8 +88,10 @@ class Walk:
             "stays": len(self.stays),
             "moves": len(self.moves),
             "climbs_back": len(self.climbs),
+            "calls_up": len(self.calls_up),
             "room_order": self.rooms,
             "climbs": [f"{a} -> {b}" for a, b in self.climbs],
+            "up": [f"{a} -> {b}" for a, b in self.calls_up],
         }
 
 
@@ -126,12 +133,14 @@ def main() -> None:
         return
     print(
         f"{result['rooms']} rooms, {result['stays']} stays, {result['moves']} moves, "
-        f"{result['climbs_back']} climbs back",
+        f"{result['climbs_back']} climbs back, {result['calls_up']} calls up",
         file=stdout,
     )
     print("rooms in order: " + ", ".join(result["room_order"]), file=stdout)
     for climb in result["climbs"]:
         print(f"climbs back: {climb}", file=stdout)
+    for call in result["up"]:
+        print(f"calls up: {call}", file=stdout)
 
 
 if __name__ == "__main__":
