@@ -2,8 +2,9 @@
 (bf16 autocast, channels_last, cuDNN autotuning, TF32) and `torch.compile(mode="max-autotune")`,
 Inductor's slowest compile and fastest code (kernel autotuning, CUDA graphs).
 
-    python benchmarks/plain_best.py [--device cuda] [--model resnet50] [--batch-size 128]
-        [--image-size 224] [--steps 50] [--warmup 10] [--mode max-autotune] [--json]
+    python -m benchmarks.gpu_report.plain_best [--device cuda] [--model resnet50]
+        [--batch-size 128] [--image-size 224] [--steps 50] [--warmup 10] [--mode max-autotune]
+        [--json]
 
 `make gpu-report` sets the example's defaults against it (docs/gpu-report.md). A cold
 max-autotune compile of resnet50 takes minutes; its cache (TORCHINDUCTOR_CACHE_DIR) makes the

@@ -1,19 +1,14 @@
-"""The GPU report's judgement of its children's figures: targets met or missed on a GPU, only
-shown on a CPU, a part that did not finish, pytest's JUnit read with what a test recorded."""
+"""The GPU report's judgement of its parts' figures: targets met or missed on a GPU, only shown
+on a CPU, a part that did not finish."""
 
 from __future__ import annotations
 
-import os
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from benchmarks import gpu_report
+from benchmarks.gpu_report import targets
 
 H100 = "NVIDIA H100 80GB HBM3"
+JUDGE = targets.Judge(cpu=False)
 
 
 def verify_figures(
@@ -34,7 +29,7 @@ def verify_figures(
 
 def rows_of(figures: dict[str, Any], cpu: bool = False, gpu: str | None = H100) -> dict:
     parts = {"verify": {"status": "ok", "figures": figures, "reason": None}}
-    return {row["name"]: row for row in gpu_report.targets(parts, gpu, cpu)}
+    return {row["name"]: row for row in targets.targets(parts, gpu, cpu)}
 
 
 def verdicts(figures: dict[str, Any], cpu: bool = False, gpu: str | None = H100) -> dict:
@@ -76,83 +71,27 @@ def test_on_a_cpu_figures_are_shown_not_judged() -> None:
 
 def test_a_part_that_did_not_finish_is_one_failed_row() -> None:
     parts = {"training": {"status": "failed", "figures": {}, "reason": "exit 1: CUDA OOM"}}
-    (row,) = gpu_report.targets(parts, H100, cpu=False)
+    (row,) = targets.targets(parts, H100, cpu=False)
     assert row["verdict"] == "FAIL" and row["note"] == "exit 1: CUDA OOM"
 
 
-def test_junit_gives_each_tests_outcome_and_what_it_recorded() -> None:
-    xml = """<testsuites><testsuite>
-      <testcase classname="tests.gpu.test_nvml_vs_nvidia_smi"
-                name="test_nvml_verdicts_match_nvidia_smi">
-        <properties><property name="compared" value="12 check(s) on 1 GPU(s)"/></properties>
-      </testcase>
-      <testcase name="test_fsdp2"><failure message="boom"/></testcase>
-      <testcase name="test_quick"><skipped message="CUDA is not available"/></testcase>
-    </testsuite></testsuites>"""
-    figures = gpu_report.read_junit(xml)
-    rows = {
-        row["name"]: row for row in gpu_report.tests_rows(figures, gpu_report.Judge(False), H100)
-    }
+def test_the_gpu_tests_give_their_counts_and_the_nvml_comparison_its_own_row() -> None:
+    cases = {
+        "test_nvml_verdicts_match_nvidia_smi": {
+            "outcome": "passed", "compared": "12 check(s) on 1 GPU(s)"},
+        "test_fsdp2": {"outcome": "failed"},
+        "test_quick": {"outcome": "skipped: CUDA is not available"},
+    }  # fmt: skip
+    rows = {row["name"]: row for row in targets.tests_rows({"cases": cases}, JUDGE, H100)}
     nvml = rows["NVML verdicts vs nvidia-smi"]
     assert nvml["verdict"] == "PASS" and nvml["measured"] == "12 check(s) on 1 GPU(s)"
     tests = rows["`pytest -m gpu tests/gpu`"]
     assert tests["verdict"] == "FAIL" and tests["measured"] == "1 passed, 1 failed, 1 skipped"
-
-
-def test_a_resumed_curve_is_compared_step_by_step() -> None:
-    reference = {1: 2.0, 2: 1.5, 3: 1.0}
-    assert gpu_report.curve_difference(reference, dict(reference))["max_loss_rel_diff"] == 0.0
-    drifted = gpu_report.curve_difference(reference, {1: 2.0, 2: 1.5, 3: 1.1})
-    assert drifted["loss_steps_compared"] == 3
-    assert drifted["max_loss_rel_diff"] == pytest.approx(0.1)
-
-
-# --- how the report runs its children --------------------------------------------------------
-
-
-def a_run(tmp_path: Path, seconds_left: float) -> gpu_report.Run:
-    (tmp_path / "logs").mkdir()
-    run = gpu_report.Run(tmp_path, gpu_report.CPU, dict(os.environ), tmp_path, 0, tmp_path)
-    run.deadline = time.monotonic() + seconds_left
-    return run
-
-
-def test_a_childs_output_is_in_its_log_while_it_runs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = a_run(tmp_path, 60)
-    log = tmp_path / "logs" / "talker.log"
-    # It prints "answer 42", words its command (the log's first line) does not hold.
-    script = "import time; print('answer', 6 * 7, flush=True); time.sleep(60)"
-    # Stopped by what its log holds: only a log written as the child runs lets it stop early.
-    done = run.child("talker", [sys.executable, "-c", script],
-                     stop_when=lambda: "answer 42" in log.read_text())  # fmt: skip
-    assert done.seconds < 30 and "answer 42" in done.stdout
-    assert "answer 42" in log.read_text()
-    console = capsys.readouterr().err
-    assert "talker: started" in console and "logs/talker.log" in console
-    assert "talker: exit -9 after" in console  # the line that says how it ended
-
-
-def test_a_child_past_its_parts_deadline_is_killed_and_its_log_says_so(tmp_path: Path) -> None:
-    run = a_run(tmp_path, 1.5)
-    script = "import time; print('before the hang', flush=True); time.sleep(60)"
-    done = run.child("hang", [sys.executable, "-c", script])
-    assert done.timed_out and done.seconds < 15
-    log = (tmp_path / "logs" / "hang.log").read_text()
-    assert "killed at the deadline" in log and "before the hang" in log
-
-
-def test_a_part_without_time_left_is_not_started(tmp_path: Path) -> None:
-    run = a_run(tmp_path, 60)
-    started = []
-    gpu_report.PARTS["noop"] = lambda r: started.append(r) or {}
-    try:
-        part = gpu_report.run_part("noop", run, report_deadline=time.monotonic() + 5)
-    finally:
-        del gpu_report.PARTS["noop"]
-    assert started == [] and part["status"] == "failed"
-    assert part["reason"].startswith("not started: the report's")
+    assert tests["note"] == "test_fsdp2"
+    only_skipped = {"test_quick": cases["test_quick"]}
+    rows = {row["name"]: row for row in targets.tests_rows({"cases": only_skipped}, JUDGE, H100)}
+    assert rows["`pytest -m gpu tests/gpu`"]["verdict"] == "SKIP"
+    assert rows["NVML verdicts vs nvidia-smi"]["verdict"] == "SKIP"
 
 
 def test_the_best_plain_pytorch_gives_is_shown_with_the_defaults_against_it() -> None:
@@ -163,12 +102,12 @@ def test_the_best_plain_pytorch_gives_is_shown_with_the_defaults_against_it() ->
             "speedup_defaults_vs_naive": 5.06, "ddp_overhead_percent": 1.0}},
         "best": {"status": "ok", "reason": None, "figures": best},
     }  # fmt: skip
-    rows = {row["name"]: row for row in gpu_report.targets(parts, H100, cpu=False)}
+    rows = {row["name"]: row for row in targets.targets(parts, H100, cpu=False)}
     against = rows["example defaults vs plain PyTorch at its best"]
     assert against["verdict"] == "INFO" and against["measured"] == "88% (4215 vs 4800 images/s)"
     shown = rows["plain PyTorch at its best, torch.compile(mode='max-autotune')"]
     assert shown["verdict"] == "INFO" and shown["measured"] == "4800 images/s"
     # A cold max-autotune compile that did not fit the time left is no failure of the card.
     parts["best"] = {"status": "failed", "reason": "best: killed at its deadline", "figures": {}}
-    [row] = [r for r in gpu_report.targets(parts, H100, cpu=False) if r["part"] == "best"]
+    [row] = [r for r in targets.targets(parts, H100, cpu=False) if r["part"] == "best"]
     assert row["verdict"] == "INFO"

@@ -1,6 +1,6 @@
 """verify's matmul and triad method beside a plain torch loop, in one process on one device.
 
-    python benchmarks/verify_figures.py [--device cuda|cpu] [--json]
+    python -m benchmarks.gpu_report.verify_figures [--device cuda|cpu] [--json]
 
 The plain loop is what a user would write: 3 warm-up and 20 timed calls, CUDA events on a GPU.
 It runs before and after verify's method (`torchrig.verify.probes`, the very functions verify
