@@ -1,5 +1,5 @@
-"""Remap the image's user to the host's UID/GID, then drop root: for good, and unless
-GRANT_SUDO=1 with no-new-privileges.
+"""Remap the image's user to the host's UID/GID, hand dev its trees, set up sudo when
+GRANT_SUDO=1, then drop root: for good, and unless GRANT_SUDO=1 with no-new-privileges.
 
 /etc/passwd and /etc/group are edited directly instead of with usermod/groupmod: usermod -u
 also chowns the whole home directory recursively, volumes included (the caches can be huge).
@@ -20,10 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchrig.image.settings import SetupError
+from torchrig.image.settings import VOICE, Settings, SetupError
 from torchrig.shared import ownership
 
 USER = "dev"
+HOME = Path("/home/dev")
+SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
 PR_SET_NO_NEW_PRIVS = 38  # <linux/prctl.h>
 STATUS = Path("/proc/self/status")
 
@@ -183,6 +185,15 @@ def identity(user: str = USER, etc: Path = Path("/etc")) -> Identity:
     return Identity(int(passwd[2]), gid, groups, passwd[5], passwd[6])
 
 
+def hand_to_dev(tree: Path, who: Identity) -> None:
+    """chown_tree, saying each file it left to its owner."""
+    for path in chown_tree(tree, who.uid, who.gid):
+        VOICE.warning(
+            f"left {path} to its owner: it has other hard links (perhaps another's file linked "
+            "in), so handing it to dev could hand over that file too; delete it if it is yours"
+        )
+
+
 def drop_privileges(who: Identity) -> None:
     os.setgroups([who.gid, *who.groups])
     os.setgid(who.gid)
@@ -217,3 +228,25 @@ def check_sudo_possible(grant_sudo: bool, status: Path = STATUS) -> None:
             "`make up` / `docker compose`: it then lifts no-new-privileges), not only in the "
             "container's environment; or start it without `--security-opt no-new-privileges`."
         )
+
+
+def configure_sudo(grant: bool, sudoers: Path = SUDOERS_FILE) -> None:
+    """dev's sudoers entry, written when GRANT_SUDO=1 and removed otherwise (a start without it
+    takes back what an earlier start granted)."""
+    if not grant:
+        sudoers.unlink(missing_ok=True)
+        return
+    sudoers.write_text(f"{USER} ALL=(ALL:ALL) NOPASSWD: ALL\n", encoding="utf-8")
+    sudoers.chmod(0o440)
+    VOICE.note("GRANT_SUDO=1: dev may use sudo without a password")
+
+
+def note_unprivileged(settings: Settings) -> None:
+    """Started as another uid than root: say that the remap and sudo are skipped, naming the
+    settings that asked for them."""
+    ignored = [name for name in ("PUID", "PGID") if getattr(settings, name.lower()) is not None]
+    ignored += ["GRANT_SUDO"] if settings.grant_sudo else []
+    message = f"started as uid {os.getuid()} (not root): user remap and sudo set-up skipped"
+    if ignored:
+        message += f"; {', '.join(ignored)} ignored (they need the container to start as root)"
+    VOICE.note(message)

@@ -20,6 +20,8 @@ from torchrig.facts.container_runtime import Runtime
 from torchrig.facts.nvml import NvmlGpu, NvmlSnapshot
 from torchrig.facts.runtime import RuntimeFacts
 from torchrig.facts.verdict import Check, failed, passed, skipped
+from torchrig.image.settings import VOICE
+from torchrig.shared import places
 from torchrig.shared.voice import size_text
 
 
@@ -42,6 +44,24 @@ class Facts:
 class Banner:
     lines: list[str]
     warnings: list[str]  # the WARN and FAIL verdicts, each with its fix
+
+
+def show(cpu_only: bool) -> None:
+    """The banner in the start's log: its lines, then each verdict that needs a fix."""
+    use_image_packages()
+    described = describe(gather_facts(cpu_only=cpu_only))
+    for line in described.lines:
+        VOICE.note(line)
+    for warning in described.warnings:
+        VOICE.warning(warning)
+
+
+def use_image_packages(prefix: str = places.IMAGE_PREFIX) -> None:
+    """Root is dropped by now, so the banner may read torch's version and pynvml from the
+    image's venv: appended (torchrig's root copy still first), without running its .pth files."""
+    site_packages = places.site_packages(prefix)
+    if os.path.isdir(site_packages) and site_packages not in sys.path:
+        sys.path.append(site_packages)
 
 
 # --- gathering facts (each piece degrades to None instead of failing the start) -------------

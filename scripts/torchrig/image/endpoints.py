@@ -24,11 +24,11 @@ from pathlib import Path
 from torchrig.facts import processes
 from torchrig.facts.processes import PROC
 from torchrig.image.healthcheck import PROBES
-from torchrig.image.jupyter import JUPYTER_PORT, lab_url
+from torchrig.image.jupyter import lab_url
 from torchrig.image.jupyter_url import browser_address
 from torchrig.image.settings import read_settings
-from torchrig.image.ssh import SSH_PORT
 from torchrig.image.state import HOOK_FILE, read_services, read_token, readable_state_dir
+from torchrig.shared import ports
 from torchrig.shared.ownership import FileNotRead, read_small_file
 from torchrig.shared.startup import NOT_READY, STATUS, Answer
 
@@ -166,8 +166,8 @@ def container_started_at(proc: Path = PROC) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jupyter", default=f"127.0.0.1:{JUPYTER_PORT}")
-    parser.add_argument("--ssh", default=f"127.0.0.1:{SSH_PORT}")
+    parser.add_argument("--jupyter", default=f"127.0.0.1:{ports.JUPYTER.container}")
+    parser.add_argument("--ssh", default=f"127.0.0.1:{ports.SSH.container}")
     parser.add_argument("--wait", type=float, metavar="SECONDS", help="until the services answer")
     args = parser.parse_args(argv)
     if args.wait is not None:

@@ -10,9 +10,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from torchrig.image.jupyter import JUPYTER_PORT
-from torchrig.image.ssh import SSH_PORT
 from torchrig.image.state import read_services, readable_state_dir
+from torchrig.shared import ports
 from torchrig.shared.ownership import FileNotRead
 
 TIMEOUT_S = 3.0
@@ -26,7 +25,7 @@ TCP_LISTEN = "0A"
 FOREIGN_HOST = "rebinding-check.invalid"
 
 
-def jupyter_answers(port: int = JUPYTER_PORT) -> str | None:
+def jupyter_answers(port: int = ports.JUPYTER.container) -> str | None:
     """None when Jupyter's unauthenticated /api answers 200 and refuses a foreign Host with 403
     (torchrig.image.jupyter_hosts is loaded), else what went wrong."""
     url = f"http://127.0.0.1:{port}/api"
@@ -55,7 +54,9 @@ def http_status(url: str, host: str | None = None) -> int | str:
         return str(exc)
 
 
-def sshd_answers(port: int = SSH_PORT, tables: tuple[Path, ...] = PROC_NET_TCP) -> str | None:
+def sshd_answers(
+    port: int = ports.SSH.container, tables: tuple[Path, ...] = PROC_NET_TCP
+) -> str | None:
     """None when something listens on the port, else what went wrong. Read from the kernel's
     socket tables: a probe connection would make sshd log a kex failure every interval."""
     for table in tables:

@@ -1,4 +1,5 @@
-"""JupyterLab: the token (given, generated, or explicitly none), the command, the URL."""
+"""JupyterLab: the token (given, generated, or explicitly none), the command, the URL, and how
+the start tells a person to reach it."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.image import ssh
+from torchrig.image.settings import VOICE, Settings
 from torchrig.image.state import TOKEN_FILE, write_private
 from torchrig.shared import mounts, ports
 
-JUPYTER_PORT = ports.JUPYTER.container
 ROOT_DIR = mounts.WORKSPACE.point
 HOST_CHECK_EXTENSION = "torchrig.image.jupyter_hosts"
+# How a person reaches Jupyter: on the Docker host, the Makefile asks the container for its URL.
+REACHED_BY_MAKE = "`make jupyter-url` prints its URL"
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ def jupyter_command(hostnames: tuple[str, ...] = ()) -> list[str]:
     return [
         "/opt/venv/bin/jupyter-lab",
         "--ServerApp.ip=0.0.0.0",
-        f"--ServerApp.port={JUPYTER_PORT}",
+        f"--ServerApp.port={ports.JUPYTER.container}",
         "--ServerApp.port_retries=0",
         "--ServerApp.open_browser=False",
         f"--ServerApp.root_dir={ROOT_DIR}",
@@ -75,3 +78,32 @@ def jupyter_environment(environ: dict[str, str], token: Token) -> dict[str, str]
     env = ssh.without_per_rank(environ)  # a notebook is not a torchrun worker
     env["JUPYTER_TOKEN"] = token.value
     return env
+
+
+def reach_note(state: Path, host: str) -> str:
+    """How the user reaches Jupyter when the container started as that user (`apptainer run`,
+    pyxis): no Makefile, and the host's network, so Jupyter's port is this machine's."""
+    port = ports.JUPYTER.container
+    return (
+        f"it listens on port {port} of this machine ({host}): open "
+        f"http://127.0.0.1:{port}/lab there, or from your own computer first "
+        f"`ssh -L {port}:127.0.0.1:{port} {host}`; the token is in {state / TOKEN_FILE}, "
+        "yours alone, and `python -m torchrig.image.jupyter_url` prints the URL with it"
+    )
+
+
+def prepare_jupyter(
+    settings: Settings, state: Path, environ: dict[str, str], reach: str = REACHED_BY_MAKE
+) -> tuple[list[str], dict[str, str]]:
+    """Jupyter's command and environment, its token resolved; the start's line on how to reach
+    it (never the token itself: log backends keep what a container prints)."""
+    token = resolve_token(settings.jupyter_token, settings.jupyter_allow_no_token, state)
+    argv = jupyter_command(settings.jupyter_hostnames)
+    if not token.value:
+        argv.append("--IdentityProvider.token=")
+        VOICE.warning(
+            "Jupyter runs WITHOUT a token (JUPYTER_ALLOW_NO_TOKEN=1): anyone who can reach the "
+            "port can run code as dev; keep BIND_ADDR=127.0.0.1"
+        )
+    VOICE.note(f"Jupyter (token: {token.origin}, kept out of the logs): {reach}")
+    return argv, jupyter_environment(environ, token)

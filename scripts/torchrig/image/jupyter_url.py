@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from torchrig.image.jupyter import JUPYTER_PORT, lab_url
+from torchrig.image.jupyter import lab_url
 from torchrig.image.state import read_token, readable_state_dir
+from torchrig.shared import ports
 from torchrig.shared.ownership import FileNotRead
 from torchrig.shared.voice import MAKEFILE
 
@@ -25,7 +26,7 @@ def browser_address(published: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--published", default=f"127.0.0.1:{JUPYTER_PORT}")
+    parser.add_argument("--published", default=f"127.0.0.1:{ports.JUPYTER.container}")
     args = parser.parse_args(argv)
     try:
         token = read_token(readable_state_dir())

@@ -8,20 +8,20 @@ sshd starts sessions with a clean environment, so the container's variables are 
 from __future__ import annotations
 
 import base64
+import os
 import re
 import shlex
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchrig.image.settings import SetupError
-from torchrig.image.state import write_private
+from torchrig.image.settings import VOICE, SetupError
+from torchrig.image.state import ENVIRONMENT_FILE, write_private
 from torchrig.shared import mounts, ports
 from torchrig.shared.ownership import FileNotRead, read_small_file
 
 SSHD = "/usr/sbin/sshd"
 SSHD_CONFIG = "/etc/torchrig/sshd_config"
-SSH_PORT = ports.SSH.container
 HOST_KEY_DIR = Path(mounts.SSH_HOST_KEYS.point)
 HOST_KEY_TYPES = ("ed25519", "ecdsa")
 # A key file of many keys is a few hundred KiB at most.
@@ -232,6 +232,28 @@ def ensure_host_keys(directory: Path = HOST_KEY_DIR) -> list[Path]:
     return made
 
 
+def prepare_sshd(keys: list[str], home: Path, keys_file: Path) -> bool:
+    """True when sshd can run: it has keys, host keys, and authorized_keys is installed."""
+    if not keys:
+        VOICE.note(
+            "sshd not started: no SSH public key (set SSH_PUBLIC_KEY, or mount an authorized_keys "
+            f"file at {keys_file}); Jupyter is unaffected"
+        )
+        return False
+    try:
+        made = ensure_host_keys()
+        installed = install_authorized_keys(keys, home)
+    except OSError as exc:
+        raise SetupError(
+            f"SSH set-up failed ({exc}): the host-key volume at {HOST_KEY_DIR} and "
+            f"{home}/.ssh must be writable for dev (uid {os.getuid()})."
+        ) from exc
+    if made:
+        VOICE.note(f"made SSH host keys in {HOST_KEY_DIR} (kept on its volume from now on)")
+    VOICE.note(f"sshd: {len(keys)} authorized key(s) installed in {installed}")
+    return True
+
+
 def without_per_rank(environ: Mapping[str, str]) -> dict[str, str]:
     """`environ` without the variables torchrun sets for one worker (PER_RANK)."""
     return {
@@ -266,6 +288,19 @@ def shell_exports_text(variables: Mapping[str, str]) -> str:
     return "".join(lines)
 
 
+def export_environment(home: Path, state: Path) -> None:
+    """The container's environment, for SSH sessions (~/.ssh/environment) and login shells (the
+    state folder's file that /etc/profile.d sources)."""
+    variables = exported_environment(os.environ)
+    try:
+        write_private(home / ".ssh" / "environment", ssh_environment_text(variables))
+    except OSError as exc:
+        VOICE.warning(
+            f"could not write {home}/.ssh/environment ({exc}): SSH sessions get a bare env"
+        )
+    write_private(state / ENVIRONMENT_FILE, shell_exports_text(variables))
+
+
 def sshd_command() -> list[str]:
     # -D: stay in the foreground for the supervisor; -e: log to stderr (docker logs).
-    return [SSHD, "-D", "-e", "-f", SSHD_CONFIG, "-p", str(SSH_PORT)]
+    return [SSHD, "-D", "-e", "-f", SSHD_CONFIG, "-p", str(ports.SSH.container)]

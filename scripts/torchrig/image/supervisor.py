@@ -1,4 +1,5 @@
-"""Run the services, restart one that dies (with backoff), stop everything on SIGTERM/SIGINT.
+"""Run the given command in place of the start, or the services SERVICES names: restart one that
+dies (with backoff), stop everything on SIGTERM/SIGINT.
 
 The services run in sessions of their own, so that tini's signal reaches this process alone and
 the stop (stopping.py: every process in the container) stays in order. A service that exits
@@ -14,8 +15,10 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from torchrig.image.settings import STOP_GRACE_DEFAULT_S, VOICE
+from torchrig.image import jupyter, ssh
+from torchrig.image.settings import STOP_GRACE_DEFAULT_S, VOICE, Settings, SetupError
 from torchrig.image.stopping import Stopper
 
 POLL_S = 0.2
@@ -35,6 +38,36 @@ class ServiceSpec:
     name: str
     argv: Sequence[str]
     env: Mapping[str, str] | None = None
+
+
+def service_specs(
+    settings: Settings, sshd_ok: bool, state: Path, reach: str = jupyter.REACHED_BY_MAKE
+) -> list[ServiceSpec]:
+    """The services SERVICES names, in its order; sshd only when it can run (`sshd_ok`)."""
+    specs = []
+    for name in settings.services:
+        if name == "jupyter":
+            argv, env = jupyter.prepare_jupyter(settings, state, dict(os.environ), reach)
+            specs.append(ServiceSpec("jupyter", argv, env))
+        elif name == "sshd" and sshd_ok:
+            specs.append(ServiceSpec("sshd", ssh.sshd_command()))
+    if settings.services == ("sshd",) and not sshd_ok:
+        raise SetupError(
+            "SERVICES=sshd but there is no SSH key, so nothing would run: set SSH_PUBLIC_KEY "
+            "(or mount an authorized_keys file), or add jupyter to SERVICES."
+        )
+    return specs
+
+
+def run_command(command: list[str]) -> int:
+    """The given command in place of this process (no services then)."""
+    try:
+        os.execvp(command[0], command)
+    except FileNotFoundError as exc:
+        raise SetupError(f"command not found: {command[0]!r}") from exc
+    except PermissionError as exc:
+        raise SetupError(f"command not executable: {command[0]!r}") from exc
+    return 127  # not reached
 
 
 @dataclass

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from torchrig.image import accounts
-from torchrig.image.settings import SetupError
+from torchrig.image.settings import SetupError, read_settings
 
 PASSWD = (
     "root:x:0:0:root:/root:/bin/bash\n"
@@ -200,3 +200,51 @@ def test_grant_sudo_under_no_new_privileges_is_refused_with_the_fix(tmp_path: Pa
         accounts.check_sudo_possible(True, status_file(tmp_path, 1))
     accounts.check_sudo_possible(True, status_file(tmp_path, 0))
     accounts.check_sudo_possible(False, status_file(tmp_path, 1))
+
+
+def test_each_file_left_to_its_owner_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dev = accounts.Identity(4321, 4322, (), "/home/dev", "/bin/bash")
+    asked: list[tuple[Path, int, int]] = []
+
+    def chown_tree(root: Path, uid: int, gid: int) -> list[Path]:
+        asked.append((root, uid, gid))
+        return [root / "planted"]
+
+    monkeypatch.setattr(accounts, "chown_tree", chown_tree)
+    accounts.hand_to_dev(tmp_path, dev)
+    assert asked == [(tmp_path, 4321, 4322)]
+    assert f"warning: left {tmp_path}/planted to its owner: it has other hard links" in (
+        capsys.readouterr().err
+    )
+
+
+def test_sudo_is_set_up_only_while_it_is_granted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sudoers = tmp_path / "torchrig-dev"
+    accounts.configure_sudo(True, sudoers)
+    assert sudoers.read_text() == "dev ALL=(ALL:ALL) NOPASSWD: ALL\n"
+    assert sudoers.stat().st_mode & 0o777 == 0o440
+    assert "GRANT_SUDO=1: dev may use sudo without a password" in capsys.readouterr().err
+    accounts.configure_sudo(False, sudoers)  # a later start without it takes it back
+    assert not sudoers.exists()
+    accounts.configure_sudo(False, sudoers)  # nothing to take back: fine
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("environ", "ignored"),
+    [
+        ({}, None),
+        ({"PUID": "1234", "GRANT_SUDO": "1"}, "; PUID, GRANT_SUDO ignored (they need the"),
+    ],
+)
+def test_a_start_as_another_uid_says_what_it_skipped_and_ignored(
+    capsys: pytest.CaptureFixture[str], environ: dict[str, str], ignored: str | None
+) -> None:
+    accounts.note_unprivileged(read_settings(environ))
+    said = capsys.readouterr().err
+    assert f"started as uid {os.getuid()} (not root): user remap and sudo set-up skipped" in said
+    assert (ignored in said) if ignored else ("ignored" not in said)

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 
 import pytest
 from torchrig.facts import cuda_compat, runtime, visible
@@ -9,6 +11,7 @@ from torchrig.facts.nvml import NvmlSnapshot, read_inventory
 from torchrig.facts.runtime import RuntimeFacts
 from torchrig.image import banner
 from torchrig.image.banner import Facts
+from torchrig.shared import places
 from torchrig.shared.voice import GIB, MIB
 from torchrig.verify import software
 
@@ -237,3 +240,28 @@ def test_the_banner_does_not_advise_memlock_unlimited_when_memlock_chose_a_numbe
     limited = runtime_facts(memlock_bytes=8 * MIB, memlock_setting="8388608")
     text = "\n".join(banner.describe(replace(runtime=limited)).warnings)
     assert "memlock is limited to 8 MiB" in text and "MEMLOCK=-1" not in text
+
+
+def test_the_banner_reads_the_image_venv_once_after_the_root_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "path", ["/usr/lib/torchrig"])
+    banner.use_image_packages(str(tmp_path / "absent"))
+    assert sys.path == ["/usr/lib/torchrig"]  # no venv there: nothing added
+    site_packages = Path(places.site_packages(str(tmp_path)))
+    site_packages.mkdir(parents=True)
+    banner.use_image_packages(str(tmp_path))
+    banner.use_image_packages(str(tmp_path))
+    assert sys.path == ["/usr/lib/torchrig", str(site_packages)]
+
+
+def test_the_banner_says_its_lines_and_each_fix_in_the_log(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(banner, "use_image_packages", lambda: None)
+    monkeypatch.setattr(banner, "gather_facts", lambda cpu_only: replace(gpus=NO_GPU))
+    banner.show(cpu_only=False)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("[torchrig] torch 2.13.0 | CUDA 13.0")
+    assert lines[1] == "[torchrig] GPUs: none visible"
+    assert lines[2].startswith("[torchrig] warning: no NVIDIA GPU visible in the container")

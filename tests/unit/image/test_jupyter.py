@@ -2,7 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from torchrig.image import jupyter, jupyter_url
+from torchrig.image.settings import read_settings
 from torchrig.image.state import TOKEN_FILE
 
 
@@ -88,3 +90,46 @@ def test_url_printer_maps_wildcard_binds_to_loopback() -> None:
     assert jupyter_url.browser_address("0.0.0.0:8899") == "127.0.0.1:8899"
     assert jupyter_url.browser_address("[::]:8899") == "127.0.0.1:8899"
     assert jupyter_url.browser_address("192.168.1.5:8888\n") == "192.168.1.5:8888"
+
+
+def test_jupyter_opt_out_passes_an_empty_token_and_warns(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = read_settings({"JUPYTER_ALLOW_NO_TOKEN": "1", "SERVICES": "jupyter"})
+    argv, env = jupyter.prepare_jupyter(settings, tmp_path, {"PATH": "/usr/bin"})
+    assert "--IdentityProvider.token=" in argv
+    assert env == {"PATH": "/usr/bin", "JUPYTER_TOKEN": ""}
+    assert "warning: Jupyter runs WITHOUT a token" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", ["tok1234567890", None])
+def test_the_jupyter_token_stays_out_of_the_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str | None
+) -> None:
+    # Log backends (journald, a log shipper) keep what the container prints.
+    environ = {"SERVICES": "jupyter", **({"JUPYTER_TOKEN": given} if given else {})}
+    argv, env = jupyter.prepare_jupyter(read_settings(environ), tmp_path, {})
+    token = (tmp_path / TOKEN_FILE).read_text().strip()
+    assert len(token) >= 12 and env["JUPYTER_TOKEN"] == token
+    assert not any(token[:6] in part for part in argv)  # nor in `ps`
+    err = capsys.readouterr().err
+    assert token[:6] not in err
+    assert "make jupyter-url" in err
+
+
+def test_jupyter_answers_to_the_hostnames_the_user_listed(tmp_path: Path) -> None:
+    settings = read_settings({"JUPYTER_HOSTNAMES": "gpubox", "SERVICES": "jupyter"})
+    argv, _ = jupyter.prepare_jupyter(settings, tmp_path, {})
+    assert "--ServerApp.local_hostnames=gpubox" in argv
+
+
+def test_started_as_another_uid_the_start_says_how_to_reach_jupyter_without_make(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reach = jupyter.reach_note(tmp_path, "node07")
+    jupyter.prepare_jupyter(read_settings({"SERVICES": "jupyter"}), tmp_path, {}, reach)
+    said = capsys.readouterr().err
+    assert "make" not in said
+    assert "port 8888 of this machine (node07)" in said
+    assert "ssh -L 8888:127.0.0.1:8888 node07" in said
+    assert f"{tmp_path}/jupyter-token" in said

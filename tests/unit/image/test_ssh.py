@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from torchrig.image import ssh
 from torchrig.image.settings import SetupError
+from torchrig.image.state import ENVIRONMENT_FILE
 
 
 def fake_key(key_type: str = "ssh-ed25519", inner_type: str | None = None) -> str:
@@ -207,3 +208,44 @@ def test_a_key_file_that_is_a_symlink_or_a_fifo_is_refused_unread(tmp_path: Path
     os.mkfifo(keys_file)
     with pytest.raises(SetupError, match="not a regular file, not read"):
         ssh.collect_keys("", keys_file)
+
+
+def test_no_key_skips_sshd_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert ssh.prepare_sshd([], tmp_path, Path("/mnt/keys")) is False
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sshd not started: no SSH public key" in err
+    assert "mount an authorized_keys file at /mnt/keys" in err
+
+
+def test_a_host_key_volume_dev_cannot_write_stops_the_start_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unwritable() -> list[Path]:
+        raise PermissionError(13, "Permission denied", str(ssh.HOST_KEY_DIR))
+
+    monkeypatch.setattr(ssh, "ensure_host_keys", unwritable)
+    with pytest.raises(SetupError, match=r"SSH set-up failed .*must be writable for dev"):
+        ssh.prepare_sshd([fake_key()], tmp_path, Path("/mnt/keys"))
+
+
+def test_with_a_key_sshd_gets_host_keys_and_authorized_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(ssh, "ensure_host_keys", lambda: [tmp_path / "ssh_host_ed25519_key"])
+    assert ssh.prepare_sshd([fake_key()], tmp_path, Path("/mnt/keys")) is True
+    assert (tmp_path / ".ssh" / "authorized_keys").read_text() == fake_key() + "\n"
+    err = capsys.readouterr().err
+    assert "made SSH host keys in" in err
+    assert "sshd: 1 authorized key(s) installed in" in err
+
+
+def test_the_exported_environment_is_private_to_dev(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TORCHRIG_TEST_VARIABLE", "x")
+    ssh.export_environment(tmp_path / "home", tmp_path)
+    for path in (tmp_path / ENVIRONMENT_FILE, tmp_path / "home" / ".ssh" / "environment"):
+        assert "TORCHRIG_TEST_VARIABLE=" in path.read_text()
+        assert path.stat().st_mode & 0o777 == 0o600, path

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from torchrig.facts.processes import read_descendants
 from torchrig.image import supervisor
+from torchrig.image.settings import SetupError, read_settings
 from torchrig.image.supervisor import (
     FIRST_BACKOFF_S,
     MAX_BACKOFF_S,
@@ -184,3 +185,26 @@ def test_a_missing_program_gives_up_the_same_way(tmp_path: Path) -> None:
     assert proc.returncode == supervisor.EXIT_GAVE_UP
     assert "ghost cannot start: it exited 2 times in a row" in stderr
     assert "(last: could not start" in stderr
+
+
+def test_services_without_a_key_keep_jupyter(tmp_path: Path) -> None:
+    specs = supervisor.service_specs(read_settings({}), sshd_ok=False, state=tmp_path)
+    assert [spec.name for spec in specs] == ["jupyter"]
+
+
+def test_the_services_run_in_the_order_services_names_them(tmp_path: Path) -> None:
+    settings = read_settings({"SERVICES": "sshd,jupyter"})
+    specs = supervisor.service_specs(settings, sshd_ok=True, state=tmp_path)
+    assert [spec.name for spec in specs] == ["sshd", "jupyter"]
+    assert specs[0].env is None  # sshd inherits the start's environment
+    assert specs[1].env is not None and "JUPYTER_TOKEN" in specs[1].env
+
+
+def test_sshd_only_without_a_key_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(SetupError, match="SERVICES=sshd but there is no SSH key"):
+        supervisor.service_specs(read_settings({"SERVICES": "sshd"}), sshd_ok=False, state=tmp_path)
+
+
+def test_unknown_command_is_a_setup_error() -> None:
+    with pytest.raises(SetupError, match="command not found: 'no-such-command-xyz'"):
+        supervisor.run_command(["no-such-command-xyz"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 from torchrig.host import bind_mounts
-from torchrig.image import entrypoint, ssh
+from torchrig.image import mounted, ssh
 from torchrig.shared import mounts
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -55,20 +55,20 @@ def test_both_sides_of_docker_read_the_same_table() -> None:
     """What `make prepare` hands to dev on the host is what the start checks dev can write, and
     the host folder that may replace the packages volume (the start never walks it)."""
     packages = {mounts.PACKAGES.point: mounts.PACKAGES.variable}
-    assert {**entrypoint.WRITABLE_MOUNTS, **packages} == bind_mounts.WRITABLE_TARGETS
-    assert entrypoint.WRITABLE_MOUNTS == {
+    assert {**mounted.WRITABLE_MOUNTS, **packages} == bind_mounts.WRITABLE_TARGETS
+    assert mounted.WRITABLE_MOUNTS == {
         "/workspace": "WORKSPACE_DIR",
         "/checkpoints": "CHECKPOINT_DIR",
     }
-    assert entrypoint.READABLE_MOUNTS == {"/data": "DATA_DIR"}
-    assert set(entrypoint.FRESH_MOUNT_CANDIDATES) == {
+    assert mounted.READABLE_MOUNTS == {"/data": "DATA_DIR"}
+    assert set(mounted.FRESH_MOUNT_CANDIDATES) == {
         "/workspace",
         "/checkpoints",
         "/data",
         "/home/dev/.cache",
         "/opt/packages",
     }
-    assert [str(path) for path in entrypoint.DEV_VOLUMES] == ["/home/dev/.cache", "/opt/packages"]
+    assert [str(path) for path in mounted.DEV_VOLUMES] == ["/home/dev/.cache", "/opt/packages"]
 
 
 # A container's mountinfo: binds of host folders, the engine's named volumes, its own root.

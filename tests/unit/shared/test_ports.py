@@ -3,12 +3,12 @@ the Dockerfile, docker-compose.yml, the Makefile; and both sides of Docker read 
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import yaml
-from torchrig.host import compose_failure, inside
-from torchrig.image import jupyter, ssh
+from torchrig.host import inside
 from torchrig.shared import ports
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -39,8 +39,27 @@ def test_the_makefile_asks_for_ports_by_their_names_never_their_numbers() -> Non
     assert not numbers & set(re.findall(r"\b\d{4}\b", makefile))
 
 
-def test_both_sides_of_docker_read_the_same_table() -> None:
-    assert jupyter.JUPYTER_PORT == ports.JUPYTER.container == 8888
-    assert ssh.SSH_PORT == ports.SSH.container == 2222
-    config = {"ports": [{"target": 2222, "published": "12222", "host_ip": "127.0.0.1"}]}
-    assert compose_failure.port_rows(config) == [("SSH_PORT", "127.0.0.1", 12222)]
+def test_no_module_of_the_package_but_the_table_holds_a_port_number() -> None:
+    """The host and the image ask the table: a port number anywhere else in the code (a literal
+    int or a string holding it) would be a second source."""
+    package = Path(ports.__file__).resolve().parents[1]
+    numbers = {port.container for port in ports.PORTS}
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path == Path(ports.__file__).resolve():
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Constant) or id(node) in docstrings:
+                continue
+            text = str(node.value)
+            if node.value in numbers or any(re.search(rf"\b{n}\b", text) for n in numbers):
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert found == []
