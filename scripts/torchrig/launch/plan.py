@@ -14,12 +14,11 @@ from pathlib import Path
 from torchrig.children import module_command
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.facts import network, nvml
-from torchrig.facts.network import Reach, Route
+from torchrig.facts.network import Reach, Route, exposure_warning, unreachable_message
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
 from torchrig.image.pth.rank_exit import TORCHRUN_MODULE
 from torchrig.launch.torchrun import TorchrunFlags
-from torchrig.multihost.preflight import exposure_warning, unreachable_message
 
 # torchrun's own default. A restart runs the script again from its start, which only a script
 # that resumes from its checkpoints turns into progress; such a script asks for restarts
