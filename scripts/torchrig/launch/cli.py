@@ -24,7 +24,7 @@ from torchrig.checkpoint.stop import (
 )
 from torchrig.image.pth import rank_exit
 from torchrig.launch import hosts, options, plan, torchrun
-from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
+from torchrig.launch.options import DEFAULT_MAX_RESTARTS, LaunchError
 from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
 from torchrig.shared.voice import Voice

@@ -14,8 +14,7 @@ from dataclasses import dataclass, field, replace
 from torchrig.children import module_command
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint
-from torchrig.launch.options import Launch, launch_argv
-from torchrig.launch.plan import LaunchError, LaunchRequest
+from torchrig.launch.options import Launch, LaunchError, LaunchRequest, launch_argv
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, preflight
 from torchrig.multihost.fanout import JobPolicy, Printer

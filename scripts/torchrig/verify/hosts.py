@@ -15,8 +15,7 @@ from torchrig import children
 from torchrig.children import module_command
 from torchrig.facts.verdict import Check, Verdict, failed, passed
 from torchrig.launch import hosts as launch_on_hosts
-from torchrig.launch.options import Launch
-from torchrig.launch.plan import LaunchRequest
+from torchrig.launch.options import Launch, LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, preflight
 from torchrig.multihost.hostfile import Host

@@ -23,8 +23,7 @@ from torchrig.checkpoint.stop import (
 from torchrig.cli import main
 from torchrig.distributed import TIMEOUT_ENV
 from torchrig.launch import cli, plan
-from torchrig.launch.options import request_from_args
-from torchrig.launch.plan import LaunchRequest
+from torchrig.launch.options import LaunchRequest, request_from_args
 
 from .test_plan import eight_gpus, parse
 

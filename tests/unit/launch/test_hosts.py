@@ -13,8 +13,7 @@ from torchrig.cli import main
 from torchrig.facts.network import Endpoint
 from torchrig.launch import hosts
 from torchrig.launch.hosts import HostJob, JobOutcome, Rendezvous
-from torchrig.launch.options import request_from_args
-from torchrig.launch.plan import LaunchError
+from torchrig.launch.options import LaunchError, request_from_args
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout
 from torchrig.multihost.fanout import JobPolicy, Printer
