@@ -23,9 +23,9 @@ from torchrig.checkpoint.stop import (
     launch_status,
 )
 from torchrig.image.pth import rank_exit
-from torchrig.launch import hosts, options, plan, torchrun
+from torchrig.launch import options, plan, torchrun
 from torchrig.launch.options import DEFAULT_MAX_RESTARTS, LaunchError
-from torchrig.multihost import hostfile
+from torchrig.multihost import hostfile, job
 from torchrig.multihost.hostfile import HostsError
 from torchrig.shared.voice import Voice
 
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch = options.read(args)
         if launch.hosts is not None:
-            return hosts.run_on_hosts(launch, os.getcwd()).code
+            return job.run_on_hosts(launch, os.getcwd()).code
         request = launch.request
         plan.check_script(request)
         environ = dict(os.environ)
