@@ -1,4 +1,5 @@
-"""The `torchrig launch` command: parse, plan, print the torchrun command line, run it.
+"""The `torchrig launch` command: parse, plan, print the torchrun command line, run it (a launch
+on `--hostfile` / `--hosts` goes to the job across hosts, `multihost.job`, instead).
 
 torchrun runs as launch's child: it exits 1 even when every worker stopped with 75, which Slurm
 and Kubernetes need back (docs/training.md, "Stopping and preemption"). So launch passes each
