@@ -39,7 +39,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "models": set(),
     "checkpoint": {"distributed", "shared"},
     "packages": {"shared"},
-    "multihost": {"facts", "children", "shared"},
+    # The job across hosts runs `torchrig launch` on each: it writes launch's request back out.
+    "multihost": {"facts", "children", "shared", "launch"},
     "launch": {
         "facts",
         "distributed",
@@ -117,6 +118,103 @@ def test_the_library_never_imports_a_command() -> None:
 def test_nothing_but_host_imports_host() -> None:
     found = imports_by_part()
     assert sorted(part for part, parts in found.items() if "host" in parts) == []
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(path: Path, modules: set[str]) -> set[str]:
+    """The modules of torchrig `path` imports: `from torchrig.a import b` is `torchrig.a.b` when
+    that is a module, else `torchrig.a`."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+            names = [name if name in modules else node.module for name in names]
+        else:
+            continue
+        found.update(name for name in names if name in modules)
+    return found
+
+
+def module_paths() -> dict[str, Path]:
+    return {module_name(path): path for path in package_modules()}
+
+
+def import_cycles() -> list[set[str]]:
+    """The modules that import one another, directly or through others (Tarjan's components)."""
+    paths = module_paths()
+    graph = {name: module_imports(path, set(paths)) - {name} for name, path in paths.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[set[str]] = []
+
+    def visit(name: str) -> None:
+        order[name] = low[name] = len(order)
+        stack.append(name)
+        for other in graph[name]:
+            if other not in order:
+                visit(other)
+                low[name] = min(low[name], low[other])
+            elif other in stack:
+                low[name] = min(low[name], order[other])
+        if low[name] == order[name]:
+            component = {stack.pop()}
+            while name not in component:
+                component.add(stack.pop())
+            if len(component) > 1:
+                cycles.append(component)
+
+    for name in graph:
+        if name not in order:
+            visit(name)
+    return cycles
+
+
+def test_no_import_cycle_crosses_two_parts() -> None:
+    """Two parts may read each other (launch reads the hostfile, the job across hosts writes
+    launch's command line back), but never in a loop of modules, which would make what loads
+    first decide whether an import works."""
+    paths = module_paths()
+    crossing = []
+    for cycle in import_cycles():
+        parts = {part_of(paths[name]) for name in cycle}
+        if len(parts) > 1:
+            crossing.append(sorted(cycle))
+    assert crossing == []
+
+
+def test_the_cycle_finder_finds_a_cycle_across_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = module_imports
+
+    def with_a_loop(path: Path, modules: set[str]) -> set[str]:
+        found = real(path, modules)
+        return found | {"torchrig.launch.cli"} if module_name(path).endswith("job") else found
+
+    monkeypatch.setattr(sys.modules[__name__], "module_imports", with_a_loop)
+    assert any({"torchrig.launch.cli", "torchrig.multihost.job"} <= c for c in import_cycles())
+
+
+def test_the_local_plan_loads_nothing_of_the_job_across_hosts() -> None:
+    """`torchrig launch` on one machine plans without the multi-host machinery: the network's
+    messages come from `facts/network`; `multihost.hostfile` alone is loaded, by the options
+    (`--hostfile`)."""
+    assert "multihost" not in torchrig_imports(PACKAGE / "launch" / "plan.py")
+    program = "import sys, torchrig.launch.plan; print(*sorted(sys.modules))"
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = {name for name in result.stdout.split() if name.startswith("torchrig.multihost.")}
+    assert loaded == {"torchrig.multihost.hostfile"}
 
 
 def side_modules(side: str) -> list[str]:

@@ -1,4 +1,5 @@
-"""The `torchrig launch` command: parse, plan, print the torchrun command line, run it.
+"""The `torchrig launch` command: parse, plan, print the torchrun command line, run it (a launch
+on `--hostfile` / `--hosts` goes to the job across hosts, `multihost.job`, instead).
 
 torchrun runs as launch's child: it exits 1 even when every worker stopped with 75, which Slurm
 and Kubernetes need back (docs/training.md, "Stopping and preemption"). So launch passes each
@@ -7,7 +8,6 @@ stop signal on (under Kubernetes it is PID 1) and exits by `checkpoint.stop.laun
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import signal
 import subprocess
@@ -24,10 +24,9 @@ from torchrig.checkpoint.stop import (
     launch_status,
 )
 from torchrig.image.pth import rank_exit
-from torchrig.image.pth.rank_exit import TORCHRUN_MODULE
-from torchrig.launch import hosts, options, plan
-from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
-from torchrig.multihost import hostfile
+from torchrig.launch import options, plan, torchrun
+from torchrig.launch.options import DEFAULT_MAX_RESTARTS, LaunchError
+from torchrig.multihost import hostfile, job
 from torchrig.multihost.hostfile import HostsError
 from torchrig.shared.voice import Voice
 
@@ -49,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch = options.read(args)
         if launch.hosts is not None:
-            return hosts.run_on_hosts(launch, os.getcwd()).code
+            return job.run_on_hosts(launch, os.getcwd()).code
         request = launch.request
         plan.check_script(request)
         environ = dict(os.environ)
@@ -90,35 +89,6 @@ NOT_RESTARTED = (
 )
 
 
-# torchrun's own default set, plus the stop signals it would otherwise die of.
-TORCHRUN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
-SIGNALS_FLAG = "--signals-to-handle"
-
-
-def torch_handles_more_signals() -> bool:
-    """Whether this torch's torchrun has --signals-to-handle (read from its source: importing
-    torch takes seconds)."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
-        return False
-    run = Path(spec.origin).parent / "distributed" / "run.py"
-    try:
-        return SIGNALS_FLAG in run.read_text(encoding="utf-8")
-    except OSError:
-        return False
-
-
-def with_stop_signals_handled(argv: list[str], supported: bool) -> list[str]:
-    """torchrun's command line with SIGUSR1/SIGUSR2 handled too, unless the user chose the set.
-    `argv` is [python, (its flags,) -m, torch.distributed.run, ...flags, script, ...]."""
-    if not supported or any(
-        arg.split("=", 1)[0] in (SIGNALS_FLAG, "--signals_to_handle") for arg in argv
-    ):
-        return argv
-    at = argv.index(TORCHRUN_MODULE) + 1
-    return [*argv[:at], f"{SIGNALS_FLAG}={','.join(TORCHRUN_SIGNALS)}", *argv[at:]]
-
-
 @dataclass(frozen=True)
 class TorchrunResult:
     status: int  # launch's exit status
@@ -127,7 +97,7 @@ class TorchrunResult:
 
 def run_torchrun(argv: list[str], environ: Mapping[str, str]) -> TorchrunResult:
     """Run torchrun, pass the stop signals on to it, and return launch's exit status."""
-    argv = with_stop_signals_handled(argv, torch_handles_more_signals())
+    argv = torchrun.with_stop_signals_handled(argv, torchrun.torch_handles_more_signals())
     children: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []  # signals that came before torchrun existed
     received: list[int] = []

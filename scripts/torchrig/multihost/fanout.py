@@ -250,7 +250,7 @@ def capture_all(
 class JobPolicy:
     """How the job treats a host that ends early."""
 
-    # Hosts whose loss ends the job (run.py adds the first one: it holds the rendezvous).
+    # Hosts whose loss ends the job (`job.run_job` adds the first one: it holds the rendezvous).
     essential: set[str] = field(default_factory=set)
     # A host whose connection drops is started again while the job runs (elastic rejoin).
     rejoin: bool = True

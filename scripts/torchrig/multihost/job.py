@@ -1,8 +1,10 @@
-"""`torchrig launch --hostfile FILE`: the same launch on every host, over SSH (docs/multinode.md).
+"""The job across hosts: `torchrig launch --hostfile FILE`, the same launch on every host over SSH
+(docs/multinode.md).
 
 Each host runs `torchrig launch` with its share of the job (`host_argv`) and makes its own plan;
 torchrun's c10d rendezvous on the first host joins them. Every multi-host run goes through
-`run_job`."""
+`run_job` (launch's, and `torchrig verify --hostfile`'s all-reduce): the summary, the preflight,
+then one `ssh` per host under the remote wrapper."""
 
 from __future__ import annotations
 
@@ -14,8 +16,7 @@ from dataclasses import dataclass, field, replace
 from torchrig.children import module_command
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint
-from torchrig.launch.options import Launch, launch_argv
-from torchrig.launch.plan import LaunchError, LaunchRequest
+from torchrig.launch.options import Launch, LaunchError, LaunchRequest, launch_argv
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, preflight
 from torchrig.multihost.fanout import JobPolicy, Printer

@@ -1,4 +1,5 @@
-"""What `torchrig launch --hostfile` runs on each host: the rendezvous and each host's share."""
+"""The job across hosts: what `torchrig launch --hostfile` runs on each host (the rendezvous and
+each host's share), and the sequence every multi-host run goes through (`run_job`)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,14 @@ from pathlib import Path
 import pytest
 from torchrig.cli import main
 from torchrig.facts.network import Endpoint
-from torchrig.launch import hosts
-from torchrig.launch.hosts import HostJob, JobOutcome, Rendezvous
-from torchrig.launch.options import request_from_args
-from torchrig.launch.plan import LaunchError
+from torchrig.launch.options import LaunchError, request_from_args
 from torchrig.launch.torchrun import TorchrunFlags
-from torchrig.multihost import fanout
+from torchrig.multihost import fanout, job
 from torchrig.multihost.fanout import JobPolicy, Printer
 from torchrig.multihost.hostfile import Host
+from torchrig.multihost.job import HostJob, JobOutcome, Rendezvous
 
-from .test_plan import parse
+from ..launch.test_plan import parse
 
 HOSTS = [Host("a", 2), Host("b"), Host("c", 4)]
 PYTHON = sys.executable
@@ -36,15 +35,15 @@ def flags(*pairs: tuple[str, str]) -> TorchrunFlags:
 
 
 def test_the_default_rendezvous_is_elastic_on_the_first_host() -> None:
-    rendezvous = hosts.rendezvous_for(flags(), HOSTS, "10.0.0.1", run_id="r1")
+    rendezvous = job.rendezvous_for(flags(), HOSTS, "10.0.0.1", run_id="r1")
     assert rendezvous == Rendezvous(Endpoint("10.0.0.1", 29400), "r1", "1:3")
-    assert hosts.rendezvous_for(flags(), HOSTS[:1], "a", run_id="r").nnodes == "1"
-    assert hosts.rendezvous_for(flags(), HOSTS, "a").run_id.startswith("torchrig-")
+    assert job.rendezvous_for(flags(), HOSTS[:1], "a", run_id="r").nnodes == "1"
+    assert job.rendezvous_for(flags(), HOSTS, "a").run_id.startswith("torchrig-")
 
 
 def test_the_users_rendezvous_choices_are_kept() -> None:
     given = flags(("--nnodes", "2:3"), ("--rdzv-endpoint", "a.lan:29600"), ("--rdzv-id", "mine"))
-    rendezvous = hosts.rendezvous_for(given, HOSTS, "a")
+    rendezvous = job.rendezvous_for(given, HOSTS, "a")
     assert rendezvous == Rendezvous(Endpoint("a.lan", 29600), "mine", "2:3")
 
 
@@ -61,7 +60,7 @@ def test_the_users_rendezvous_choices_are_kept() -> None:
 )  # fmt: skip
 def test_flags_that_cannot_work_across_hosts(argv: list[str], message: str) -> None:
     with pytest.raises(LaunchError) as raised:
-        hosts.rendezvous_for(request(*argv, "t.py").torchrun, HOSTS, "a")
+        job.rendezvous_for(request(*argv, "t.py").torchrun, HOSTS, "a")
     assert message in str(raised.value)
 
 
@@ -71,14 +70,14 @@ def test_each_host_runs_its_share_of_the_same_launch() -> None:
         "--rdzv-conf", "join_timeout=900,is_host=0", "--nnodes", "2:3", "train.py", "--lr", "1",
     )  # fmt: skip
     rendezvous = Rendezvous(Endpoint("a", 29400), "run", "2:3")
-    first = hosts.host_argv(asked, HOSTS[0], True, rendezvous)
+    first = job.host_argv(asked, HOSTS[0], True, rendezvous)
     assert first == [
         "--nnodes", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", "a:29400",
         "--rdzv-id", "run", "--rdzv-conf", "join_timeout=900,is_host=1",
         "--nproc-per-node", "2", "--max-restarts", "5", "--threads", "2",
         "--collective-timeout", "90", "--tee", "3", "train.py", "--lr", "1",
     ]  # fmt: skip
-    second = hosts.host_argv(asked, HOSTS[1], False, rendezvous)
+    second = job.host_argv(asked, HOSTS[1], False, rendezvous)
     assert "--nproc-per-node" not in second  # no slots: that host's own default
     assert "join_timeout=900,is_host=0" in second
 
@@ -86,17 +85,17 @@ def test_each_host_runs_its_share_of_the_same_launch() -> None:
 def test_slots_win_over_the_command_lines_process_count() -> None:
     rendezvous = Rendezvous(Endpoint("a", 29400), "run", "1:3")
     asked = request("--nproc-per-node", "8", "t.py")
-    assert hosts.host_argv(asked, HOSTS[2], False, rendezvous)[10:12] == ["--nproc-per-node", "4"]
-    assert hosts.host_argv(asked, HOSTS[1], False, rendezvous)[10:12] == ["--nproc-per-node", "8"]
+    assert job.host_argv(asked, HOSTS[2], False, rendezvous)[10:12] == ["--nproc-per-node", "4"]
+    assert job.host_argv(asked, HOSTS[1], False, rendezvous)[10:12] == ["--nproc-per-node", "8"]
 
 
 def test_each_host_runs_torchrig_launch_with_the_remote_python(monkeypatch) -> None:
     monkeypatch.setattr(fanout, "ssh_hostname", lambda host: host)
-    job = hosts.host_job(request("-m", "pkg.train", "--x", "1"), HOSTS[:2], "/venv/python", "/w")
-    assert job.commands["b"][:5] == ["/venv/python", "-P", "-m", "torchrig", "launch"]
-    assert job.commands["b"][-4:] == ["--module", "pkg.train", "--x", "1"]
-    assert (job.python, job.cwd, job.script) == ("/venv/python", "/w", None)  # a module: no file
-    assert hosts.host_job(request("t.py"), HOSTS[:2], "py", "/w").script == "t.py"
+    made = job.host_job(request("-m", "pkg.train", "--x", "1"), HOSTS[:2], "/venv/python", "/w")
+    assert made.commands["b"][:5] == ["/venv/python", "-P", "-m", "torchrig", "launch"]
+    assert made.commands["b"][-4:] == ["--module", "pkg.train", "--x", "1"]
+    assert (made.python, made.cwd, made.script) == ("/venv/python", "/w", None)  # a module: no file
+    assert job.host_job(request("t.py"), HOSTS[:2], "py", "/w").script == "t.py"
 
 
 def test_dry_run_prints_every_hosts_command(tmp_path: Path, capsys, monkeypatch) -> None:
@@ -146,7 +145,7 @@ def hosts_here(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fanout, "ssh_command", here)
 
 
-def job(commands: dict[str, list[str]], cwd: Path, script: str | None = None) -> HostJob:
+def two_host_job(commands: dict[str, list[str]], cwd: Path, script: str | None = None) -> HostJob:
     rendezvous = Rendezvous(Endpoint("127.0.0.1", free_port()), "run", "1:2")
     return HostJob(TWO_HOSTS, rendezvous, commands, PYTHON, str(cwd), script)
 
@@ -157,8 +156,8 @@ def printed() -> tuple[Printer, io.StringIO, io.StringIO]:
 
 
 def test_each_command_runs_under_the_remote_wrapper_in_the_same_folder() -> None:
-    commands = hosts.ssh_commands(
-        job({"a": ["py", "-m", "torchrig", "launch", "t.py"]}, Path("/w"), "t.py")
+    commands = job.ssh_commands(
+        two_host_job({"a": ["py", "-m", "torchrig", "launch", "t.py"]}, Path("/w"), "t.py")
     )
     assert commands["a"][-2] == "a"
     assert shlex.split(commands["a"][-1]) == [
@@ -171,9 +170,9 @@ def test_a_dry_run_says_what_would_run_where_and_runs_nothing(tmp_path: Path) ->
     printer, out, err = printed()
     marker = tmp_path / "ran"
     commands = {host.name: ["touch", str(marker)] for host in TWO_HOSTS}
-    assert hosts.run_job(job(commands, tmp_path), printer, JobPolicy(), dry_run=True) == JobOutcome(
-        0
-    )
+    assert job.run_job(
+        two_host_job(commands, tmp_path), printer, JobPolicy(), dry_run=True
+    ) == JobOutcome(0)
     assert err.getvalue().startswith("torchrig test: 2 host(s): a (2), b; rendezvous 127.0.0.1:")
     assert [line.split(":")[0] for line in out.getvalue().splitlines()] == ["a", "b"]
     assert "torchrig.multihost.remote -- touch" in out.getvalue()
@@ -185,7 +184,7 @@ def test_after_the_preflight_every_host_runs_its_command(tmp_path: Path) -> None
     printer, out, err = printed()
     (tmp_path / "t.py").write_text("same everywhere\n")
     commands = {"a": ["echo", "from a"], "b": ["sh", "-c", "echo from b; exit 0"]}
-    outcome = hosts.run_job(job(commands, tmp_path, script="t.py"), printer, JobPolicy())
+    outcome = job.run_job(two_host_job(commands, tmp_path, script="t.py"), printer, JobPolicy())
     assert outcome == JobOutcome(0), err.getvalue()
     assert sorted(out.getvalue().splitlines()) == ["a: from a", "b: from b"]
 
@@ -195,8 +194,10 @@ def test_a_preflight_problem_starts_nothing_and_is_the_outcome(tmp_path: Path) -
     printer, _, err = printed()
     marker = tmp_path / "ran"
     commands = {host.name: ["touch", str(marker)] for host in TWO_HOSTS}
-    outcome = hosts.run_job(job(commands, tmp_path, script="missing.py"), printer, JobPolicy())
-    assert outcome.code == hosts.PREFLIGHT_FAILED == 2
+    outcome = job.run_job(
+        two_host_job(commands, tmp_path, script="missing.py"), printer, JobPolicy()
+    )
+    assert outcome.code == job.PREFLIGHT_FAILED == 2
     assert [problem.split(":")[0] for problem in outcome.problems] == ["a", "b"]
     assert "cannot read missing.py" in outcome.problems[0]
     assert f"torchrig test: {outcome.problems[0]}" in err.getvalue()
@@ -211,6 +212,6 @@ def test_the_first_host_is_always_essential(tmp_path: Path) -> None:
     printer, _, err = printed()
     until_stopped = ["sleep", "3600"]
     commands = {"a": ["sh", "-c", "sleep 0.5; exit 255"], "b": until_stopped}
-    outcome = hosts.run_job(job(commands, tmp_path), printer, JobPolicy(grace_s=20.0))
+    outcome = job.run_job(two_host_job(commands, tmp_path), printer, JobPolicy(grace_s=20.0))
     assert outcome == JobOutcome(255)
     assert "a: connection lost: stopping every host" in err.getvalue()
