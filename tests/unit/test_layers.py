@@ -5,11 +5,13 @@
 - The library a training script imports (`checkpoint/`, `distributed`, `data`, `models`) never
   imports a command (`verify/`, `launch/`, `multihost/`, `status/`, `packages/`, `cli`).
 - `image/pth/` runs at every interpreter start: it reads `shared/` and nothing else.
-- Every part imports only the parts its entry in MAY_IMPORT allows (docs/architecture.md)."""
+- Every part imports only the parts its entry in MAY_IMPORT allows (docs/architecture.md), and
+  the parts import one way: no two read each other, directly or through others."""
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import json
 import os
 import pkgutil
@@ -39,8 +41,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "models": set(),
     "checkpoint": {"distributed", "shared"},
     "packages": {"shared"},
-    # The job across hosts runs `torchrig launch` on each: it writes launch's request back out.
-    "multihost": {"facts", "children", "shared", "launch"},
+    "multihost": {"facts", "children", "shared"},
     "launch": {
         "facts",
         "distributed",
@@ -120,84 +121,11 @@ def test_nothing_but_host_imports_host() -> None:
     assert sorted(part for part, parts in found.items() if "host" in parts) == []
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def module_imports(path: Path, modules: set[str]) -> set[str]:
-    """The modules of torchrig `path` imports: `from torchrig.a import b` is `torchrig.a.b` when
-    that is a module, else `torchrig.a`."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [f"{node.module}.{alias.name}" for alias in node.names]
-            names = [name if name in modules else node.module for name in names]
-        else:
-            continue
-        found.update(name for name in names if name in modules)
-    return found
-
-
-def module_paths() -> dict[str, Path]:
-    return {module_name(path): path for path in package_modules()}
-
-
-def import_cycles() -> list[set[str]]:
-    """The modules that import one another, directly or through others (Tarjan's components)."""
-    paths = module_paths()
-    graph = {name: module_imports(path, set(paths)) - {name} for name, path in paths.items()}
-    order: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    cycles: list[set[str]] = []
-
-    def visit(name: str) -> None:
-        order[name] = low[name] = len(order)
-        stack.append(name)
-        for other in graph[name]:
-            if other not in order:
-                visit(other)
-                low[name] = min(low[name], low[other])
-            elif other in stack:
-                low[name] = min(low[name], order[other])
-        if low[name] == order[name]:
-            component = {stack.pop()}
-            while name not in component:
-                component.add(stack.pop())
-            if len(component) > 1:
-                cycles.append(component)
-
-    for name in graph:
-        if name not in order:
-            visit(name)
-    return cycles
-
-
-def test_no_import_cycle_crosses_two_parts() -> None:
-    """Two parts may read each other (launch reads the hostfile, the job across hosts writes
-    launch's command line back), but never in a loop of modules, which would make what loads
-    first decide whether an import works."""
-    paths = module_paths()
-    crossing = []
-    for cycle in import_cycles():
-        parts = {part_of(paths[name]) for name in cycle}
-        if len(parts) > 1:
-            crossing.append(sorted(cycle))
-    assert crossing == []
-
-
-def test_the_cycle_finder_finds_a_cycle_across_parts(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = module_imports
-
-    def with_a_loop(path: Path, modules: set[str]) -> set[str]:
-        found = real(path, modules)
-        return found | {"torchrig.launch.cli"} if module_name(path).endswith("job") else found
-
-    monkeypatch.setattr(sys.modules[__name__], "module_imports", with_a_loop)
-    assert any({"torchrig.launch.cli", "torchrig.multihost.job"} <= c for c in import_cycles())
+def test_the_parts_import_one_way() -> None:
+    """No two parts read each other, directly or through others: the table orders them, and the
+    imports follow the table (above)."""
+    order = list(graphlib.TopologicalSorter(MAY_IMPORT).static_order())
+    assert order.index("shared") < order.index("host") < len(order)
 
 
 def test_the_local_plan_loads_nothing_of_the_job_across_hosts() -> None:

@@ -1,5 +1,5 @@
 """The `torchrig launch` command: parse, plan, print the torchrun command line, run it (a launch
-on `--hostfile` / `--hosts` goes to the job across hosts, `multihost.job`, instead).
+on `--hostfile` / `--hosts` is split across the hosts, `split`, and run by `multihost.job`).
 
 torchrun runs as launch's child: it exits 1 even when every worker stopped with 75, which Slurm
 and Kubernetes need back (docs/training.md, "Stopping and preemption"). So launch passes each
@@ -24,9 +24,9 @@ from torchrig.checkpoint.stop import (
     launch_status,
 )
 from torchrig.image.pth import rank_exit
-from torchrig.launch import options, plan, torchrun
+from torchrig.launch import options, plan, split, torchrun
 from torchrig.launch.options import DEFAULT_MAX_RESTARTS, LaunchError
-from torchrig.multihost import hostfile, job
+from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
 from torchrig.shared.voice import Voice
 
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch = options.read(args)
         if launch.hosts is not None:
-            return job.run_on_hosts(launch, os.getcwd()).code
+            return split.run_on_hosts(launch, os.getcwd()).code
         request = launch.request
         plan.check_script(request)
         environ = dict(os.environ)

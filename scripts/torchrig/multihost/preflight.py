@@ -14,6 +14,7 @@ from torchrig.facts.network import Endpoint, Reach, exposure_warning, unreachabl
 from torchrig.multihost import fanout
 from torchrig.multihost.fanout import Captured
 from torchrig.multihost.hostfile import Host
+from torchrig.shared import ports
 
 PREFLIGHT_TIMEOUT_S = 120.0
 # How long the other hosts keep trying the first host's test listener while it starts.
@@ -33,7 +34,7 @@ SSH_FAILURES = (
      "its name does not resolve: check the hostfile, DNS, or a Host entry in ~/.ssh/config"),
     (r"Connection refused",
      "nothing answers on its SSH port: is sshd (the container) running? the image's sshd listens "
-     "on 2222: set 'Port 2222' for it in ~/.ssh/config"),
+     f"on {ports.SSH.container}: set 'Port {ports.SSH.container}' for it in ~/.ssh/config"),
     (r"timed out|No route to host|Network is unreachable",
      "unreachable (no answer): is it up, on this network, and is its SSH port open?"),
     (r"Permission denied",

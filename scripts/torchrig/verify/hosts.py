@@ -14,9 +14,10 @@ from typing import Any
 from torchrig import children
 from torchrig.children import module_command
 from torchrig.facts.verdict import Check, Verdict, failed, passed
+from torchrig.launch import split
 from torchrig.launch.options import Launch, LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
-from torchrig.multihost import fanout, job, preflight
+from torchrig.multihost import fanout, preflight
 from torchrig.multihost.hostfile import Host
 from torchrig.verify import collectives, report
 from torchrig.verify.report import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK
@@ -98,7 +99,7 @@ def cross_node_check(hosts: list[Host], cpu: bool, timeout: float, python: str) 
         rejoin=False, deadline_s=RENDEZVOUS_S + timeout * (len(sweep_sizes(cpu)) + 1)
     )
     launch = Launch(cross_node_request(hosts, cpu, timeout), hosts, python)
-    outcome = job.run_on_hosts(launch, FOLDER, printer, policy)
+    outcome = split.run_on_hosts(launch, FOLDER, printer, policy)
     problems, code = outcome.problems, outcome.code
     if problems:
         return failed("collectives", NAME, "not run: " + problems[0], "; ".join(problems))

@@ -142,7 +142,7 @@ def test_the_cross_node_check_hands_its_launch_to_the_multi_host_run(monkeypatch
         printer("a", "out", json.dumps({"world": 2, "backend": "gloo", "sweep": sweep}))
         return JobOutcome(0)
 
-    monkeypatch.setattr(hosts.job, "run_on_hosts", run_on_hosts)
+    monkeypatch.setattr(hosts.split, "run_on_hosts", run_on_hosts)
     check = hosts.cross_node_check([Host("a"), Host("b")], cpu=True, timeout=30.0, python="/v/py")
     assert check.verdict is Verdict.PASS, check.summary
     (launch,) = received
