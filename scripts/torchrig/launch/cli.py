@@ -49,30 +49,23 @@ def run(args: argparse.Namespace) -> int:
         launch = options.read(args)
         if launch.hosts is not None:
             return split.run_on_hosts(launch, os.getcwd()).code
-        request = launch.request
-        plan.check_script(request)
         environ = dict(os.environ)
-        gpus = plan.count_visible_gpus(environ)
-        route = plan.check_rendezvous(request.torchrun)
-        launch_plan = plan.build_plan(request, environ, gpus, os.cpu_count() or 1, route)
+        launch_plan = plan.plan_here(launch.request, environ)
     except (LaunchError, HostsError) as exc:
         VOICE.error(str(exc))
         return 2
-    exposure = plan.exposure_here(request.torchrun)
-    if exposure is not None:
-        VOICE.warning(exposure)
+    if launch_plan.exposure is not None:
+        VOICE.warning(launch_plan.exposure)
     print(f"+ {launch_plan.display()}", flush=True)
-    if rank_exit.is_on(environ) and rank_exit.hook_installed():
+    if rank_exit.takes_over(environ):
         VOICE.note(RANK_EXIT_ON)
     if launch.dry_run:
         return 0
     # torchrun as a child, not exec'd: it exits 1 for a resumable stop, launch exits 75.
     result = run_torchrun(launch_plan.argv, {**environ, **launch_plan.env_updates})
     # A failure, not a stop, under launch's default of no restarts: worth a hint.
-    defaulted = request.max_restarts is None and (
-        plan.set_by_environment("--max-restarts", environ) is None
-    )
-    if defaulted and result.status not in (0, RESUMABLE_EXIT) and not result.stopped:
+    failed = result.status not in (0, RESUMABLE_EXIT) and not result.stopped
+    if launch_plan.restarts_defaulted and failed:
         VOICE.note(NOT_RESTARTED)
     return result.status
 
@@ -97,7 +90,7 @@ class TorchrunResult:
 
 def run_torchrun(argv: list[str], environ: Mapping[str, str]) -> TorchrunResult:
     """Run torchrun, pass the stop signals on to it, and return launch's exit status."""
-    argv = torchrun.with_stop_signals_handled(argv, torchrun.torch_handles_more_signals())
+    argv = torchrun.with_stop_signals_handled(argv)
     children: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []  # signals that came before torchrun existed
     received: list[int] = []

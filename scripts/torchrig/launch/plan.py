@@ -5,6 +5,7 @@ variables (Kubeflow sets them in every pod) are never overridden by a default.""
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping
@@ -59,6 +60,9 @@ def multi_node_by_environment(environ: Mapping[str, str]) -> bool:
 class LaunchPlan:
     argv: list[str]
     env_updates: dict[str, str]
+    # torchrun gets launch's default of no restarts (neither the flag nor PET_MAX_RESTARTS).
+    restarts_defaulted: bool = False
+    exposure: str | None = None  # the warning for a machine with a public address
 
     def display(self) -> str:
         assignments = [f"{key}={shlex.quote(value)}" for key, value in self.env_updates.items()]
@@ -110,6 +114,17 @@ def nproc_from_environment(environ: Mapping[str, str]) -> str | None:
     raise LaunchError(f"{variable}={value!r}: expected a whole number >= 1, auto, gpu or cpu")
 
 
+def plan_here(request: LaunchRequest, environ: Mapping[str, str]) -> LaunchPlan:
+    """The plan for this machine: the script checked, the GPUs counted, the rendezvous reached,
+    then the command line (`build_plan`) and the warning for a public address."""
+    check_script(request)
+    gpus = count_visible_gpus(environ)
+    route = check_rendezvous(request.torchrun)
+    made = build_plan(request, environ, gpus, os.cpu_count() or 1, route)
+    made.exposure = exposure_here(request.torchrun)
+    return made
+
+
 def check_script(request: LaunchRequest) -> None:
     if not request.torchrun.script_is_a_file:
         return  # a module name or an executable on PATH, not a file here
@@ -145,7 +160,10 @@ def build_plan(
     env = worker_environment(request, environ, nproc, cpu_count)
     if multi_node:
         env.update(socket_interfaces(environ, route))
-    return LaunchPlan(argv=argv, env_updates=env)
+    defaulted = (
+        request.max_restarts is None and set_by_environment("--max-restarts", environ) is None
+    )
+    return LaunchPlan(argv=argv, env_updates=env, restarts_defaulted=defaulted)
 
 
 def rendezvous_defaults(

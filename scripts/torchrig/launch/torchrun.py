@@ -151,9 +151,12 @@ def torch_handles_more_signals() -> bool:
         return False
 
 
-def with_stop_signals_handled(argv: list[str], supported: bool) -> list[str]:
-    """torchrun's command line with SIGUSR1/SIGUSR2 handled too, unless the user chose the set.
+def with_stop_signals_handled(argv: list[str], supported: bool | None = None) -> list[str]:
+    """torchrun's command line with SIGUSR1/SIGUSR2 handled too, unless the user chose the set or
+    this torch's torchrun cannot (`supported`: asked of torch's source when None).
     `argv` is [python, (its flags,) -m, torch.distributed.run, ...flags, script, ...]."""
+    if supported is None:
+        supported = torch_handles_more_signals()
     if not supported or any(
         arg.split("=", 1)[0] in (SIGNALS_FLAG, "--signals_to_handle") for arg in argv
     ):

@@ -207,7 +207,7 @@ LAUNCHER = textwrap.dedent(
     """
     import os, sys
     from torchrig.launch import cli, torchrun
-    torchrun.with_stop_signals_handled = lambda argv, supported: argv
+    torchrun.with_stop_signals_handled = lambda argv, supported=None: argv
     stand_in = [sys.executable, "-c", sys.argv[1], sys.argv[2]]
     sys.exit(cli.run_torchrun(stand_in, dict(os.environ)).status)
     """

@@ -46,6 +46,11 @@ def hook_installed() -> bool:
     return any((Path(folder) / HOOK_FILE).is_file() for folder in sys.path if folder)
 
 
+def takes_over(environ: Mapping[str, str]) -> bool:
+    """Whether the workers that a launch with `environ` starts end through this hook."""
+    return is_on(environ) and hook_installed()
+
+
 # --- the hook: called by the `.pth` line at every interpreter start -------------------------------
 
 
