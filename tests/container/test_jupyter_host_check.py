@@ -127,9 +127,10 @@ def shadowing_stack(
     )
     stack = stack_factory(extra_files=(override,), unset=unset, **overrides)
     package = stack.workspace / ".shadow" / "torchrig"
-    package.mkdir(parents=True)
+    (package / "image").mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    (package / "jupyter_hosts.py").write_text(module_text)
+    (package / "image" / "__init__.py").write_text("")
+    (package / "image" / "jupyter_hosts.py").write_text(module_text)
     return stack
 
 
