@@ -146,8 +146,8 @@ COPY --from=uv /opt/uv/bin/uv /opt/uv/bin/uv
 # driver the container still starts and the banner names the minimum driver and the rebuild knob
 # instead of a bare "unsatisfied condition: cuda>=13.0" from the runtime.
 # No cache folder in this environment: root gets it too, and a compile cache runs the code it
-# holds. Each user's caches follow their own HOME (torchrig/caches.py, through a .pth file below);
-# dev's are on the cache volume, set by the start for dev alone.
+# holds. Each user's caches follow their own HOME (torchrig/image/pth/caches.py, through a .pth
+# file below); dev's are on the cache volume, set by the start for dev alone.
 # UV_LINK_MODE: uv's cache and the kept packages are two volumes, where hard links cannot reach.
 # TORCH_DISABLE_SHARE_RDZV_TCP_STORE: each torchrun restart round gets a store of its own, so the
 # round re-forms the process group (with the agent's shared store the workers find the keys of the
@@ -178,12 +178,12 @@ COPY entrypoint/tensorboard.svg /etc/torchrig/tensorboard.svg
 # Without a GPU, NVIDIA's GPU dashboard panel says so (its charts would just stay empty).
 COPY entrypoint/gpu-notice/ /opt/venv/share/jupyter/labextensions/@torchrig/gpu-notice/
 # This project last, so editing a helper rebuilds in seconds. Its dependencies are all in the
-# lock; setuptools (a torch dependency) builds it without reaching an index. Three .pth files run at
-# every start of the venv's Python: the first points the caches the user did not name at that
-# user's own home (torchrig/caches.py); the second puts dev's kept packages in front of the
-# image's, for every user but root (torchrig/packages/sitedir.py); the third, only in a worker that
-# torchrun started or a child of mp.spawn, makes the rank end with its script's status, not with
-# an abort in Python's teardown (torchrig/launch/rank_exit.py). The "Python 3" kernel runs the kept
+# lock; setuptools (a torch dependency) builds it without reaching an index. Three .pth files run
+# at every start of the venv's Python, each calling a module of torchrig/image/pth/: the first
+# points the caches the user did not name at that user's own home (caches); the second puts dev's
+# kept packages in front of the image's, for every user but root (kept_packages); the third, only
+# in a worker that torchrun started or a child of mp.spawn, makes the rank end with its script's
+# status, not with an abort in Python's teardown (rank_exit). The "Python 3" kernel runs the kept
 # venv's Python for dev (entrypoint/kernel-python.sh), so `%pip install` in a notebook is kept too.
 RUN --mount=type=bind,target=/src \
     cp -r /src /tmp/torchrig-src \
@@ -200,11 +200,11 @@ RUN --mount=type=bind,target=/src \
          /opt/venv/share/jupyter/kernels/python3/kernel.json /opt/venv/bin/torchrig-kernel-python
 # Root's own copy of torchrig, for what root runs (the start's root steps, the healthcheck): the
 # venv is dev's, so root runs this copy with the system Python in isolated mode and without
-# site-packages (scripts/torchrig/container/root_main.py). Owned and writable by root alone.
+# site-packages (scripts/torchrig/image/root_main.py). Owned and writable by root alone.
 RUN --mount=type=bind,target=/src \
     install -d -m 755 /usr/lib/torchrig \
     && cp -r /src/scripts/torchrig /usr/lib/torchrig/torchrig \
-    && cp /usr/lib/torchrig/torchrig/container/root_main.py /usr/lib/torchrig/__main__.py \
+    && cp /usr/lib/torchrig/torchrig/image/root_main.py /usr/lib/torchrig/__main__.py \
     && chown -R root:root /usr/lib/torchrig \
     && chmod -R u=rwX,go=rX /usr/lib/torchrig \
     && /usr/bin/python3 -I -S -m compileall -q /usr/lib/torchrig \

@@ -77,12 +77,13 @@ gpu-report: ## prove a CUDA machine, one JSON + markdown report (ARGS=--cpu, ARG
 # --- the container ------------------------------------------------------------------------------
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
 # ones and their defaults, the Dockerfile for CUDA_FLAVOUR/BASE_IMAGE. CPU=1 runs without GPUs,
-# CPU=0 insists on them; unset, `make up` chooses from what the machine has (torchrig.host.up).
+# CPU=0 insists on them; unset, `make up` chooses from what the machine has. Only `up` makes the
+# container, so only `up` takes CPU, and decides there alone (torchrig.host.gpu_mode).
 # COMPOSE_PROJECT_NAME names this checkout's workstation (written to .env on the first run).
 # PUBLISHED=1 runs the published image TORCHRIG_IMAGE names instead of building one.
 CPU ?=
 PUBLISHED ?=
-COMPOSE := docker compose -f docker-compose.yml $(if $(filter 1,$(CPU)),-f docker-compose.cpu.yml) \
+COMPOSE := docker compose -f docker-compose.yml \
 	$(if $(filter 1,$(PUBLISHED)),-f docker-compose.published.yml)
 # Host-side helpers: plain python3 and the standard library, no venv needed.
 HOST_PY := PYTHONPATH=scripts python3 -m
@@ -139,14 +140,13 @@ shell: ## a login shell as dev in the running container
 
 .PHONY: ssh
 ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
-	$(INSIDE) --check
-	address="$$($(COMPOSE) port workstation 2222)"; \
+	address="$$($(INSIDE) --address ssh)"; \
 		ssh -p "$${address##*:}" "dev@$${address%:*}"
 
 .PHONY: jupyter-url
 jupyter-url: ## print JupyterLab's URL with its token
-	$(INSIDE) --published-port 8888 -- exec -T -u dev workstation \
-		python -I -m torchrig.container.jupyter_url
+	$(INSIDE) --published-port jupyter -- exec -T -u dev workstation \
+		python -I -m torchrig.image.jupyter_url
 
 .PHONY: jupyter-token-rotate
 jupyter-token-rotate: ## a new Jupyter token (kept in .env across restarts until then), then `make up` with it

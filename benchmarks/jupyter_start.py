@@ -28,7 +28,7 @@ VARIANTS = {
         "{'jupyter_server_proxy': False, 'jupyterlab_nvdashboard': False}"
     ],
     "extensions on": [
-        "--ServerApp.jpserver_extensions={'torchrig.jupyter_hosts': True}",
+        "--ServerApp.jpserver_extensions={'torchrig.image.jupyter_hosts': True}",
         "--ServerApp.allow_remote_access=True",
     ],
 }

@@ -15,7 +15,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torchrig.checkpoint import cli as ckpt_cli
 from torchrig.distributed import shutdown_distributed
-from torchrig.launch.rank_exit import end_with_status, finish_with
+from torchrig.image.pth.rank_exit import end_with_status, finish_with
 
 
 class TinyNet(torch.nn.Module):
@@ -78,7 +78,7 @@ def _entry(
         raise
     shutdown_distributed()  # together, so no rank exits under a peer still using gloo
     # Then end as the image's hook ends a spawned worker: Python's teardown can still abort a
-    # process whose gloo threads free the last collective's work (torchrig.launch.rank_exit).
+    # process whose gloo threads free the last collective's work (torchrig.image.pth.rank_exit).
     finish_with(0)
     end_with_status()
 

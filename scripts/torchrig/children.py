@@ -20,6 +20,16 @@ from typing import IO, Any
 
 from torchrig.facts.processes import read_descendants, running
 
+
+# How torchrig starts a Python module of its own (or torch's) in a new interpreter.
+# `python -m` puts the working directory first on `sys.path`: in a folder someone else can write
+# (`/workspace`, for root) it would import that folder's `torchrig/` or `torch/`. `-P` leaves it
+# out, on the command line only: PYTHONSAFEPATH would also reach the user's scripts.
+def module_command(python: str, module: str, *args: str) -> list[str]:
+    """`python -P -m module args...`: the installed module, never one in the working directory."""
+    return [python, "-P", "-m", module, *args]
+
+
 # After one child of a group fails, its peers get this long before they are killed: they would
 # otherwise wait for it inside a collective until the deadline.
 PEER_GRACE_S = 5.0

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from torchrig import __version__
-from torchrig.voice import Voice
+from torchrig.shared.voice import Voice
 
 # name -> (module, one-line help). Modules are imported when the parser is built; they must stay
 # light at import time (heavy imports go inside functions).

@@ -98,7 +98,7 @@ def test_make_up_with_a_bad_setting_fails_with_the_container_s_error(
 
 OSC52 = "\x1b]52;c;cHduZWQ=\x07"  # sets the host terminal's clipboard in several terminals
 KEPT_SITE = (
-    "$(python -c 'from torchrig.packages.sitedir import kept_prefix, site_packages; "
+    "$(python -c 'from torchrig.shared.places import kept_prefix, site_packages; "
     "print(site_packages(kept_prefix()))')"
 )
 

@@ -8,6 +8,7 @@ compose fails, and that test says so.
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 import shutil
@@ -239,3 +240,33 @@ def test_a_compose_too_old_for_the_files_is_said_so() -> None:
         result, "error: Docker Compose 2.20.2 is too old for these compose files: they need 2.24"
     )
     assert "unknown tag !reset" in output  # compose's own words stay above ours
+
+
+@pytest.fixture
+def crashing_image(image: str) -> Iterator[str]:
+    """The image under test with a start that dies at once, before it can record why: a crash,
+    as a broken interpreter or a missing library would end it."""
+    tag = f"torchrig-test/crashing:{secrets.token_hex(4)}"
+    dockerfile = f'FROM {image}\nENTRYPOINT ["/bin/sh", "-c", "echo crashed >&2; exit 7"]\n'
+    client = docker.from_env()
+    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)
+    yield tag
+    client.images.remove(tag, force=True)
+
+
+@pytest.mark.container
+def test_a_start_that_crashes_before_it_can_say_why_is_said_by_its_exit_code(
+    stack_factory: StackFactory, crashing_image: str
+) -> None:
+    """No record of the start's error: its exit code, in one line, from the stopped container
+    (Docker's restarts stopped too); nothing read from its log."""
+    stack = stack_factory(TORCHRIG_IMAGE=crashing_image)
+    result = stack.make_up("CPU=1", "PUBLISHED=1")
+    output = failed_for_what_it_is(
+        result,
+        "error: the workstation did not start:\n"
+        "  its start exited with status 7 before it said why (`make logs` shows its output)\n",
+    )
+    assert "crashed" not in output
+    container = stack.container()
+    assert container.attrs["State"]["Status"] == "exited", container.attrs["State"]

@@ -85,8 +85,9 @@ def test_make_passes_the_published_file_to_compose() -> None:
         timeout=60,
         check=True,
     )
-    files = "-f docker-compose.yml -f docker-compose.cpu.yml -f docker-compose.published.yml"
-    # `make up` hands compose's command line (and CPU) to torchrig.host.up, which adds `up -d`.
+    files = "-f docker-compose.yml -f docker-compose.published.yml"
+    # `make up` hands compose's command line and CPU to torchrig.host.up, which decides the mode
+    # (adding docker-compose.cpu.yml for CPU mode) and adds `up -d`.
     assert f'torchrig.host.up --cpu "1" -- docker compose {files}' in " ".join(
         result.stdout.split()
     )

@@ -29,7 +29,7 @@ def test_python_files_in_the_workspace_never_run_as_root(
     # A user's own random.py (the stdlib's `tempfile` imports `random`), and a folder that
     # shadows the package root's start-up and healthcheck are in.
     (stack.workspace / "random.py").write_text(marker_python("random"))
-    for package in ("torchrig", "torchrig/container"):
+    for package in ("torchrig", "torchrig/image"):
         (stack.workspace / package).mkdir()
         (stack.workspace / package / "__init__.py").write_text(marker_python("torchrig"))
     stack.up()
@@ -220,7 +220,7 @@ def test_root_runs_only_root_owned_code_named_by_absolute_paths(image: str) -> N
 # --- what root does to files dev controls ---------------------------------------------------------
 
 # One of root's own start-up modules: handed to dev, it would be dev's code run by root.
-ROOTS_MODULE = "/usr/lib/torchrig/torchrig/container/entrypoint.py"
+ROOTS_MODULE = "/usr/lib/torchrig/torchrig/image/entrypoint.py"
 PLANTED = "/run/torchrig/planted-link"
 
 

@@ -19,9 +19,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
-from torchrig import mounts
 from torchrig.host import gpus, project, workstations
-from torchrig.host.compose_failure import HostError
+from torchrig.shared import mounts
+from torchrig.shared.voice import CannotGoOn
 
 from .checkouts import Checkout
 from .ssh import KeyPair
@@ -209,6 +209,6 @@ def test_a_workstation_asking_for_gpus_is_read_back_from_the_engine(
     held = [w for w in workstations.all_workstations() if w.project == bob.name]
     assert [(w.gpus.ids, w.state) for w in held] == [(("0", "2"), "created")]
     running = [dataclasses.replace(held[0], state="running")]  # as if the runtime had started it
-    with pytest.raises(HostError) as refused:
+    with pytest.raises(CannotGoOn) as refused:
         gpus.decide("2,3", share=False, others=running, table=None)
     assert f"GPU 2 is held by workstation {bob.name} from {bob.folder}" in refused.value.lines[0]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchrig.facts.nvml import NvmlGpu, NvmlSnapshot, slowdown_margin
-from torchrig.sizes import MIB
+from torchrig.shared.voice import MIB
 from torchrig.verify import health
 
 # nvidia-smi's names for the clock event reasons, as NVML's bits (health.CLOCK_REASONS).

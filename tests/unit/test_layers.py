@@ -1,11 +1,17 @@
-"""The package's layers, as docs/architecture.md draws them.
+"""The package's layers: its folders say where their code runs, and imports follow from that.
 
-Its two sides of Docker: `host/` runs on the user's machine under plain python3, `container/`
-inside the image at every start; each imports only the standard library and the shared top-level
-modules, never the other side. Every part imports only the parts its row in the table allows."""
+- `host/` runs on the user's machine under plain python3; `shared/` is what it may read of the
+  rest. Both load the standard library alone, and nothing but `host/` imports `host/`.
+- The library a training script imports (`checkpoint/`, `distributed`, `data`, `models`) never
+  imports a command (`verify/`, `launch/`, `multihost/`, `status/`, `packages/`, `cli`).
+- `image/pth/` runs at every interpreter start: it reads `shared/` and nothing else.
+- Every part imports only the parts its entry in MAY_IMPORT allows (docs/architecture.md), and
+  the parts import one way: no two read each other, directly or through others."""
 
 from __future__ import annotations
 
+import ast
+import graphlib
 import json
 import os
 import pkgutil
@@ -17,7 +23,126 @@ import pytest
 import torchrig
 
 PACKAGE = Path(torchrig.__file__).resolve().parent
-OTHER_SIDE = {"host": "torchrig.container", "container": "torchrig.host"}
+
+LIBRARY = {"checkpoint", "distributed", "data", "models"}
+COMMANDS = {"verify", "launch", "multihost", "status", "packages", "cli", "__main__"}
+
+# What each part of the package may import from the rest of it. A part is a folder (`image/pth/`
+# is one of its own) or a top-level module; importing itself is always allowed.
+MAY_IMPORT: dict[str, set[str]] = {
+    "shared": set(),
+    "facts": {"shared"},
+    "children": {"facts"},
+    "host": {"shared"},
+    "image.pth": {"shared"},
+    "image": {"image.pth", "shared", "facts", "children", "packages"},
+    "distributed": set(),
+    "data": set(),
+    "models": set(),
+    "checkpoint": {"distributed", "shared"},
+    "packages": {"shared"},
+    "multihost": {"facts", "children", "shared"},
+    "launch": {
+        "facts",
+        "distributed",
+        "checkpoint",
+        "multihost",
+        "children",
+        "shared",
+        "image.pth",
+    },
+    "verify": {"facts", "children", "distributed", "cli", "launch", "multihost", "shared"},
+    "status": {"facts", "checkpoint", "shared"},
+    "cli": {"shared"},
+    "__main__": {"cli"},
+}
+
+
+def part_of(path: Path) -> str:
+    relative = path.relative_to(PACKAGE)
+    if relative.parts[:2] == ("image", "pth") and len(relative.parts) > 2:
+        return "image.pth"
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+def torchrig_imports(path: Path) -> set[str]:
+    """The parts of torchrig a module imports, anywhere in it (also inside functions)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module in ("torchrig", "torchrig.image.pth", "torchrig.image"):
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                names = [node.module]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] != "torchrig" or len(parts) < 2 or parts[1] == "__version__":
+                continue
+            found.add("image.pth" if parts[1:3] == ["image", "pth"] else parts[1])
+    return found
+
+
+def package_modules() -> list[Path]:
+    found = [p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent != PACKAGE]
+    assert found, PACKAGE
+    return sorted(found)
+
+
+def imports_by_part() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for path in package_modules():
+        part = part_of(path)
+        found.setdefault(part, set()).update(torchrig_imports(path) - {part})
+    return found
+
+
+def test_every_part_imports_only_what_the_architecture_allows() -> None:
+    wrong = []
+    for path in package_modules():
+        part = part_of(path)
+        assert part in MAY_IMPORT, f"{part}: add it to MAY_IMPORT and docs/architecture.md"
+        extra = torchrig_imports(path) - MAY_IMPORT[part] - {part}
+        if extra:
+            wrong.append(f"{path.relative_to(PACKAGE)} imports {sorted(extra)}")
+    assert wrong == []
+
+
+def test_the_library_never_imports_a_command() -> None:
+    found = imports_by_part()
+    assert {part: found[part] & COMMANDS for part in LIBRARY} == {part: set() for part in LIBRARY}
+
+
+def test_nothing_but_host_imports_host() -> None:
+    found = imports_by_part()
+    assert sorted(part for part, parts in found.items() if "host" in parts) == []
+
+
+def test_the_parts_import_one_way() -> None:
+    """No two parts read each other, directly or through others: the table orders them, and the
+    imports follow the table (above)."""
+    order = list(graphlib.TopologicalSorter(MAY_IMPORT).static_order())
+    assert order.index("shared") < order.index("host") < len(order)
+
+
+def test_the_local_plan_loads_nothing_of_the_job_across_hosts() -> None:
+    """`torchrig launch` on one machine plans without the multi-host machinery: the network's
+    messages come from `facts/network`; `multihost.hostfile` alone is loaded, by the options
+    (`--hostfile`)."""
+    assert "multihost" not in torchrig_imports(PACKAGE / "launch" / "plan.py")
+    program = "import sys, torchrig.launch.plan; print(*sorted(sys.modules))"
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = {name for name in result.stdout.split() if name.startswith("torchrig.multihost.")}
+    assert loaded == {"torchrig.multihost.hostfile"}
 
 
 def side_modules(side: str) -> list[str]:
@@ -46,102 +171,19 @@ def modules_loaded_by(names: list[str]) -> list[str]:
     return json.loads(result.stdout)
 
 
-@pytest.mark.parametrize("side", sorted(OTHER_SIDE))
-def test_each_side_imports_the_standard_library_and_never_the_other_side(side: str) -> None:
+# What each side loads of torchrig besides itself, run as the host runs it.
+READS_OF_TORCHRIG = {"host": {"torchrig", "torchrig.shared"}, "shared": {"torchrig"}}
+
+
+@pytest.mark.parametrize("side", sorted(READS_OF_TORCHRIG))
+def test_host_and_shared_load_the_standard_library_alone(side: str) -> None:
     names = side_modules(side)
     loaded = modules_loaded_by(names)
     assert set(names) <= set(loaded)
-    assert [name for name in loaded if name.startswith(OTHER_SIDE[side])] == []
-    outside = {name.split(".")[0] for name in loaded} - set(sys.stdlib_module_names)
-    assert outside <= {"__main__", "torchrig"}
-
-
-# What each part of the package may import from the rest of it (docs/architecture.md's table).
-# A part is a subpackage or a top-level module; importing itself is always allowed.
-MAY_IMPORT: dict[str, set[str]] = {
-    "user_ids": set(),
-    "ownership": set(),
-    "sizes": set(),
-    "voice": set(),
-    "interpreter": set(),
-    "caches": set(),
-    "children": {"facts"},
-    "mounts": {"packages"},
-    "facts": {"sizes"},
-    "host": {"user_ids", "ownership", "mounts", "voice"},
-    "packages": {"voice"},
-    "container": {
-        "facts",
-        "children",
-        "user_ids",
-        "ownership",
-        "packages",
-        "sizes",
-        "mounts",
-        "voice",
-        "caches",
-    },
-    "distributed": set(),
-    "data": set(),
-    "models": set(),
-    "checkpoint": {"distributed", "ownership", "sizes", "voice"},
-    "multihost": {"facts", "children", "interpreter", "voice"},
-    "launch": {"facts", "distributed", "checkpoint", "multihost", "interpreter", "voice"},
-    "verify": {
-        "facts",
-        "children",
-        "distributed",
-        "cli",
-        "launch",
-        "multihost",
-        "interpreter",
-        "sizes",
-        "voice",
-    },
-    "status": {"facts", "checkpoint", "sizes", "voice"},
-    "jupyter_hosts": set(),
-    "cli": {"voice"},
-    "__main__": {"cli"},
-}
-
-
-def part_of(path: Path) -> str:
-    relative = path.relative_to(PACKAGE)
-    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
-
-
-def torchrig_imports(path: Path) -> set[str]:
-    """The parts of torchrig a module imports, anywhere in it (also inside functions)."""
-    import ast
-
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "torchrig":  # from torchrig import user_ids / __version__
-                names = [f"torchrig.{alias.name}" for alias in node.names]
-            else:
-                names = [node.module]
-        else:
-            continue
-        for name in names:
-            head, _, rest = name.partition(".")
-            if head == "torchrig" and rest and rest.split(".")[0] != "__version__":
-                found.add(rest.split(".")[0])
-    return found
-
-
-def test_every_part_imports_only_what_the_architecture_allows() -> None:
-    modules = sorted(
-        p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent != PACKAGE
-    )
-    assert modules, PACKAGE
-    wrong = []
-    for path in modules:
-        part = part_of(path)
-        assert part in MAY_IMPORT, f"{part}: add it to MAY_IMPORT and docs/architecture.md"
-        extra = torchrig_imports(path) - MAY_IMPORT[part] - {part}
-        if extra:
-            wrong.append(f"{path.relative_to(PACKAGE)} imports {sorted(extra)}")
-    assert wrong == []
+    ours = {name for name in loaded if name.startswith("torchrig")} - set(names)
+    allowed = READS_OF_TORCHRIG[side]
+    assert {name for name in ours if name.rsplit(".", 1)[0] not in allowed | set(names)} == set()
+    assert {name.split(".")[0] for name in loaded} - set(sys.stdlib_module_names) <= {
+        "__main__",
+        "torchrig",
+    }

@@ -10,7 +10,26 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from torchrig.checkpoint.errors import CheckpointError, CheckpointMismatch, CheckpointWarning
+
+# The errors and the warning are defined here, above every import of a submodule: they import
+# them from the package, and the command line gets them without torch.
+class CheckpointError(Exception):
+    """A checkpoint could not be written, found or read; the message says which file and why."""
+
+
+class CheckpointMismatch(CheckpointError):
+    """No checkpoint in the directory fits the model and optimizer: most often the folder holds
+    another run's, of another model. `saved_config` is the newest one's `config` (as saved)."""
+
+    def __init__(self, message: str, saved_config: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.saved_config = saved_config
+
+
+class CheckpointWarning(UserWarning):
+    """The run goes on, but not quite as asked (a damaged checkpoint skipped, a state it lacks,
+    leftovers of an interrupted save removed): its own category, so a script can filter it."""
+
 
 if TYPE_CHECKING:
     from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager, load_model_weights

@@ -11,9 +11,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from torchrig.checkpoint.errors import CheckpointError
-from torchrig.sizes import size_text
-from torchrig.voice import Voice
+from torchrig.checkpoint import CheckpointError
+from torchrig.shared.voice import Voice, size_text
 
 VOICE = Voice.of_command("ckpt")
 

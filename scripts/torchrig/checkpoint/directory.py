@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
-from torchrig.checkpoint.errors import CheckpointWarning
-from torchrig.ownership import FileNotRead, read_small_file
+from torchrig.checkpoint import CheckpointWarning
+from torchrig.shared.ownership import FileNotRead, read_small_file
 
 LATEST_NAME = "latest"
 # The pointer holds one entry name; anything longer is not ours.

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from torchrig.checkpoint import _dist, location
+from torchrig import distributed
+from torchrig.checkpoint import CheckpointError, CheckpointMismatch, CheckpointWarning, location
 from torchrig.checkpoint.directory import (
     FILE,
     FOLDER,
@@ -25,12 +26,11 @@ from torchrig.checkpoint.directory import (
     move_in,
     remove_stale_temps,
 )
-from torchrig.checkpoint.errors import CheckpointError, CheckpointMismatch, CheckpointWarning
 from torchrig.checkpoint.sharded import METADATA_NAME, ShardedLayout
 from torchrig.checkpoint.single_file import SingleFileLayout, sharded_parameter
 from torchrig.checkpoint.state import check_loadable
 from torchrig.checkpoint.torchfile import first_line
-from torchrig.sizes import size_text
+from torchrig.shared.voice import size_text
 
 if TYPE_CHECKING:
     import torch
@@ -85,7 +85,7 @@ class CheckpointManager:
         would wait in different collectives."""
         if self._layout is None:
             layout = self._layout_here(model)
-            choices = _dist.all_gather(layout.name)
+            choices = distributed.all_gather(layout.name)
             if len(set(choices)) > 1:
                 found = ", ".join(f"rank {r}: {c}" for r, c in enumerate(choices))
                 raise CheckpointError(
@@ -116,10 +116,10 @@ class CheckpointManager:
         payload = layout.payload(state, step)
         # Found now, on every rank, not at the resume weeks later.
         check_loadable(payload)
-        _dist.run_on_rank0(self._prepare, f"prepare {self.directory}")
+        run_on_rank0(self._prepare, f"prepare {self.directory}")
         layout.write_shards(tmp, state)
-        _dist.run_on_rank0(lambda: self._finish(layout, tmp, final, payload), f"save {final}")
-        return final if _dist.rank() == 0 else None
+        run_on_rank0(lambda: self._finish(layout, tmp, final, payload), f"save {final}")
+        return final if distributed.rank() == 0 else None
 
     def _prepare(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -197,7 +197,7 @@ class CheckpointManager:
     def _agreed_candidates(self, kind: EntryKind) -> builtins.list[Path]:
         """The entries to try, best first; the same on every rank, or a CheckpointError."""
         paths = kind.candidates(self.directory)
-        listings = _dist.all_gather([p.name for p in paths])
+        listings = distributed.all_gather([p.name for p in paths])
         if any(names != listings[0] for names in listings):
             found = ", ".join(
                 f"rank {r}: {names[0] if names else 'nothing'}" for r, names in enumerate(listings)
@@ -248,7 +248,7 @@ def _agreed_attempt(
         result, mine = action(*args, **kwargs), None
     except CheckpointError as exc:
         result, mine = None, str(exc)
-    errors = _dist.all_gather(mine)
+    errors = distributed.all_gather(mine)
     failed = [(rank, error) for rank, error in enumerate(errors) if error is not None]
     if mine is None and failed:
         mine = f"{failed[0][1]} (on rank {failed[0][0]})"
@@ -280,3 +280,24 @@ def load_model_weights(
     if path.is_file():
         return SingleFileLayout().model_weights(path, map_location)
     raise CheckpointError(f"{path}: no such file or directory")
+
+
+def run_on_rank0(fn: Callable[[], object], what: str) -> None:
+    """Run `fn` on rank 0 while the other ranks wait; if it fails, raise on every rank. The
+    broadcast of the outcome is the barrier: without it, a failure on rank 0 would leave the
+    others waiting in the next collective until a timeout."""
+    import torch.distributed as dist
+
+    failure: Exception | None = None
+    if distributed.rank() == 0:
+        try:
+            fn()
+        except Exception as exc:
+            failure = exc
+    outcome = [None if failure is None else f"{type(failure).__name__}: {failure}"]
+    if distributed.is_distributed():
+        dist.broadcast_object_list(outcome, src=0)
+    if failure is not None:
+        raise failure
+    if outcome[0] is not None:
+        raise CheckpointError(f"rank 0 failed to {what}: {outcome[0]}")

@@ -12,9 +12,9 @@ from typing import Any
 
 import torch
 
-from torchrig.checkpoint import _dist, torchfile
+from torchrig import distributed
+from torchrig.checkpoint import CheckpointError, CheckpointWarning, torchfile
 from torchrig.checkpoint.directory import FOLDER, atomic_write, entry_size
-from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
 from torchrig.checkpoint.state import TrainingState, require_format, summary_of
 from torchrig.checkpoint.torchfile import first_line
 
@@ -42,7 +42,7 @@ class ShardedLayout:
         parts, _ = _dcp_parts(state.model, state.optimizer)
         # DCP reports a failure on any rank to all of them.
         with _dcp_call(lambda error: f"saving {tmp} failed: {error}"):
-            dcp.save(parts, checkpoint_id=tmp, no_dist=not _dist.is_distributed())
+            dcp.save(parts, checkpoint_id=tmp, no_dist=not distributed.is_distributed())
 
     def write_rest(self, tmp: Path, payload: dict[str, Any]) -> None:
         """Rank 0: extra.pt. Its directory fsync also makes the shard files' entries durable."""
@@ -81,7 +81,7 @@ class ShardedLayout:
                 parts,
                 storage_reader=SafeReader(str(path)),
                 planner=SafeLoadPlanner(),
-                no_dist=not _dist.is_distributed(),
+                no_dist=not distributed.is_distributed(),
             )
         set_state_dict(
             state.model,

@@ -12,9 +12,8 @@ from typing import Any
 
 import torch
 
-from torchrig.checkpoint import torchfile
+from torchrig.checkpoint import CheckpointError, torchfile
 from torchrig.checkpoint.directory import FILE, write_synced
-from torchrig.checkpoint.errors import CheckpointError
 from torchrig.checkpoint.state import TrainingState, load_part, require_format
 
 FORMAT = "torchrig-checkpoint/1"

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from torchrig.checkpoint import _dist
-from torchrig.checkpoint.errors import CheckpointError, CheckpointWarning
+from torchrig import distributed
+from torchrig.checkpoint import CheckpointError, CheckpointWarning
 
 
 class Stateful(Protocol):
@@ -223,7 +223,7 @@ def capture_rng_state() -> dict[str, Any]:
 
 def gather_rng_states() -> list[dict[str, Any]]:
     """Every rank's state, indexed by rank, on every rank (collective when a group exists)."""
-    return _dist.all_gather(capture_rng_state())
+    return distributed.all_gather(capture_rng_state())
 
 
 def restore_rng_state(states: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -> bool:
@@ -231,7 +231,7 @@ def restore_rng_state(states: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -
     whether it did. A list not of the world size restores nothing: a warning says to reseed."""
     if isinstance(states, Mapping):
         states = [states]
-    world = _dist.world_size()
+    world = distributed.world_size()
     if len(states) != world:
         warnings.warn(
             f"checkpoint holds RNG states for {len(states)} ranks but this run has {world}; "
@@ -240,7 +240,7 @@ def restore_rng_state(states: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -
             stacklevel=2,
         )
         return False
-    state = states[_dist.rank()]
+    state = states[distributed.rank()]
     py = state["python"]
     random.setstate((py["version"], tuple(py["internal"]), py["gauss_next"]))
     npy = state["numpy"]

@@ -10,8 +10,7 @@ from typing import IO, Any
 
 import torch
 
-from torchrig.checkpoint import staging
-from torchrig.checkpoint.errors import CheckpointError
+from torchrig.checkpoint import CheckpointError, staging
 
 _CRC_CHUNK = 4 << 20
 

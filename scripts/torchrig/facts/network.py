@@ -9,6 +9,7 @@ import fcntl
 import ipaddress
 import socket
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,3 +163,28 @@ def listen(port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+# --- what these facts mean for a job, in the same words from `launch` (this machine) and from
+# the multi-host preflight (every host)
+
+
+def exposure_warning(where: str, public: Sequence[Sequence[str]], ports: str) -> str:
+    """What a machine with public addresses risks: torch's stores listen on every interface."""
+    listed = ", ".join(f"{address} ({interface})" for address, interface in public)
+    return (
+        f"{where} has public address(es) {listed}, and the job listens there too: torch's stores "
+        f"listen on every interface ({ports}), and gloo and NCCL open ports as well. Whoever can "
+        "connect can write rendezvous state, which torch unpickles: their code, run as this user "
+        "on every node. Allow these ports only from the job's machines (a firewall or security "
+        "group): docs/multinode.md, Network exposure"
+    )
+
+
+def unreachable_message(endpoint: Endpoint, detail: str) -> str:
+    """An endpoint that `reach` found UNREACHABLE: most often a firewall dropping the port."""
+    return (
+        f"cannot reach the rendezvous endpoint {endpoint} ({detail}): a firewall dropping "
+        f"TCP port {endpoint.port}? open it (and the ports gloo/NCCL use) between the nodes, or "
+        "give --rdzv-endpoint an address every node reaches"
+    )

@@ -8,9 +8,9 @@ import resource
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchrig import sizes
 from torchrig.facts.verdict import Check, failed, passed, warned
-from torchrig.sizes import GIB, MIB
+from torchrig.shared import voice
+from torchrig.shared.voice import GIB, MIB
 
 SECTION = "runtime"
 DOCKER_DEFAULT_SHM = 64 * MIB
@@ -91,7 +91,7 @@ def size_text(size: int | None) -> str:
     """A limit as the checks say it: whole MiB (64 MiB), tenths of a GiB (15.6 GiB)."""
     if size is None:
         return "unlimited"
-    return sizes.size_text(size, digits=1 if size >= GIB else 0)
+    return voice.size_text(size, digits=1 if size >= GIB else 0)
 
 
 def check_runtime(facts: RuntimeFacts, gpu_count: int) -> list[Check]:

@@ -1,9 +1,9 @@
 """Check and prepare the host folders the container mounts before `docker compose up` does (from
-its config's JSON): the one guard of `torchrig.mounts`, for binds and the volumes a host folder
-replaces (PACKAGES_DIR) alike.
+its config's JSON): the one guard of `torchrig.shared.mounts`, for binds and the volumes a host
+folder replaces (PACKAGES_DIR) alike.
 
 Docker would create a missing source as root. As root, dev's writable mounts are handed to dev
-(by `torchrig.ownership`'s rule).
+(by `torchrig.shared.ownership`'s rule).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchrig import mounts, ownership, user_ids
-from torchrig.voice import MAKEFILE as VOICE
+from torchrig.shared import mounts, ownership
+from torchrig.shared.voice import MAKEFILE as VOICE
 
 # The image's dev user before any PUID/PGID remap (the Dockerfile creates it with these ids).
 DEFAULT_DEV_IDS = (1000, 1000)
@@ -69,8 +69,8 @@ def dev_ids(config: dict[str, Any]) -> tuple[int, int]:
     # Compose gives environment values as strings, or null for a bare name that is unset.
     text = {name: None if env.get(name) is None else str(env[name]) for name in ("PUID", "PGID")}
     try:
-        uid = user_ids.parse_id("PUID", text["PUID"])
-        gid = user_ids.parse_id("PGID", text["PGID"])
+        uid = ownership.parse_id("PUID", text["PUID"])
+        gid = ownership.parse_id("PGID", text["PGID"])
     except ValueError as exc:
         raise SystemExit(f"error: PUID/PGID must be numbers ({exc})") from None
     default_uid, default_gid = DEFAULT_DEV_IDS

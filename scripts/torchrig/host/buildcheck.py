@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchrig.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import MAKEFILE as VOICE
 
 PEM_MARKER = "-----BEGIN CERTIFICATE-----"
 FLAVOUR_STAGE = re.compile(r"^FROM\s+\S+\s+AS\s+cuda-(\w+)\s*$", re.MULTILINE | re.IGNORECASE)

@@ -1,5 +1,5 @@
-"""Why `docker compose up` (or the engine) failed, in a sentence with its fix, and `HostError`,
-what stops every host helper. Anything `diagnose` does not know: compose's own message stands."""
+"""Why `docker compose up` (or the engine) failed, in a sentence with its fix. Anything
+`diagnose` does not know: compose's own message stands."""
 
 from __future__ import annotations
 
@@ -9,14 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchrig.voice import MAKEFILE as VOICE
+from torchrig.shared import ports
+from torchrig.shared.voice import CannotGoOn
 
 # `!reset` in docker-compose.cpu.yml and docker-compose.published.yml came with Compose 2.24.
 MIN_COMPOSE = (2, 24)
-# The container ports docker-compose.yml publishes, by service, and the variable that chooses
-# each one's host port.
-PUBLISHED_PORTS = {"jupyter": (8888, "JUPYTER_PORT"), "ssh": (2222, "SSH_PORT")}
-PORT_VARIABLES = dict(PUBLISHED_PORTS.values())
 
 DAEMON_DOWN = re.compile(r"Cannot connect to the Docker daemon at (\S+?)\.? Is the docker daemon")
 SOCKET_DENIED = re.compile(
@@ -37,23 +34,10 @@ NO_COMPOSE = re.compile(r"'compose' is not a docker command|unknown command \"co
 TOOLKIT_FIX = "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker"
 
 
-class HostError(Exception):
-    """A host helper cannot go on: the lines say why and what to do."""
-
-    def __init__(self, *lines: str) -> None:
-        super().__init__(lines[0])
-        self.lines = lines
-
-    def said(self) -> int:
-        """Say it as one error; the exit status."""
-        VOICE.error("\n".join(self.lines))
-        return 1
-
-
-def engine_error(command: str, said: str) -> HostError:
+def engine_error(command: str, said: str) -> CannotGoOn:
     """The engine refused a plain `docker` command: why, when `diagnose` knows."""
     lines = diagnose(said, FailureFacts())
-    return HostError(*(lines or [f"asking the Docker engine failed (`docker {command}`): {said}"]))
+    return CannotGoOn(*(lines or [f"asking the Docker engine failed (`docker {command}`): {said}"]))
 
 
 @dataclass(frozen=True)
@@ -215,7 +199,7 @@ def port_rows(service_config: dict[str, Any]) -> list[tuple[str, str, int]]:
     """(variable, host address, host port) for each published port a variable of ours chooses."""
     rows = []
     for port in service_config.get("ports", []):
-        variable = PORT_VARIABLES.get(int(port.get("target", 0)))
+        variable = ports.VARIABLES.get(int(port.get("target", 0)))
         if variable and str(port.get("published", "")).isdigit():
             rows.append((variable, port.get("host_ip") or "0.0.0.0", int(port["published"])))
     return rows

@@ -1,4 +1,7 @@
-"""GPUs or CPU mode for `make up`: `choose_mode` is a pure function of the facts read apart.
+"""GPUs or CPU mode: decided here alone, once per `make up` (`decide`), from the CPU setting and
+what this machine has; `choose_mode` is a pure function of the facts read apart. The other
+targets need no mode: compose runs them the same either way, and CPU mode's one difference,
+docker-compose.cpu.yml, matters only where the container is made.
 
 The engine registers its `nvidia` device driver whenever it finds the toolkit's hook on its PATH,
 so a machine with the hook alone (no `nvidia` runtime) works and must not be refused.
@@ -13,7 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchrig.host.compose_failure import HostError, no_toolkit_lines
+from torchrig.host.compose_failure import engine_error, no_toolkit_lines
+from torchrig.host.workstations import Compose
+from torchrig.shared.voice import CannotGoOn
 
 CPU_OVERRIDE = "docker-compose.cpu.yml"
 NVIDIA_RUNTIME = "nvidia"
@@ -49,7 +54,7 @@ def parse_cpu_setting(value: str) -> bool | None:
     text = value.strip()
     if text in ("", "0", "1"):
         return None if text == "" else text == "1"
-    raise HostError(
+    raise CannotGoOn(
         f"CPU={value!r} is not 0 or 1: `make up CPU=1` starts without GPUs, `make up CPU=0` "
         "insists on GPUs, and without CPU `make up` chooses from what this machine has."
     )
@@ -69,7 +74,7 @@ def choose_mode(forced: bool | None, host: HostGpus, runtimes: frozenset[str] | 
     if runtimes is not None and NVIDIA_RUNTIME not in runtimes and host.hook is None:
         known = ", ".join(sorted(runtimes)) or "none"
         evidence = ", ".join([*host.device_nodes[:3], *(["nvidia-smi"] if host.nvidia_smi else [])])
-        raise HostError(
+        raise CannotGoOn(
             *no_toolkit_lines(
                 f"this machine has NVIDIA GPUs ({evidence}), but Docker cannot hand "
                 f"them to containers: it has no `{NVIDIA_RUNTIME}` runtime (it has: {known}) "
@@ -85,6 +90,21 @@ CPU_MODE_NOTICE = (
     "  To use GPUs: install the NVIDIA driver and the NVIDIA Container Toolkit (README: "
     "Prerequisites), then `make up` again. CPU=1 or CPU=0 forces either mode.",
 )
+
+
+def decide(cpu_setting: str, compose: Compose) -> tuple[Mode, Compose]:
+    """The mode to start in, and the compose command for it (CannotGoOn with what to do when
+    neither mode can start)."""
+    forced = parse_cpu_setting(cpu_setting)
+    host = read_host_gpus()
+    runtimes = None
+    if needs_engine_runtimes(forced, host):
+        info = compose.docker("info", "--format", "{{json .Runtimes}}")
+        if info.returncode != 0:
+            raise engine_error("info", info.stderr.strip())
+        runtimes = parse_runtimes(info.stdout)
+    mode = choose_mode(forced, host, runtimes)
+    return mode, compose.with_file(CPU_OVERRIDE) if mode.cpu else compose
 
 
 def read_host_gpus(

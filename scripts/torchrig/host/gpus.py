@@ -8,8 +8,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import ALL, GpuClaim, Workstation
+from torchrig.shared.voice import CannotGoOn
 
 VARIABLE = "GPUS"
 SHARE_VARIABLE = "SHARE_GPUS"
@@ -31,20 +31,20 @@ def parse_request(value: str | None) -> GpuClaim:
     if text.startswith(FREE):
         count = text.removeprefix(FREE)
         if not INDEX.match(count) or int(count) < 1:
-            raise HostError(
+            raise CannotGoOn(
                 f"{VARIABLE}={text}: after 'free:' comes how many GPUs, 1 or more.", HOW
             )
         return GpuClaim(free=int(count))
     ids = tuple(part.strip() for part in text.split(","))
     bad = [part for part in ids if not (INDEX.match(part) or UUID.match(part))]
     if bad or not ids:
-        raise HostError(
+        raise CannotGoOn(
             f"{VARIABLE}={text}: {', '.join(map(repr, bad)) or 'nothing'} is neither a GPU's "
             "host index nor its UUID.",
             HOW,
         )
     if len(set(ids)) != len(ids):
-        raise HostError(f"{VARIABLE}={text} names a GPU twice.", HOW)
+        raise CannotGoOn(f"{VARIABLE}={text} names a GPU twice.", HOW)
     return GpuClaim(ids=ids)
 
 
@@ -90,7 +90,7 @@ def check_known(request: GpuClaim, table: list[HostGpu] | None) -> None:
     unknown = [one for one in request.ids if one.lower() not in known]
     if unknown:
         have = ", ".join(f"{gpu.index} ({gpu.uuid})" for gpu in table) or "none"
-        raise HostError(
+        raise CannotGoOn(
             f"{VARIABLE}={','.join(request.ids)}: this machine has no GPU "
             f"{', '.join(unknown)}. It has: {have}.",
             HOW,
@@ -116,7 +116,7 @@ def overlaps(
 def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None) -> list[str]:
     """The `count` lowest host indices that no other running workstation holds."""
     if table is None:
-        raise HostError(
+        raise CannotGoOn(
             f"{VARIABLE}=free:{count} needs this machine's GPU list, and nvidia-smi could not "
             "give it.",
             f"  Name the GPUs instead ({VARIABLE}=0,1; `make ls` shows who holds which).",
@@ -126,7 +126,7 @@ def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None
     free = [gpu.index for gpu in table if gpu.index not in taken]
     if len(free) < count:
         named = ", ".join(f"{o.project} ({o.gpus.text()})" for o in holders(others))
-        raise HostError(
+        raise CannotGoOn(
             f"{VARIABLE}=free:{count}: only {len(free)} of this machine's {len(table)} GPUs "
             f"are free ({', '.join(free) or 'none'}); held by: {named or 'nobody'}.",
             "  Ask for fewer, or agree with their owners (`make ls`), or share on purpose: "
@@ -138,7 +138,7 @@ def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None
 def decide(
     value: str | None, share: bool, others: list[Workstation], table: list[HostGpu] | None
 ) -> str | None:
-    """The GPUs picked now (free:N), for .env; None: GPUS stands. HostError: malformed, unknown,
+    """The GPUs picked now (free:N), for .env; None: GPUS stands. CannotGoOn: malformed, unknown,
     or held by another workstation."""
     request = parse_request(value)
     if request.free:
@@ -153,7 +153,7 @@ def decide(
         f"{other.gpus.text()})"
         for other, gpus in found
     ]
-    raise HostError(
+    raise CannotGoOn(
         "the GPUs asked for are in use by another running workstation: "
         + "; ".join(held_by)
         + ". Nothing was started.",

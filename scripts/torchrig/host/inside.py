@@ -1,5 +1,7 @@
 """The make targets that need the running workstation (`make shell`, `make packages`, ...):
-`inside --compose "docker compose ..." [--check | --interactive | --any-state] -- ARGS...`.
+`inside --compose "docker compose ..." [--check | --interactive | --any-state] -- ARGS...`, or
+`inside --compose ... --address ssh`: the host address compose published a port of the table
+(torchrig.shared.ports) at.
 
 When it is down they say so once, "the workstation is not running: `make up`", instead of
 compose's "service is not running" (twice, for `make jupyter-url`). What comes back from the
@@ -20,12 +22,13 @@ import threading
 from typing import BinaryIO, TextIO
 
 from torchrig.host.workstations import SERVICE, parse_ps
-from torchrig.voice import MAKEFILE as VOICE
-from torchrig.voice import harmless
+from torchrig.shared import ports
+from torchrig.shared.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import harmless
 
 NOT_RUNNING = "not running: `make up` starts it"
-# `--published-port 8888`: compose's host address for that container port, given to the command
-# as `--published ADDRESS` (`make jupyter-url` prints the URL the host reaches).
+# `--published-port jupyter`: compose's host address for that port, given to the command as
+# `--published ADDRESS` (`make jupyter-url` prints the URL the host reaches).
 PUBLISHED_OPTION = "--published"
 INTERRUPTED = 130  # the shell's status for a command ended by SIGINT
 
@@ -77,13 +80,26 @@ def run_harmless(command: list[str]) -> int:
         return INTERRUPTED
 
 
-def published(compose: list[str], port: str) -> list[str]:
-    """`--published HOST:PORT` as compose published the container's `port`."""
+PORT_NAMES = {port.name: port for port in ports.PORTS}
+
+
+def published_address(compose: list[str], name: str) -> str | None:
+    """HOST:PORT as compose published the port called `name` (torchrig.shared.ports)."""
+    port = str(PORT_NAMES[name].container)
     asked = subprocess.run(
         [*compose, "port", SERVICE, port], capture_output=True, text=True, check=False
     )
     address = asked.stdout.strip()
-    return [PUBLISHED_OPTION, address] if asked.returncode == 0 and address else []
+    return address if asked.returncode == 0 and address else None
+
+
+def say_address(compose: list[str], name: str) -> int:
+    address = published_address(compose, name)
+    if address is None:
+        VOICE.error(f"the workstation does not publish its {name} port (`make ls` shows its ports)")
+        return 1
+    print(address)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--check", action="store_true", help="only check that it runs")
     mode.add_argument("--interactive", action="store_true", help="a session: output as it is")
     parser.add_argument("--any-state", action="store_true", help="a stopped container will do")
-    parser.add_argument("--published-port", help="append --published <compose's host address>")
+    names = sorted(PORT_NAMES)
+    parser.add_argument(
+        "--published-port", choices=names, help="append --published <compose's host address>"
+    )
+    mode.add_argument("--address", choices=names, help="print compose's host address for it")
     parser.add_argument("args", nargs="*", help="compose's arguments, after --")
     args = parser.parse_args(argv)
     compose = shlex.split(args.compose)
@@ -103,9 +123,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.check:
         return 0
+    if args.address:
+        return say_address(compose, args.address)
     command = [*compose, *args.args]
-    if args.published_port:
-        command += published(compose, args.published_port)
+    address = args.published_port and published_address(compose, args.published_port)
+    if address:
+        command += [PUBLISHED_OPTION, address]
     if args.interactive:
         os.execvp(command[0], command)
     return run_harmless(command)

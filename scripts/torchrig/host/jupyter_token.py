@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from torchrig.host import dotenv
-from torchrig.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import MAKEFILE as VOICE
 
 VARIABLE = "JUPYTER_TOKEN"
 COMMENT = (

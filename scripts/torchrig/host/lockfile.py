@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from torchrig.host import buildcheck
-from torchrig.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import MAKEFILE as VOICE
 
 PYPI_TORCH_FLAVOUR = "cu130"  # the CUDA build of torch that PyPI itself serves
 TORCH_INDEX = "https://download.pytorch.org/whl"

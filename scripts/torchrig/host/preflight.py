@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from torchrig.host import compose_failure
-from torchrig.host.compose_failure import HostError
+from torchrig.shared.voice import CannotGoOn
 
 IsFree = Callable[[str, int], bool]
 Docker = Callable[..., Any]
@@ -68,12 +68,12 @@ def check_ports(
     rows = compose_failure.port_rows(dict(service))
     clash = clashes(rows, given)
     if clash:
-        raise HostError(*clash)
+        raise CannotGoOn(*clash)
     held = held_ports(inspected)
     for variable, address, port in rows:
         if (address, port) not in held and not free(address, port):
             lines = compose_failure.port_taken_lines(address, port, variable)
-            raise HostError(f"{lines[0]} Nothing was started or changed.", *lines[1:])
+            raise CannotGoOn(f"{lines[0]} Nothing was started or changed.", *lines[1:])
 
 
 def limits(value: Any) -> tuple[int, int] | None:
@@ -119,7 +119,7 @@ def check_memlock(
     tried = docker(*PROBE, "--ulimit", f"memlock={soft}:{hard}", "--entrypoint", "true", image)
     if tried.returncode != 0 and compose_failure.MEMLOCK_REFUSED.search(tried.stderr):
         lines = compose_failure.memlock_refused_lines(hard, engine_memlock_limit(docker, image))
-        raise HostError(f"{lines[0]} Nothing was started or changed.", *lines[1:])
+        raise CannotGoOn(f"{lines[0]} Nothing was started or changed.", *lines[1:])
 
 
 def check(
@@ -129,7 +129,7 @@ def check(
     free: IsFree,
     given: Collection[str] = (),
 ) -> None:
-    """HostError for the first setting compose or the engine would refuse; `given`: the port
+    """CannotGoOn for the first setting compose or the engine would refuse; `given`: the port
     variables the user set."""
     service = compose_failure.service_config(config_json, "workstation")
     check_ports(service, inspected, free, given)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from torchrig.host import bind_mounts, compose_failure, dotenv, jupyter_token, project
 from torchrig.host.workstations import SERVICE, Compose
-from torchrig.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import CannotGoOn
 
 RunCompose = Callable[..., subprocess.CompletedProcess[str]]
 IsFree = Callable[[str, int], bool]
@@ -65,7 +66,7 @@ def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
     """`run_compose(*args)` runs compose, with the files chosen, and captures its output."""
     try:
         settled = project.settle(env_file, Path.cwd())
-    except compose_failure.HostError as failed:
+    except CannotGoOn as failed:
         return failed.said()
     jupyter_token.keep(env_file)
     config = run_compose("config", "--format", "json")

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.host import dotenv
-from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import (
     FOLDER_LABEL,
     PROJECT_LABEL,
@@ -28,8 +27,8 @@ from torchrig.host.workstations import (
     project_folders,
     run_docker,
 )
-from torchrig.voice import MAKEFILE as VOICE
-from torchrig.voice import harmless
+from torchrig.shared.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import CannotGoOn, harmless
 
 VARIABLE = "COMPOSE_PROJECT_NAME"
 # The one name every checkout shared before: `name: torchrig` in docker-compose.yml.
@@ -66,7 +65,7 @@ def with_hash(name: str, folder: Path) -> str:
 
 def check_name(name: str) -> None:
     if not VALID.match(name):
-        raise HostError(
+        raise CannotGoOn(
             f"{VARIABLE}={name!r} is not a name compose accepts: lowercase letters, digits, '-' "
             "and '_', starting with a letter or digit.",
             HOW_TO_CHOOSE,
@@ -105,7 +104,7 @@ def new_name(docker: Docker, folder: Path) -> str:
         return name
     hashed = with_hash(name, folder)
     if others(project_folders(docker, hashed), folder):
-        raise HostError(
+        raise CannotGoOn(
             f"the names {name} and {hashed} are both in use by other folders' workstations.",
             HOW_TO_CHOOSE,
         )
@@ -139,10 +138,10 @@ def unclaimed_volumes(docker: Docker, legacy: str = LEGACY_NAME) -> list[str]:
     return sorted(v["Name"] for v in volumes if not (v.get("Labels") or {}).get(FOLDER_LABEL))
 
 
-def ask_whose(env_file: Path, volumes: list[str], legacy: str, new: str) -> HostError:
+def ask_whose(env_file: Path, volumes: list[str], legacy: str, new: str) -> CannotGoOn:
     """Volumes that may be another person's: never taken, nor left behind, without a word."""
     listed = " ".join(volumes)
-    return HostError(
+    return CannotGoOn(
         f"{env_file} is from before each checkout had a workstation name of its own, and "
         f"volumes of the old shared name {legacy} are on this machine: {', '.join(volumes)}. "
         "No container is left to say whose they are, so nothing was started: say which.",
@@ -191,7 +190,7 @@ def settle(
 
 
 def refuse(name: str, folder: Path, docker: Docker) -> None:
-    """HostError when a container of the workstation called `name` is another folder's."""
+    """CannotGoOn when a container of the workstation called `name` is another folder's."""
     containers = [parse(item) for item in inspect_labelled(docker, f"{PROJECT_LABEL}={name}")]
     foreign = [one for one in containers if one.folder and not same_folder(one.folder, folder)]
     if not foreign:
@@ -200,7 +199,7 @@ def refuse(name: str, folder: Path, docker: Docker) -> None:
     owner = folder_owner(theirs.folder)
     whose = f"{owner}'s" if owner else f"PUID {theirs.puid}'s"
     # Another user's folder: its name is theirs to choose, escape sequences and all.
-    raise HostError(
+    raise CannotGoOn(
         f"the workstation name {name} is in use by {harmless(whose)} workstation from "
         f"{harmless(theirs.folder)} "
         f"(container {theirs.container}, {theirs.state}): this folder ({folder}) must not "
@@ -228,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         name = compose_name(compose) or settled.name
         if name:
             refuse(name, Path.cwd(), run_docker)
-    except HostError as failed:
+    except CannotGoOn as failed:
         return failed.said()
     return 0
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from torchrig.host import dotenv, gpus
-from torchrig.host.compose_failure import HostError
+from torchrig.shared.voice import CannotGoOn
 
 # compose's own variables, and Docker's and BuildKit's, which compose and the CLI read.
 FOREIGN_PREFIXES = ("COMPOSE_", "DOCKER_", "BUILDKIT_")
@@ -159,12 +159,12 @@ def files_of(compose_command: Iterable[str]) -> list[Path]:
 
 
 def check_names(folder: Path, env_file: Path, compose_command: Iterable[str] = ()) -> None:
-    """HostError naming every setting that is not one of ours, before anything is touched."""
+    """CannotGoOn naming every setting that is not one of ours, before anything is touched."""
     known = known_names(folder, [folder / path for path in files_of(compose_command)])
     found = problems(known, os.environ, env_file_values(env_file))
     if found:
         said = "\n".join(f"  {line}" for line in found)
-        raise HostError(
+        raise CannotGoOn(
             f"settings torchrig does not know, so nothing was started or changed:\n{said}",
             f"  Correct or remove them ({WHERE_LISTED}), then `make up` again.",
         )

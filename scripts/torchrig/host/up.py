@@ -5,18 +5,21 @@ Before compose touches anything, every name set is checked (torchrig.host.settin
 what compose or the engine would refuse (torchrig.host.preflight): a recreate that fails has
 already removed the workstation that ran.
 
-The wait is inside the container (every 50 ms; Docker's healthcheck would add up to 3 s). A
-container that exited or restarts in a loop is stopped: `restart: unless-stopped` is right for a
-crash after hours of work and wrong for a bad setting.
+The wait is inside the container (every 50 ms; Docker's healthcheck would add up to 3 s), asked
+and answered by one protocol (torchrig.shared.startup). A container that exited or restarts in a
+loop is stopped, then its start's recorded error read from it: `restart: unless-stopped` is right
+for a crash after hours of work and wrong for a bad setting.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
-import re
 import subprocess
 import sys
+import tarfile
+import time
 from pathlib import Path
 
 from torchrig.host import (
@@ -32,29 +35,16 @@ from torchrig.host import (
     workstations,
 )
 from torchrig.host.workstations import Compose
-from torchrig.voice import IN_OTHERS_OUTPUT, harmless
-from torchrig.voice import MAKEFILE as VOICE
+from torchrig.shared import ports, startup
+from torchrig.shared.voice import IN_OTHERS_OUTPUT, CannotGoOn, harmless
+from torchrig.shared.voice import MAKEFILE as VOICE
 
 SERVICE = workstations.SERVICE
-PORTS = {name: port for name, (port, _) in compose_failure.PUBLISHED_PORTS.items()}
 # Generous: a healthy start takes seconds, and a failing one is reported as soon as the container
 # stops (the supervisor gives up on a crash loop within a minute).
 WAIT_TIMEOUT_S = 300
-PREFIX = f"{IN_OTHERS_OUTPUT} "  # the container's own lines in its log
-ERROR_MARK = f"{PREFIX}error:"
-STARTED_MARKS = (f"{PREFIX}started ", f"{PREFIX}restarting ")
 MAX_LINES = 20
-ANSI_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# Asked inside the container (torchrig.container.endpoints; the two sides share no code): the URL,
-# with the token only the container knows, and the ssh command; --wait: STATUS lines, NOT_READY.
-# Root asks: this may run before the entrypoint has remapped dev's uid (the token is dev's alone).
-ENDPOINTS = "root /usr/bin/python3 -I -S /usr/lib/torchrig endpoints"
-# Images from before that (a ready-made one can be older) ask as dev once Docker says healthy.
-DEV_ENDPOINTS = "dev /opt/venv/bin/python -I -m torchrig.container.endpoints"
-USAGE_ERROR = 2
-STATUS = "status: "
-NOT_READY = 3
-NOT_THE_STARTS = 4  # a state file of the container's that is not its start's: said, not awaited
+START_ERROR_PATH = f"{startup.STATE_DIR}/{startup.START_ERROR}"
 
 
 def inspect_own(compose: Compose) -> dict | None:
@@ -77,14 +67,14 @@ def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> in
     if config.returncode != 0:
         return 0  # prepare said why; compose will again
     # The port the user changes: on the command line (`make up JUPYTER_PORT=2222`), else set.
-    ports = compose_failure.PORT_VARIABLES.values()
+    variables = [port.variable for port in ports.PORTS]
     typed = set(settings.command_line_names(os.environ.get("MAKEFLAGS", "")))
-    given = [name for name in ports if name in typed] or [
-        name for name in ports if dotenv.setting(name, env_file) is not None
+    given = [name for name in variables if name in typed] or [
+        name for name in variables if dotenv.setting(name, env_file) is not None
     ]
     try:
         preflight.check(compose.docker, config.stdout, inspect_own(compose), prepare.is_free, given)
-    except compose_failure.HostError as refused:
+    except CannotGoOn as refused:
         return refused.said()
     return 0
 
@@ -108,31 +98,52 @@ def find_container(compose: Compose) -> tuple[str, list[str]] | None:
         if publisher.get("PublishedPort"):
             published.setdefault(int(publisher["TargetPort"]), host_address(publisher))
     arguments = []
-    for name, port in PORTS.items():
-        arguments += [f"--{name}", published.get(port, f"127.0.0.1:{port}")]
+    for port in ports.PORTS:
+        arguments += [
+            f"--{port.name}",
+            published.get(port.container, f"127.0.0.1:{port.container}"),
+        ]
     return str(rows[0]["ID"]), arguments
 
 
-def exec_in(container: str, user_and_command: str) -> list[str]:
-    """`docker exec --user U <id> command...` for "U command..." (no argument has a space)."""
-    user, *command = user_and_command.split()
-    return ["exec", "--user", user, container, *command]
+def ask_container(container: str) -> list[str]:
+    """`docker exec` of the protocol's question (torchrig.shared.startup), as its user."""
+    return ["exec", "--user", startup.ASK_AS, container, *startup.ASK]
 
 
-def error_lines(logs: str, limit: int = MAX_LINES) -> list[str]:
-    """The container's error lines, each once, then what the failing service printed last; the
-    log's last lines when it has no error line."""
-    lines = [harmless(ANSI_CONTROL.sub("", line)).rstrip() for line in logs.splitlines()]
-    marked = [i for i, line in enumerate(lines) if ERROR_MARK in line]
-    if not marked:
-        return [line for line in lines if line.strip()][-limit:]
-    errors = list(dict.fromkeys(lines[i][lines[i].index(ERROR_MARK) :] for i in marked))
-    before = lines[: marked[-1]]  # what the service printed since its last start: why it died
-    start = max(
-        (i for i, x in enumerate(before) if x.startswith(STARTED_MARKS)), default=len(before)
-    )
-    died = [line for line in before[start + 1 :] if line.strip() and not line.startswith(PREFIX)]
-    return errors[-limit:] + died[-limit:]
+def start_error(archive: bytes | None, since: float) -> str | None:
+    """The start's record of its error, from the tar `docker cp` writes of it, when a start since
+    `since` wrote it (a record from an earlier start says nothing about this one)."""
+    if not archive:
+        return None
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            member = next((m for m in tar if m.isreg()), None)  # a symlink dev planted: no
+            if member is None or member.mtime < int(since):
+                return None
+            if member.size > startup.MAX_START_ERROR_BYTES:
+                return None
+            read = tar.extractfile(member)
+            text = read.read().decode("utf-8", errors="replace") if read else ""
+    except tarfile.TarError:
+        return None
+    return harmless(text).strip() or None
+
+
+def why_it_stopped(compose: Compose, since: float) -> list[str]:
+    """The start's own error, as it said it, read from the stopped container; its exit code
+    when it stopped before it could say why (a crash)."""
+    inspected = inspect_own(compose) or {}
+    name = str(inspected.get("Name", "")).lstrip("/")
+    said = start_error(compose.copy_out(name, START_ERROR_PATH), since) if name else None
+    if said is None:
+        code = (inspected.get("State") or {}).get("ExitCode", "unknown")
+        return [
+            f"  its start exited with status {code} before it said why "
+            "(`make logs` shows its output)"
+        ]
+    first, *rest = said.splitlines()
+    return [f"  {IN_OTHERS_OUTPUT} error: {first}", *(f"  {line}" for line in rest)][:MAX_LINES]
 
 
 def failure_report(state: workstations.Workstation, timeout_s: int) -> tuple[str, str]:
@@ -154,20 +165,20 @@ def failure_report(state: workstations.Workstation, timeout_s: int) -> tuple[str
     )
 
 
-def report_failure(compose: Compose, timeout_s: int, still_waiting_for: str = "") -> int:
-    """The container started but did not become ready: its own errors; stopped if it failed."""
+def report_failure(
+    compose: Compose, timeout_s: int, since: float, still_waiting_for: str = ""
+) -> int:
+    """The container started but did not become ready: why; stopped if its start failed."""
     state = read_state(compose)
     if state is None:
         VOICE.error("the workstation's container is gone (removed while it started).")
         return 1
-    logs = compose.run("logs", "--no-color", "--no-log-prefix", SERVICE).stdout
     what, advice = failure_report(state, timeout_s)
-    said = [f"  {line}" for line in error_lines(logs)]
-    if still_waiting_for and not state.failed_to_start:
-        said.append(f"  not answering: {still_waiting_for}")
-    VOICE.error("\n".join([what, *said]))
+    said = [f"  not answering: {still_waiting_for}"] if still_waiting_for else []
     if state.failed_to_start:
-        compose.run("stop", SERVICE)
+        compose.run("stop", SERVICE)  # first: Docker restarts it no more, its record stays
+        said = why_it_stopped(compose, since)
+    VOICE.error("\n".join([what, *said]))
     VOICE.note(advice)
     return 1
 
@@ -204,78 +215,48 @@ def report_compose_failure(
     return up.returncode or 1
 
 
-def choose_mode(compose: Compose, cpu_setting: str) -> gpu_mode.Mode:
-    """GPUs or CPU mode (HostError with what to do when neither can start)."""
-    forced = gpu_mode.parse_cpu_setting(cpu_setting)
-    host = gpu_mode.read_host_gpus()
-    runtimes = None
-    if gpu_mode.needs_engine_runtimes(forced, host):
-        info = compose.docker("info", "--format", "{{json .Runtimes}}")
-        if info.returncode != 0:
-            raise compose_failure.engine_error("info", info.stderr.strip())
-        runtimes = gpu_mode.parse_runtimes(info.stdout)
-    return gpu_mode.choose_mode(forced, host, runtimes)
-
-
-def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool) -> int:
-    """Ask the container to wait for its services and say how to reach them; report the rest."""
+def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool, since: float) -> int:
+    """Ask the container to wait for its services and say how to reach them; report the rest.
+    `since`: when this `make up` began, older than any start it caused."""
     found = find_container(compose)
     if found is None:
-        return report_failure(compose, timeout_s)
+        return report_failure(compose, timeout_s, since)
     container, addresses = found
     endpoints: list[str] = []
 
     def on_line(line: str) -> None:
-        if line.startswith(STATUS):
-            VOICE.note(f"waiting: {line.removeprefix(STATUS)}")
+        if line.startswith(startup.STATUS):
+            VOICE.note(f"waiting: {line.removeprefix(startup.STATUS)}")
         else:
             endpoints.append(line)
 
     waited = compose.ask(
-        *exec_in(container, ENDPOINTS), "--wait", str(timeout_s), *addresses, on_line=on_line
+        *ask_container(container), "--wait", str(timeout_s), *addresses, on_line=on_line
     )
-    if waited.returncode == 0:
+    if waited.returncode == startup.Answer.READY:
         return report_ready(endpoints, cpu)
-    if waited.returncode == USAGE_ERROR:  # an image without root_main's `endpoints`
-        return wait_on_docker_health(compose, container, addresses, timeout_s, cpu)
-    reason = " ".join(line.removeprefix("not ready: ") for line in endpoints)
-    if waited.returncode == NOT_READY:
-        return report_failure(compose, timeout_s, reason)
-    if waited.returncode == NOT_THE_STARTS:
+    reason = " ".join(line.removeprefix(startup.NOT_READY) for line in endpoints)
+    if waited.returncode == startup.Answer.WAITED_OUT:
+        return report_failure(compose, timeout_s, since, reason)
+    if waited.returncode == startup.Answer.NOT_THE_STARTS:
         VOICE.error(f"the workstation's state is not its start's: {reason}")
         VOICE.note("Code in the container replaced it; `make down && make up` starts afresh.")
         return 1
-    return report_asking_failed(compose, timeout_s, [*endpoints, *waited.stderr.splitlines()])
+    output = [*endpoints, *waited.stderr.splitlines()]
+    return report_asking_failed(compose, timeout_s, since, output)
 
 
-def report_asking_failed(compose: Compose, timeout_s: int, output: list[str]) -> int:
+def report_asking_failed(compose: Compose, timeout_s: int, since: float, output: list[str]) -> int:
     """The waiting command ended badly: the container stopped, or the asking itself failed."""
     state = read_state(compose)
     if state is None or state.failed_to_start or state.state != "running":
-        return report_failure(compose, timeout_s)
+        return report_failure(compose, timeout_s, since)
     said = [line for line in output if line.strip()][-MAX_LINES:]
     VOICE.error(
         "\n".join(["asking the workstation whether it is ready failed:", *(f"  {x}" for x in said)])
     )
     VOICE.note("It runs: `make logs` shows how its start went; `make up` again asks again.")
     return 1
-
-
-def wait_on_docker_health(
-    compose: Compose, container: str, addresses: list[str], timeout_s: int, cpu: bool
-) -> int:
-    """An image from before `endpoints --wait` (a ready-made one, say): Docker's health decides."""
-    up = compose.run("up", "-d", "--wait", "--wait-timeout", str(timeout_s), capture=False)
-    if up.returncode != 0:
-        return report_failure(compose, timeout_s)
-    asked = compose.docker(*exec_in(container, DEV_ENDPOINTS), *addresses)
-    if asked.returncode != 0:
-        VOICE.warning(
-            f"the workstation is up, but asking it for its addresses failed "
-            f"({asked.stderr.strip() or asked.returncode}): `make jupyter-url`, `make ssh`"
-        )
-        return 0
-    return report_ready(harmless(asked.stdout).splitlines(), cpu)
 
 
 def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
@@ -286,7 +267,7 @@ def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
     try:
         project.refuse(name, Path.cwd(), compose.docker)
         settle_gpus(compose, name, cpu, env_file)
-    except compose_failure.HostError as failed:
+    except CannotGoOn as failed:
         return failed.said()
     VOICE.note(f"workstation {name} (this folder's; `make ls` lists every one on this machine)")
     return 0
@@ -341,13 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     compose = Compose(args.compose)
     try:
         settings.check_names(Path.cwd(), Path(".env"), compose.command)
-        mode = choose_mode(compose, args.cpu)
-    except compose_failure.HostError as refused:
+        mode, compose = gpu_mode.decide(args.cpu, compose)
+    except CannotGoOn as refused:
         return refused.said()
     if mode.notice:
         VOICE.note("\n".join(mode.notice))
-    if mode.cpu:
-        compose = compose.with_file(gpu_mode.CPU_OVERRIDE)
     prepared = (
         prepare.prepare(compose.run)
         or claim(compose, mode.cpu)
@@ -356,10 +335,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     if prepared:
         return prepared
+    since = time.time()
     up = compose.shown("up", "-d")
     if up.returncode != 0:
         return report_compose_failure(compose, up, mode.cpu)
-    return wait_until_ready(compose, args.timeout, mode.cpu)
+    return wait_until_ready(compose, args.timeout, mode.cpu, since)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from torchrig.host.compose_failure import HostError, engine_error
-from torchrig.voice import MAKEFILE as VOICE
-from torchrig.voice import harmless
+from torchrig.host.compose_failure import engine_error
+from torchrig.shared.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import CannotGoOn, harmless
 
 PROJECT_LABEL = "com.docker.compose.project"
 FOLDER_LABEL = "com.docker.compose.project.working_dir"
@@ -49,6 +49,14 @@ class Compose:
     def docker(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The plain docker CLI (compose is its plugin): for what compose does not report."""
         return subprocess.run([self.command[0], *args], capture_output=True, text=True, check=False)
+
+    def copy_out(self, container: str, path: str) -> bytes | None:
+        """A file of the container, running or stopped, as the tar `docker cp` writes of it (a
+        symlink stays one); None when there is none."""
+        copied = subprocess.run(
+            [self.command[0], "cp", f"{container}:{path}", "-"], capture_output=True, check=False
+        )
+        return copied.stdout if copied.returncode == 0 else None
 
     def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Compose with its output shown as it comes (a build takes minutes) and kept."""
@@ -246,7 +254,7 @@ def main(argv: list[str] | None = None, docker: Docker = run_docker) -> int:
     args = parser.parse_args(argv)
     try:
         found = all_workstations(docker)
-    except HostError as failed:
+    except CannotGoOn as failed:
         return failed.said()
     if args.json:
         for one in found:

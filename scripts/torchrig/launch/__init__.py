@@ -1,2 +1,3 @@
-"""`torchrig launch`: torchrun with the defaults people forget, on one machine or many (one module
-per part: docs/architecture.md). Standard library only at import time."""
+"""`torchrig launch`: torchrun with the defaults people forget, on one machine or many (`split`
+gives each host its share; the job across hosts that runs them is `multihost.job`). Standard
+library only at import time."""

@@ -1,4 +1,5 @@
-"""The `torchrig launch` command: parse, plan, print the torchrun command line, run it.
+"""The `torchrig launch` command: parse, plan, print the torchrun command line, run it (a launch
+on `--hostfile` / `--hosts` is split across the hosts, `split`, and run by `multihost.job`).
 
 torchrun runs as launch's child: it exits 1 even when every worker stopped with 75, which Slurm
 and Kubernetes need back (docs/training.md, "Stopping and preemption"). So launch passes each
@@ -7,7 +8,6 @@ stop signal on (under Kubernetes it is PID 1) and exits by `checkpoint.stop.laun
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import signal
 import subprocess
@@ -23,12 +23,12 @@ from torchrig.checkpoint.stop import (
     handle_stop_signals,
     launch_status,
 )
-from torchrig.launch import hosts, options, plan, rank_exit
-from torchrig.launch.plan import DEFAULT_MAX_RESTARTS, LaunchError
-from torchrig.launch.rank_exit import TORCHRUN_MODULE
+from torchrig.image.pth import rank_exit
+from torchrig.launch import options, plan, split, torchrun
+from torchrig.launch.options import DEFAULT_MAX_RESTARTS, LaunchError
 from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
-from torchrig.voice import Voice
+from torchrig.shared.voice import Voice
 
 VOICE = Voice.of_command("launch")
 
@@ -48,31 +48,24 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch = options.read(args)
         if launch.hosts is not None:
-            return hosts.run_on_hosts(launch, os.getcwd()).code
-        request = launch.request
-        plan.check_script(request)
+            return split.run_on_hosts(launch, os.getcwd()).code
         environ = dict(os.environ)
-        gpus = plan.count_visible_gpus(environ)
-        route = plan.check_rendezvous(request.torchrun)
-        launch_plan = plan.build_plan(request, environ, gpus, os.cpu_count() or 1, route)
+        launch_plan = plan.plan_here(launch.request, environ)
     except (LaunchError, HostsError) as exc:
         VOICE.error(str(exc))
         return 2
-    exposure = plan.exposure_here(request.torchrun)
-    if exposure is not None:
-        VOICE.warning(exposure)
+    if launch_plan.exposure is not None:
+        VOICE.warning(launch_plan.exposure)
     print(f"+ {launch_plan.display()}", flush=True)
-    if rank_exit.is_on(environ) and rank_exit.hook_installed():
+    if rank_exit.takes_over(environ):
         VOICE.note(RANK_EXIT_ON)
     if launch.dry_run:
         return 0
     # torchrun as a child, not exec'd: it exits 1 for a resumable stop, launch exits 75.
     result = run_torchrun(launch_plan.argv, {**environ, **launch_plan.env_updates})
     # A failure, not a stop, under launch's default of no restarts: worth a hint.
-    defaulted = request.max_restarts is None and (
-        plan.set_by_environment("--max-restarts", environ) is None
-    )
-    if defaulted and result.status not in (0, RESUMABLE_EXIT) and not result.stopped:
+    failed = result.status not in (0, RESUMABLE_EXIT) and not result.stopped
+    if launch_plan.restarts_defaulted and failed:
         VOICE.note(NOT_RESTARTED)
     return result.status
 
@@ -89,35 +82,6 @@ NOT_RESTARTED = (
 )
 
 
-# torchrun's own default set, plus the stop signals it would otherwise die of.
-TORCHRUN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
-SIGNALS_FLAG = "--signals-to-handle"
-
-
-def torch_handles_more_signals() -> bool:
-    """Whether this torch's torchrun has --signals-to-handle (read from its source: importing
-    torch takes seconds)."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
-        return False
-    run = Path(spec.origin).parent / "distributed" / "run.py"
-    try:
-        return SIGNALS_FLAG in run.read_text(encoding="utf-8")
-    except OSError:
-        return False
-
-
-def with_stop_signals_handled(argv: list[str], supported: bool) -> list[str]:
-    """torchrun's command line with SIGUSR1/SIGUSR2 handled too, unless the user chose the set.
-    `argv` is [python, (its flags,) -m, torch.distributed.run, ...flags, script, ...]."""
-    if not supported or any(
-        arg.split("=", 1)[0] in (SIGNALS_FLAG, "--signals_to_handle") for arg in argv
-    ):
-        return argv
-    at = argv.index(TORCHRUN_MODULE) + 1
-    return [*argv[:at], f"{SIGNALS_FLAG}={','.join(TORCHRUN_SIGNALS)}", *argv[at:]]
-
-
 @dataclass(frozen=True)
 class TorchrunResult:
     status: int  # launch's exit status
@@ -126,7 +90,7 @@ class TorchrunResult:
 
 def run_torchrun(argv: list[str], environ: Mapping[str, str]) -> TorchrunResult:
     """Run torchrun, pass the stop signals on to it, and return launch's exit status."""
-    argv = with_stop_signals_handled(argv, torch_handles_more_signals())
+    argv = torchrun.with_stop_signals_handled(argv)
     children: list[subprocess.Popen[bytes]] = []
     pending: list[int] = []  # signals that came before torchrun existed
     received: list[int] = []

@@ -1,26 +1,46 @@
-"""`torchrig launch`'s options: read into one `Launch`, and written back out for the same command
-on other hosts (`--hostfile`); reader and writer together, so an option is added here alone."""
+"""`torchrig launch`'s options: read into one `Launch` (what to run is its `LaunchRequest`, which
+the plan and the job across hosts receive), and written back out for the same command on other
+hosts (`--hostfile`); the request, its defaults, reader and writer together, so an option is added
+here alone."""
 
 from __future__ import annotations
 
 import argparse
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.launch import torchrun
-from torchrig.launch.plan import (
-    DEFAULT_MAX_RESTARTS,
-    MAX_CPU_PROCESSES,
-    NPROC_WORDS,
-    LaunchError,
-    LaunchRequest,
-)
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost.hostfile import Host, hosts_from
 
 USAGE = "torchrig launch [options] [torchrun flags...] script.py [script args...]"
+# torchrun's own default. A restart runs the script again from its start, which only a script
+# that resumes from its checkpoints turns into progress; such a script asks for restarts
+# (docs/training.md, "Restarts"). After a failure launch says so in one line.
+DEFAULT_MAX_RESTARTS = 0
+# On a CPU more processes than this rarely help a single training job: they split the cores.
+MAX_CPU_PROCESSES = 4
+# What --nproc-per-node (and $PET_NPROC_PER_NODE) takes besides a number.
+NPROC_WORDS = ("auto", "gpu", "cpu")
+
+
+class LaunchError(ValueError):
+    """Bad input to `torchrig launch`: the message says what to change."""
+
+
+@dataclass
+class LaunchRequest:
+    """What the user asked for; None means "choose a default"."""
+
+    script: str
+    script_args: list[str] = field(default_factory=list)
+    nproc_per_node: str | None = None
+    max_restarts: int | None = None
+    threads: int | None = None
+    collective_timeout: float | None = None
+    torchrun: TorchrunFlags = field(default_factory=TorchrunFlags)
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:

@@ -5,29 +5,29 @@ variables (Kubeflow sets them in every pod) are never overridden by a default.""
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from torchrig.children import module_command
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.facts import network, nvml
-from torchrig.facts.network import Reach, Route
+from torchrig.facts.network import Reach, Route, exposure_warning, unreachable_message
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
-from torchrig.interpreter import module_command
-from torchrig.launch.rank_exit import TORCHRUN_MODULE
+from torchrig.image.pth.rank_exit import TORCHRUN_MODULE
+from torchrig.launch.options import (
+    DEFAULT_MAX_RESTARTS,
+    MAX_CPU_PROCESSES,
+    NPROC_WORDS,
+    LaunchError,
+    LaunchRequest,
+)
 from torchrig.launch.torchrun import TorchrunFlags
-from torchrig.multihost.preflight import exposure_warning, unreachable_message
 
-# torchrun's own default. A restart runs the script again from its start, which only a script
-# that resumes from its checkpoints turns into progress; such a script asks for restarts
-# (docs/training.md, "Restarts"). After a failure launch says so in one line.
-DEFAULT_MAX_RESTARTS = 0
-# On a CPU more processes than this rarely help a single training job: they split the cores.
-MAX_CPU_PROCESSES = 4
-NPROC_WORDS = ("auto", "gpu", "cpu")
 # torch 2.13-2.15: with the workers sharing the agent's rendezvous store, a restart round finds
 # the keys of the round before (one machine: "Gloo connectFullMesh failed", or a hang), and a node
 # that rejoins after the job shrank waits for a MASTER_ADDR the surviving rank 0 never writes again.
@@ -36,10 +36,6 @@ SHARED_STORE_BUG_FIX = ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
 # Both libraries pick an interface by their own rules unless told; in a container or on a machine
 # with several networks that is often one the other nodes cannot reach.
 SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
-
-
-class LaunchError(ValueError):
-    """Bad input to `torchrig launch`: the message says what to change."""
 
 
 def pet_variable(flag: str) -> str:
@@ -61,22 +57,12 @@ def multi_node_by_environment(environ: Mapping[str, str]) -> bool:
 
 
 @dataclass
-class LaunchRequest:
-    """What the user asked for; None means "choose a default"."""
-
-    script: str
-    script_args: list[str] = field(default_factory=list)
-    nproc_per_node: str | None = None
-    max_restarts: int | None = None
-    threads: int | None = None
-    collective_timeout: float | None = None
-    torchrun: TorchrunFlags = field(default_factory=TorchrunFlags)
-
-
-@dataclass
 class LaunchPlan:
     argv: list[str]
     env_updates: dict[str, str]
+    # torchrun gets launch's default of no restarts (neither the flag nor PET_MAX_RESTARTS).
+    restarts_defaulted: bool = False
+    exposure: str | None = None  # the warning for a machine with a public address
 
     def display(self) -> str:
         assignments = [f"{key}={shlex.quote(value)}" for key, value in self.env_updates.items()]
@@ -128,6 +114,17 @@ def nproc_from_environment(environ: Mapping[str, str]) -> str | None:
     raise LaunchError(f"{variable}={value!r}: expected a whole number >= 1, auto, gpu or cpu")
 
 
+def plan_here(request: LaunchRequest, environ: Mapping[str, str]) -> LaunchPlan:
+    """The plan for this machine: the script checked, the GPUs counted, the rendezvous reached,
+    then the command line (`build_plan`) and the warning for a public address."""
+    check_script(request)
+    gpus = count_visible_gpus(environ)
+    route = check_rendezvous(request.torchrun)
+    made = build_plan(request, environ, gpus, os.cpu_count() or 1, route)
+    made.exposure = exposure_here(request.torchrun)
+    return made
+
+
 def check_script(request: LaunchRequest) -> None:
     if not request.torchrun.script_is_a_file:
         return  # a module name or an executable on PATH, not a file here
@@ -163,7 +160,10 @@ def build_plan(
     env = worker_environment(request, environ, nproc, cpu_count)
     if multi_node:
         env.update(socket_interfaces(environ, route))
-    return LaunchPlan(argv=argv, env_updates=env)
+    defaulted = (
+        request.max_restarts is None and set_by_environment("--max-restarts", environ) is None
+    )
+    return LaunchPlan(argv=argv, env_updates=env, restarts_defaulted=defaulted)
 
 
 def rendezvous_defaults(

@@ -1,16 +1,19 @@
-"""torchrun's own flags: every one passes through unchanged and in order (a test compares this
-table with torchrun's parser), parsed once into `TorchrunFlags`, which answers launch's questions.
-"""
+"""torchrun's command line: its own flags, every one passed through unchanged and in order (a test
+compares this table with torchrun's parser), parsed once into `TorchrunFlags`, which answers
+launch's questions; and the stop signals launch has it handle (`with_stop_signals_handled`)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint
+from torchrig.image.pth.rank_exit import TORCHRUN_MODULE
 
 # A pass-through flag and its value (None for a bare flag such as --no-python).
 Flag = tuple[str, str | None]
@@ -128,3 +131,35 @@ def add_pass_through_arguments(parser: argparse.ArgumentParser, dest: str) -> No
             nargs=None if takes_value else 0, default=[], metavar="VALUE",
             help=argparse.SUPPRESS,
         )  # fmt: skip
+
+
+# torchrun's own default set, plus the stop signals it would otherwise die of.
+TORCHRUN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+SIGNALS_FLAG = "--signals-to-handle"
+
+
+def torch_handles_more_signals() -> bool:
+    """Whether this torch's torchrun has --signals-to-handle (read from its source: importing
+    torch takes seconds)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return False
+    run = Path(spec.origin).parent / "distributed" / "run.py"
+    try:
+        return SIGNALS_FLAG in run.read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def with_stop_signals_handled(argv: list[str], supported: bool | None = None) -> list[str]:
+    """torchrun's command line with SIGUSR1/SIGUSR2 handled too, unless the user chose the set or
+    this torch's torchrun cannot (`supported`: asked of torch's source when None).
+    `argv` is [python, (its flags,) -m, torch.distributed.run, ...flags, script, ...]."""
+    if supported is None:
+        supported = torch_handles_more_signals()
+    if not supported or any(
+        arg.split("=", 1)[0] in (SIGNALS_FLAG, "--signals_to_handle") for arg in argv
+    ):
+        return argv
+    at = argv.index(TORCHRUN_MODULE) + 1
+    return [*argv[:at], f"{SIGNALS_FLAG}={','.join(TORCHRUN_SIGNALS)}", *argv[at:]]

@@ -1,2 +1,2 @@
 """One command on many hosts over SSH, behind `--hostfile` / `--hosts` of `torchrig launch` and
-`torchrig verify` (one module per part: docs/architecture.md). Standard library only."""
+`torchrig verify`, and the job across hosts that both run (`job`). Standard library only."""

@@ -22,7 +22,7 @@ from typing import IO, Any
 from torchrig import children
 from torchrig.multihost.hostfile import HostsError
 from torchrig.multihost.remote import STARTED
-from torchrig.voice import Voice
+from torchrig.shared.voice import Voice
 
 # BatchMode: fail instead of asking for a password or passphrase nobody will type. The keep-alive
 # notices a host that vanished (a killed container, a pulled cable) in about 15 s.
@@ -250,7 +250,7 @@ def capture_all(
 class JobPolicy:
     """How the job treats a host that ends early."""
 
-    # Hosts whose loss ends the job (run.py adds the first one: it holds the rendezvous).
+    # Hosts whose loss ends the job (`job.run_job` adds the first one: it holds the rendezvous).
     essential: set[str] = field(default_factory=set)
     # A host whose connection drops is started again while the job runs (elastic rejoin).
     rejoin: bool = True

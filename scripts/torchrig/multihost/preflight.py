@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from torchrig.children import module_command
 from torchrig.facts import network
-from torchrig.facts.network import Endpoint, Reach
-from torchrig.interpreter import module_command
+from torchrig.facts.network import Endpoint, Reach, exposure_warning, unreachable_message
 from torchrig.multihost import fanout
 from torchrig.multihost.fanout import Captured
 from torchrig.multihost.hostfile import Host
+from torchrig.shared import ports
 
 PREFLIGHT_TIMEOUT_S = 120.0
 # How long the other hosts keep trying the first host's test listener while it starts.
@@ -33,7 +34,7 @@ SSH_FAILURES = (
      "its name does not resolve: check the hostfile, DNS, or a Host entry in ~/.ssh/config"),
     (r"Connection refused",
      "nothing answers on its SSH port: is sshd (the container) running? the image's sshd listens "
-     "on 2222: set 'Port 2222' for it in ~/.ssh/config"),
+     f"on {ports.SSH.container}: set 'Port {ports.SSH.container}' for it in ~/.ssh/config"),
     (r"timed out|No route to host|Network is unreachable",
      "unreachable (no answer): is it up, on this network, and is its SSH port open?"),
     (r"Permission denied",
@@ -42,26 +43,6 @@ SSH_FAILURES = (
     (r"Host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED",
      "its host key is unknown or changed: `ssh` to it once to check and accept the key"),
 )  # fmt: skip
-
-
-def exposure_warning(where: str, public: Sequence[Sequence[str]], ports: str) -> str:
-    """What a machine with public addresses risks: torch's stores listen on every interface."""
-    listed = ", ".join(f"{address} ({interface})" for address, interface in public)
-    return (
-        f"{where} has public address(es) {listed}, and the job listens there too: torch's stores "
-        f"listen on every interface ({ports}), and gloo and NCCL open ports as well. Whoever can "
-        "connect can write rendezvous state, which torch unpickles: their code, run as this user "
-        "on every node. Allow these ports only from the job's machines (a firewall or security "
-        "group): docs/multinode.md, Network exposure"
-    )
-
-
-def unreachable_message(endpoint: network.Endpoint, detail: str) -> str:
-    return (
-        f"cannot reach the rendezvous endpoint {endpoint} ({detail}): a firewall dropping "
-        f"TCP port {endpoint.port}? open it (and the ports gloo/NCCL use) between the nodes, or "
-        "give --rdzv-endpoint an address every node reaches"
-    )
 
 
 # --- across hosts ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import sys
 import threading
 
 from torchrig.facts.processes import read_descendants
-from torchrig.voice import IN_OTHERS_OUTPUT, Voice
+from torchrig.shared.voice import IN_OTHERS_OUTPUT, Voice
 
 # torchrun gives its workers 30 s after SIGTERM before it kills them; a training script may save
 # a checkpoint in that time. After this, anything left is killed outright.

@@ -8,8 +8,9 @@ import os
 import time
 from pathlib import Path
 
-from torchrig.packages import kept, sitedir, stack
-from torchrig.voice import Voice
+from torchrig.packages import kept, stack
+from torchrig.shared import places
+from torchrig.shared.voice import Voice
 
 VOICE = Voice("torchrig packages:")
 
@@ -24,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, root: Path = Path(sitedir.KEPT_ROOT)) -> int:
+def run(args: argparse.Namespace, root: Path = Path(places.KEPT_ROOT)) -> int:
     if os.geteuid() == 0:
         VOICE.error(
             "run it as dev, whose packages they are "
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace, root: Path = Path(sitedir.KEPT_ROOT)) -> int:
 
 
 def show(root: Path) -> int:
-    prefix = Path(sitedir.kept_prefix(str(root)))
+    prefix = Path(places.kept_prefix(str(root)))
     dists = kept.kept_dists(kept.kept_site(prefix))
     print(f"Kept packages in {prefix}: {len(dists)}")
     for dist in dists:

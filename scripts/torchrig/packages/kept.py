@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
-from torchrig.packages import sitedir, stack
+from torchrig.packages import stack
+from torchrig.shared import places
 
 # In the kept site-packages: the image's site-packages, read after the kept one. Only when it is
 # not on sys.path yet: a Python of the image that added the kept packages already has it, and
@@ -61,7 +62,7 @@ class Prepared:
 
 
 def kept_site(prefix: Path, version: tuple[int, int] | None = None) -> Path:
-    return Path(sitedir.site_packages(str(prefix), version or sys.version_info))
+    return Path(places.site_packages(str(prefix), version or sys.version_info))
 
 
 def requirement_name(requirement: str) -> str:
@@ -165,7 +166,7 @@ def venv_version(prefix: Path) -> tuple[int, int] | None:
 
 def set_aside(prefix: Path, version: tuple[int, int]) -> Path:
     """Move a kept venv made for another Python out of the way, whole: venv-python3.11."""
-    base = prefix.with_name(f"{prefix.name}-{sitedir.python_tag(version)}")
+    base = prefix.with_name(f"{prefix.name}-{places.python_tag(version)}")
     target, number = base, 1
     while target.exists() or target.is_symlink():
         number += 1
@@ -176,7 +177,7 @@ def set_aside(prefix: Path, version: tuple[int, int]) -> Path:
 
 def set_aside_venvs(root: Path) -> list[Path]:
     """The kept venvs moved aside for another Python, for `make packages` to name."""
-    return sorted(p for p in root.glob(f"{sitedir.KEPT_VENV}-python*") if p.is_dir())
+    return sorted(p for p in root.glob(f"{places.KEPT_VENV}-python*") if p.is_dir())
 
 
 def ensure_venv(prefix: Path) -> bool:
@@ -207,7 +208,7 @@ def remove_image_records(site: Path) -> None:
 def prepare(
     root: Path,
     now: float,
-    image_prefix: str = sitedir.IMAGE_PREFIX,
+    image_prefix: str = places.IMAGE_PREFIX,
     constraints: Path = Path(stack.CONSTRAINTS_FILE),
     version: tuple[int, int] | None = None,
 ) -> Prepared:
@@ -219,7 +220,7 @@ def prepare(
             f"(uid {os.getuid()}), so `pip install` has nowhere to go. Mount a writable volume "
             "or folder there (PACKAGES_DIR)."
         ])  # fmt: skip
-    prefix = Path(sitedir.kept_prefix(str(root)))
+    prefix = Path(places.kept_prefix(str(root)))
     warnings = []
     made_for = venv_version(prefix)
     if made_for is not None and made_for != version:
@@ -232,7 +233,7 @@ def prepare(
         )
     made = ensure_venv(prefix)
     site = kept_site(prefix, version)
-    image = sitedir.site_packages(image_prefix, version)
+    image = places.site_packages(image_prefix, version)
     line = f"import sys, site; {image!r} in sys.path or site.addsitedir({image!r})\n"
     (site / IMAGE_PTH).write_text(line, encoding="utf-8")
     write_wrappers(prefix, version)

@@ -16,8 +16,9 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from torchrig.packages import kept, sitedir, stack
-from torchrig.voice import IN_OTHERS_OUTPUT, Voice
+from torchrig.packages import kept, stack
+from torchrig.shared import places
+from torchrig.shared.voice import IN_OTHERS_OUTPUT, Voice
 
 # Inside pip's and uv's output.
 VOICE = Voice(IN_OTHERS_OUTPUT)
@@ -125,7 +126,7 @@ def main(
     if tool == "uv" and not os.access(UV, os.X_OK):
         VOICE.error(f"uv is not in this image ({UV})")
         return 127
-    image = Path(sitedir.site_packages(sitedir.IMAGE_PREFIX))
+    image = Path(places.site_packages(places.IMAGE_PREFIX))
     records = tool == "uv" and uv_needs_image_records(args, environ, prefix)
     with image_records(kept.kept_site(prefix), image) if records else contextlib.nullcontext():
         code, output = run_keeping_output(command)

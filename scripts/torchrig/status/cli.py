@@ -10,8 +10,8 @@ from pathlib import Path
 from torchrig.checkpoint import location
 from torchrig.facts import processes
 from torchrig.facts.nvml import read_snapshot
+from torchrig.shared.voice import Voice
 from torchrig.status import jobs, report
-from torchrig.voice import Voice
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

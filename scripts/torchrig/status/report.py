@@ -11,7 +11,7 @@ from typing import Any
 
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.processes import Process
-from torchrig.sizes import size_figure
+from torchrig.shared.voice import size_figure
 from torchrig.status.jobs import TorchrunJob, ranks
 
 NOT_RECORDED = (

@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from torchrig.distributed import init_distributed, shutdown_distributed
-from torchrig.sizes import MIB
+from torchrig.shared.voice import MIB
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

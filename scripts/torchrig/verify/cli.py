@@ -8,8 +8,8 @@ import sys
 
 from torchrig.facts import container_runtime
 from torchrig.multihost.hostfile import add_host_arguments
+from torchrig.shared.voice import Voice
 from torchrig.verify import report
-from torchrig.voice import Voice
 
 DEFAULT_TIMEOUT_S = 60.0
 # Usage errors exit 3 too: argparse's usual 2 would read as "no GPU".

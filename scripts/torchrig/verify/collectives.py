@@ -10,10 +10,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from torchrig import children, sizes
+from torchrig import children
+from torchrig.children import module_command
 from torchrig.facts.verdict import Check, failed, passed, warned
-from torchrig.interpreter import module_command
-from torchrig.sizes import KIB, MIB
+from torchrig.shared import voice
+from torchrig.shared.voice import KIB, MIB
 from torchrig.verify.probes import last_line
 
 SECTION = "collectives"
@@ -123,7 +124,7 @@ def allreduce_verdict(
 
 def size_text(size: int) -> str:
     """A message size of the sweep: exact (`64 KiB`, `512 MiB`)."""
-    return sizes.size_text(size, digits=None)
+    return voice.size_text(size, digits=None)
 
 
 def sweep_verdict(plan: Plan, sweep: list[dict[str, Any]], nvlink_everywhere: bool) -> Check:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 from torchrig.facts.nvml import P2P_STATUS_NAMES, P2P_STATUS_OK, TOPOLOGY_NAMES, NvmlGpu
 from torchrig.facts.nvml import NvmlSnapshot as Snapshot
 from torchrig.facts.verdict import Check, Verdict, passed, warned
-from torchrig.sizes import size_text
+from torchrig.shared.voice import size_text
 from torchrig.verify.selection import SelectedGpu
 
 SECTION = "gpus"

@@ -12,11 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from torchrig import children
+from torchrig.children import module_command
 from torchrig.facts.verdict import Check, Verdict, failed, passed
-from torchrig.interpreter import module_command
-from torchrig.launch import hosts as launch_on_hosts
-from torchrig.launch.options import Launch
-from torchrig.launch.plan import LaunchRequest
+from torchrig.launch import split
+from torchrig.launch.options import Launch, LaunchRequest
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost import fanout, preflight
 from torchrig.multihost.hostfile import Host
@@ -100,7 +99,7 @@ def cross_node_check(hosts: list[Host], cpu: bool, timeout: float, python: str) 
         rejoin=False, deadline_s=RENDEZVOUS_S + timeout * (len(sweep_sizes(cpu)) + 1)
     )
     launch = Launch(cross_node_request(hosts, cpu, timeout), hosts, python)
-    outcome = launch_on_hosts.run_on_hosts(launch, FOLDER, printer, policy)
+    outcome = split.run_on_hosts(launch, FOLDER, printer, policy)
     problems, code = outcome.problems, outcome.code
     if problems:
         return failed("collectives", NAME, "not run: " + problems[0], "; ".join(problems))

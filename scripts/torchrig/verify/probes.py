@@ -12,7 +12,7 @@ from typing import Any
 
 from torchrig import children
 from torchrig.facts.verdict import Check, failed, passed, warned
-from torchrig.sizes import GIB, MIB
+from torchrig.shared.voice import GIB, MIB
 from torchrig.verify.peaks import Peak, peak_for
 
 SECTION = "probes"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from torchrig.facts.verdict import Check, Verdict
-from torchrig.sizes import size_text
+from torchrig.shared.voice import size_text
 
 SCHEMA = "torchrig.verify/1"
 

@@ -13,12 +13,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torchrig import __version__, children
+from torchrig.children import module_command
 from torchrig.facts import container_runtime, runtime, visible
 from torchrig.facts.container_runtime import Runtime
 from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped
 from torchrig.facts.visible import CUDA_VISIBLE, visibility_env
-from torchrig.interpreter import module_command
 from torchrig.verify import collectives, health, probes, selection, software
 from torchrig.verify.report import Report
 from torchrig.verify.software import TorchFacts

@@ -10,7 +10,7 @@ from torchrig.facts.nvml import NvmlGpu
 from torchrig.facts.nvml import NvmlSnapshot as Snapshot
 from torchrig.facts.verdict import Check, failed, passed, warned
 from torchrig.facts.visible import CUDA_VISIBLE, NVIDIA_VISIBLE, visible_devices, visible_positions
-from torchrig.sizes import size_text
+from torchrig.shared.voice import size_text
 from torchrig.verify.software import TorchDevice, TorchFacts
 
 SECTION = "gpus"

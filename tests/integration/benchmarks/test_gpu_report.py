@@ -118,9 +118,9 @@ def test_the_parts_workers_end_as_the_images_do(tmp_path: Path, rank_exit: str) 
     """The report's children run torchrun workers with the image's rank-exit hook: a rank that
     dies in Python's teardown after its script (made to, here; by chance in a real part) fails
     nothing. With the hook off, the same run fails: the test can see the bug."""
-    from benchmarks import gpu_report
+    from benchmarks.gpu_report import runner
 
-    env = gpu_report.child_environment(os.environ) | {"TORCHRIG_RANK_EXIT": rank_exit}
+    env = runner.child_environment(os.environ) | {"TORCHRIG_RANK_EXIT": rank_exit}
     script = REPO_ROOT / "tests" / "users_code" / "plain_dist.py"
     result = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",

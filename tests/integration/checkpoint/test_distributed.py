@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from torchrig.checkpoint import CheckpointError, CheckpointManager, TrainingState
-from torchrig.checkpoint.errors import CheckpointWarning
+from torchrig.checkpoint import CheckpointError, CheckpointManager, CheckpointWarning, TrainingState
 
 from ...checkpoint_support import Position, TinyNet, ckpt, run_ranks, train_steps
 

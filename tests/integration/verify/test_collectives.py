@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from torchrig import children
+from torchrig.children import module_command
 from torchrig.facts.verdict import Verdict
-from torchrig.interpreter import module_command
-from torchrig.sizes import MIB
+from torchrig.shared.voice import MIB
 from torchrig.verify import collectives
 
 pytestmark = pytest.mark.slow

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from torchrig.checkpoint import CheckpointWarning
 from torchrig.checkpoint.directory import FILE, FOLDER, TEMP_RE
-from torchrig.checkpoint.errors import CheckpointWarning
 
 
 def test_entry_names_and_parsing_keep_the_layouts_apart() -> None:

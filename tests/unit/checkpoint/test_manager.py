@@ -15,10 +15,10 @@ from torchrig.checkpoint import (
     CheckpointError,
     CheckpointManager,
     CheckpointMismatch,
+    CheckpointWarning,
     TrainingState,
     load_model_weights,
 )
-from torchrig.checkpoint.errors import CheckpointWarning
 
 from ...checkpoint_support import (
     Position,

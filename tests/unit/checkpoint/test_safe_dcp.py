@@ -16,11 +16,11 @@ from torch.distributed.checkpoint.metadata import Metadata
 from torchrig.checkpoint import (
     CheckpointError,
     CheckpointManager,
+    CheckpointWarning,
     TrainingState,
     load_model_weights,
     safe_dcp,
 )
-from torchrig.checkpoint.errors import CheckpointWarning
 
 from ...checkpoint_support import TinyNet, ckpt
 

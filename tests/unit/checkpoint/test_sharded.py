@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from torchrig.checkpoint import CheckpointManager, TrainingState
-from torchrig.checkpoint.errors import CheckpointWarning
+from torchrig.checkpoint import CheckpointManager, CheckpointWarning, TrainingState
 from torchrig.checkpoint.sharded import FORMAT, describe_folder
 
 from ...checkpoint_support import Position, TinyNet, same_weights, snapshot, train_steps

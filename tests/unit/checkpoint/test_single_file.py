@@ -12,11 +12,11 @@ import torch
 from torchrig.checkpoint import (
     CheckpointError,
     CheckpointManager,
+    CheckpointWarning,
     TrainingState,
     strip_prefixes,
     unwrap_model,
 )
-from torchrig.checkpoint.errors import CheckpointWarning
 from torchrig.checkpoint.single_file import (
     FORMAT,
     SingleFileLayout,

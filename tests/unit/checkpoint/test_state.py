@@ -15,12 +15,12 @@ import torch
 from torchrig.checkpoint import (
     CheckpointError,
     CheckpointManager,
+    CheckpointWarning,
     TrainingState,
     capture_rng_state,
     gather_rng_states,
     restore_rng_state,
 )
-from torchrig.checkpoint.errors import CheckpointWarning
 from torchrig.checkpoint.state import check_loadable
 
 from ...checkpoint_support import Position, TinyNet, train_steps

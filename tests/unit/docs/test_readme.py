@@ -64,7 +64,7 @@ def test_every_torchrig_command_the_readme_names_exists() -> None:
 def test_the_docs_write_the_ssh_command_as_make_up_prints_it() -> None:
     """One form, `dev@127.0.0.1`, the address the ports are published on: `localhost` in one place
     and 127.0.0.1 in another gives ssh two known_hosts entries for one workstation."""
-    from torchrig.container.endpoints import ssh_command
+    from torchrig.image.endpoints import ssh_command
 
     printed = ssh_command("127.0.0.1:2222")
     readme = README.read_text(encoding="utf-8")

@@ -99,3 +99,17 @@ def test_only_globally_routable_addresses_are_public() -> None:
         "2001:db8::5": "doc", "2a01:4f8::2": "eth0",
     }  # fmt: skip
     assert network.public_addresses(addresses) == [("2a01:4f8::2", "eth0"), ("8.8.4.4", "eth2")]
+
+
+def test_the_messages_name_the_port_to_open_and_every_public_address() -> None:
+    unreachable = network.unreachable_message(Endpoint("head", 29555), "no answer within 5 s")
+    assert unreachable.startswith(
+        "cannot reach the rendezvous endpoint head:29555 (no answer within 5 s): a firewall "
+        "dropping TCP port 29555?"
+    )
+    public = [("203.0.114.9", "eth0"), ("2001:db8::1", "eth1")]
+    warning = network.exposure_warning("b", public, "the store on port 29555")
+    assert warning.startswith(
+        "b has public address(es) 203.0.114.9 (eth0), 2001:db8::1 (eth1), and the job listens "
+        "there too: torch's stores listen on every interface (the store on port 29555)"
+    )

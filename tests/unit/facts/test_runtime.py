@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from torchrig.facts import runtime
 from torchrig.facts.verdict import Verdict
-from torchrig.sizes import GIB, KIB, MIB
+from torchrig.shared.voice import GIB, KIB, MIB
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import json
 import pytest
 from torchrig.host import compose_failure
 from torchrig.host.compose_failure import FailureFacts
-from torchrig.voice import Voice
+from torchrig.shared.voice import Voice
 
 PORT_IN_USE = (
     "Error response from daemon: driver failed programming external connectivity on endpoint "

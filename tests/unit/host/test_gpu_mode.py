@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 from torchrig.host import gpu_mode
-from torchrig.host.compose_failure import HostError
 from torchrig.host.gpu_mode import HostGpus
-from torchrig.voice import Voice
+from torchrig.shared.voice import CannotGoOn, Voice
 
 NO_GPU = HostGpus(device_nodes=(), nvidia_smi=None, hook=None)
 GPUS = HostGpus(("/dev/nvidia0", "/dev/nvidiactl"), "/usr/bin/nvidia-smi", hook=None)
@@ -21,7 +20,7 @@ PLAIN_RUNTIMES = frozenset({"io.containerd.runc.v2", "io.containerd.runtime.v1.l
 NVIDIA_RUNTIMES = PLAIN_RUNTIMES | {"nvidia"}
 
 
-def said(refused: HostError) -> str:
+def said(refused: CannotGoOn) -> str:
     """The refusal as `make up` says it: an error."""
     assert not refused.lines[0].startswith(("error:", "warning:"))  # the voice adds the level
     text = io.StringIO()
@@ -36,7 +35,7 @@ def test_cpu_setting_is_one_zero_or_unset(value: str, forced: bool | None) -> No
 
 @pytest.mark.parametrize("value", ["yes", "true", "2", "cpu"])
 def test_any_other_cpu_setting_says_what_the_values_mean(value: str) -> None:
-    with pytest.raises(HostError) as refused:
+    with pytest.raises(CannotGoOn) as refused:
         gpu_mode.parse_cpu_setting(value)
     assert said(refused.value).startswith(f"error: CPU={value!r} is not 0 or 1: `make up CPU=1`")
 
@@ -75,7 +74,7 @@ def test_gpus_with_the_toolkit_hook_but_no_configured_runtime_start_with_gpus() 
 
 
 def test_gpus_without_the_toolkit_stop_at_once_with_its_fix_and_cpu_1() -> None:
-    with pytest.raises(HostError) as refused:
+    with pytest.raises(CannotGoOn) as refused:
         gpu_mode.choose_mode(None, GPUS, PLAIN_RUNTIMES)
     text = said(refused.value)
     assert text.startswith("error: this machine has NVIDIA GPUs (/dev/nvidia0, /dev/nvidiactl,")
@@ -106,3 +105,24 @@ def test_runtimes_come_from_docker_info_json() -> None:
     info = '{"io.containerd.runc.v2":{"path":"runc"},"nvidia":{"path":"nvidia-container-runtime"}}'
     assert gpu_mode.parse_runtimes(info) == {"io.containerd.runc.v2", "nvidia"}
     assert gpu_mode.parse_runtimes("null") == frozenset()
+
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_mode_is_decided_once_by_up_and_no_other_target_names_the_cpu_override() -> None:
+    """The Makefile passes CPU to `up` alone; the CPU override is added by `decide` only."""
+    makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
+    assert gpu_mode.CPU_OVERRIDE not in makefile
+    uses = [line.strip() for line in makefile.splitlines() if "$(CPU)" in line]
+    assert uses == ['$(HOST_PY) torchrig.host.up --cpu "$(CPU)" -- $(COMPOSE)']
+
+
+def test_decide_adds_the_cpu_override_in_cpu_mode_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gpu_mode, "read_host_gpus", lambda: NO_GPU)
+    plain = gpu_mode.Compose(["docker", "compose", "-f", "docker-compose.yml"])
+    mode, cpu = gpu_mode.decide("", plain)
+    assert mode.cpu and mode.notice == gpu_mode.CPU_MODE_NOTICE
+    assert cpu.command[-2:] == ["-f", gpu_mode.CPU_OVERRIDE]
+    mode, forced = gpu_mode.decide("0", plain)  # no GPUs, but insisted on: compose will say
+    assert not mode.cpu and forced == plain

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 from torchrig.host import gpus, workstations
-from torchrig.host.compose_failure import HostError
 from torchrig.host.gpus import HostGpu
 from torchrig.host.workstations import GpuClaim
+from torchrig.shared.voice import CannotGoOn
 
 from .engine import RECORDED, workstation
 
@@ -51,14 +51,14 @@ def test_gpus_is_read(value: str | None, request_: GpuClaim) -> None:
     ("0,0", "names a GPU twice"),
 ])  # fmt: skip
 def test_a_malformed_gpus_is_a_clear_error(value: str, said: str) -> None:
-    with pytest.raises(HostError) as failed:
+    with pytest.raises(CannotGoOn) as failed:
         gpus.parse_request(value)
     assert said in failed.value.lines[0]
     assert "free:N" in failed.value.lines[1]
 
 
 def test_a_gpu_this_machine_lacks_is_refused_with_what_it_has() -> None:
-    with pytest.raises(HostError) as failed:
+    with pytest.raises(CannotGoOn) as failed:
         gpus.decide("1,7", share=False, others=[], table=TABLE)
     assert "this machine has no GPU 7. It has: 0 (GPU-0" in failed.value.lines[0]
 
@@ -85,7 +85,7 @@ def test_gpus_another_running_workstation_holds_are_refused_naming_it(
         table = TABLE  # device_uuid is not among these
         assert gpus.overlaps(gpus.parse_request(mine), [bob], table) == []
         return
-    with pytest.raises(HostError) as failed:
+    with pytest.raises(CannotGoOn) as failed:
         gpus.decide(mine, False, [bob], TABLE)
     said = failed.value.lines[0]
     assert f"GPU {common} " in said
@@ -107,7 +107,7 @@ def test_free_n_takes_the_lowest_that_nobody_holds() -> None:
 
 
 def test_free_n_says_who_holds_the_rest_when_too_few_are_free() -> None:
-    with pytest.raises(HostError) as failed:
+    with pytest.raises(CannotGoOn) as failed:
         gpus.decide("free:3", False, [holding(None)], TABLE)
     assert (
         "only 2 of this machine's 4 GPUs are free (1, 3); held by: torchrig-bob (0,2)"
@@ -116,12 +116,12 @@ def test_free_n_says_who_holds_the_rest_when_too_few_are_free() -> None:
 
 
 def test_free_n_without_the_machine_s_gpu_list_is_a_clear_error() -> None:
-    with pytest.raises(HostError) as failed:
+    with pytest.raises(CannotGoOn) as failed:
         gpus.decide("free:1", False, [], None)
     assert "nvidia-smi could not give it" in failed.value.lines[0]
 
 
 def test_without_the_gpu_list_ids_are_compared_as_given() -> None:
     assert gpus.decide("1", False, [holding(None)], None) is None
-    with pytest.raises(HostError):
+    with pytest.raises(CannotGoOn):
         gpus.decide("2", False, [holding(None)], None)

@@ -31,3 +31,18 @@ def test_what_the_command_prints_reaches_the_terminal_harmless(
     out, err = capfd.readouterr()
     assert "\x1b" not in out + err
     assert "Version: 1.0\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in out and "\\x1b]52" in err
+
+
+def test_a_port_is_asked_of_compose_by_its_number_in_the_table(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`make ssh` and `make jupyter-url` name the port; compose is asked for the container's."""
+    asked = "sys.argv[1:] == ['port', 'workstation', '2222']"
+    answers = f"import sys; print('127.0.0.1:12222' if {asked} else '')"
+    compose = [sys.executable, "-c", answers]
+    assert inside.published_address(compose, "ssh") == "127.0.0.1:12222"
+    assert inside.published_address(compose, "jupyter") is None
+    assert inside.say_address(compose, "ssh") == 0
+    assert capsys.readouterr().out == "127.0.0.1:12222\n"
+    assert inside.say_address(compose, "jupyter") == 1
+    assert "does not publish its jupyter port" in capsys.readouterr().err

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from torchrig.host import compose_failure, preflight
-from torchrig.host.compose_failure import HostError
+from torchrig.shared.voice import CannotGoOn
 
 REFUSED = (
     "docker: Error response from daemon: failed to create shim task: OCI runtime create failed: "
@@ -40,7 +40,7 @@ def all_free(address: str, port: int) -> bool:
 
 
 def test_a_port_on_this_workstation_s_other_port_names_both_variables() -> None:
-    with pytest.raises(HostError) as refused:
+    with pytest.raises(CannotGoOn) as refused:
         preflight.check_ports(service(jupyter=2222), None, all_free, given=["JUPYTER_PORT"])
     text = "\n".join(refused.value.lines)
     assert "JUPYTER_PORT=2222 clashes with this workstation's own SSH_PORT=2222" in text
@@ -48,7 +48,7 @@ def test_a_port_on_this_workstation_s_other_port_names_both_variables() -> None:
 
 
 def test_the_variable_the_user_set_is_the_one_to_change() -> None:
-    with pytest.raises(HostError) as refused:
+    with pytest.raises(CannotGoOn) as refused:
         preflight.check_ports(service(ssh=8888), None, all_free, given=["SSH_PORT"])
     assert refused.value.lines[0].startswith("SSH_PORT=8888 clashes with this workstation's own")
 
@@ -59,7 +59,7 @@ def test_the_ports_this_workstation_holds_already_are_not_taken() -> None:
 
 def test_a_new_port_taken_on_the_machine_is_refused_with_its_variable() -> None:
     taken = {9999}
-    with pytest.raises(HostError) as refused:
+    with pytest.raises(CannotGoOn) as refused:
         preflight.check_ports(
             service(jupyter=9999), running(), lambda address, port: port not in taken
         )
@@ -88,7 +88,7 @@ class Engine:
 def test_memlock_the_engine_refuses_names_its_hard_limit() -> None:
     """`make up MEMLOCK=-1` while the workstation runs with 8 MiB: refused before the recreate."""
     engine = Engine()
-    with pytest.raises(HostError) as refused:
+    with pytest.raises(CannotGoOn) as refused:
         preflight.check_memlock(engine, service(), running(memlock=8388608))
     text = "\n".join(refused.value.lines)
     assert "may not raise the container's memlock limit to unlimited (MEMLOCK=-1)" in text
@@ -118,5 +118,5 @@ def test_compose_s_own_rlimit_error_gets_the_same_advice() -> None:
 
 def test_the_config_compose_writes_is_read() -> None:
     config = json.dumps({"services": {"workstation": service(jupyter=2222)}})
-    with pytest.raises(HostError):
+    with pytest.raises(CannotGoOn):
         preflight.check(Engine(), config, None, all_free)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from torchrig.host import project
-from torchrig.host.compose_failure import HostError
+from torchrig.shared.voice import CannotGoOn
 
 from .engine import FakeEngine, volume, workstation
 
@@ -41,7 +41,7 @@ def test_the_name_is_readable_and_one_compose_accepts(user: str, folder: str, na
 
 @pytest.mark.parametrize("bad", ["Alice", "-x", "a/b", "", "a b"])
 def test_a_name_compose_refuses_is_a_clear_error(bad: str) -> None:
-    with pytest.raises(HostError) as failed:
+    with pytest.raises(CannotGoOn) as failed:
         project.check_name(bad)
     assert "is not a name compose accepts" in failed.value.lines[0]
     assert "COMPOSE_PROJECT_NAME=<name> in .env" in failed.value.lines[1]
@@ -66,7 +66,7 @@ def test_a_name_given_on_the_first_run_is_the_one_written(
     assert project.settle(alice / ".env", ALICE, engine).name == "alice-exp"  # it stuck
     monkeypatch.setenv("COMPOSE_PROJECT_NAME", "Alice")
     (alice / ".env").unlink()
-    with pytest.raises(HostError):
+    with pytest.raises(CannotGoOn):
         project.settle(alice / ".env", ALICE, engine)
     assert not (alice / ".env").exists()
 
@@ -82,7 +82,7 @@ def test_the_name_set_wins_and_is_checked(alice: Path, monkeypatch: pytest.Monke
     (alice / ".env").write_text("COMPOSE_PROJECT_NAME=mine\n")
     assert project.settle(alice / ".env", ALICE, FakeEngine()).name == "mine"
     monkeypatch.setenv("COMPOSE_PROJECT_NAME", "Not/Valid")
-    with pytest.raises(HostError):
+    with pytest.raises(CannotGoOn):
         project.settle(alice / ".env", ALICE, FakeEngine())
 
 
@@ -126,7 +126,7 @@ def test_another_folder_s_workstation_is_refused_naming_folder_and_owner(tmp_pat
     theirs = tmp_path / "bob" / "torchrig"
     theirs.mkdir(parents=True)
     engine = FakeEngine([workstation(project="torchrig-x", folder=str(theirs))])
-    with pytest.raises(HostError) as refused:
+    with pytest.raises(CannotGoOn) as refused:
         project.refuse("torchrig-x", ALICE, engine)
     lines = refused.value.lines
     owner = project.folder_owner(str(theirs))
@@ -137,7 +137,7 @@ def test_another_folder_s_workstation_is_refused_naming_folder_and_owner(tmp_pat
 
 def test_the_owner_of_a_folder_not_on_this_machine_is_its_puid() -> None:
     engine = FakeEngine([workstation(project="torchrig-x", folder="/nowhere/torchrig")])
-    with pytest.raises(HostError) as refused:
+    with pytest.raises(CannotGoOn) as refused:
         project.refuse("torchrig-x", ALICE, engine)
     assert "in use by PUID 4242's workstation" in refused.value.lines[0]
 
@@ -152,7 +152,7 @@ def test_an_engine_that_cannot_be_asked_stops_the_first_run_and_writes_nothing(
 ) -> None:
     engine = FakeEngine()
     engine.down = True
-    with pytest.raises(HostError):
+    with pytest.raises(CannotGoOn):
         project.settle(alice / ".env", ALICE, engine)
     assert not (alice / ".env").exists()
 
@@ -172,7 +172,7 @@ def test_an_old_checkout_beside_old_volumes_nobody_claims_is_asked_whose_they_ar
     env_file = alice / ".env"
     env_file.write_text("PUID=4242\n")
     engine = FakeEngine(volumes=[compose_volume(v, "torchrig") for v in ("packages", "cache")])
-    with pytest.raises(HostError) as asked:
+    with pytest.raises(CannotGoOn) as asked:
         project.settle(env_file, ALICE, engine)
     text = "\n".join(asked.value.lines)
     assert "torchrig_cache, torchrig_packages" in text

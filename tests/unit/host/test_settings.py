@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from torchrig.host import settings
-from torchrig.host.compose_failure import HostError
+from torchrig.shared.voice import CannotGoOn
 
 from .repo import REPO as REPO_ROOT
 
@@ -76,7 +76,7 @@ def test_check_names_refuses_with_every_problem_in_one_error(
     env_file.write_text("PUID=1000\njupyter_port=9999\n")
     monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
     monkeypatch.setenv("MAKEFLAGS", "s -- SSH_PROT=1")
-    with pytest.raises(HostError) as refused:
+    with pytest.raises(CannotGoOn) as refused:
         settings.check_names(REPO_ROOT, env_file)
     text = "\n".join(refused.value.lines)
     assert "nothing was started or changed" in text

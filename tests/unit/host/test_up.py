@@ -3,59 +3,22 @@ or the container's errors."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
+import tarfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
 from torchrig.host import gpu_mode, up, workstations
 from torchrig.host.workstations import Compose
+from torchrig.shared import startup
+from torchrig.shared.startup import Answer
 
-SETTING_ERROR = "[torchrig] error: SSH_PUBLIC_KEY (line 1): there is text before the key type"
-
-
-def test_error_lines_are_the_containers_own_once_each_without_terminal_codes() -> None:
-    logs = (
-        "\x1b[2K[torchrig] torch 2.13.0 | CUDA 13.0\n"
-        f"\x1b[2K{SETTING_ERROR}\n"
-        "\x1b[2K[torchrig] torch 2.13.0 | CUDA 13.0\n"
-        f"\x1b[2K{SETTING_ERROR}\n"  # the same error after Docker restarted it
-        "[torchrig] error: jupyter cannot start: it exited 5 times in a row\n"
-    )
-    assert up.error_lines(logs) == [
-        SETTING_ERROR,
-        "[torchrig] error: jupyter cannot start: it exited 5 times in a row",
-    ]
-
-
-def test_a_crash_loop_shows_what_the_service_itself_said_last() -> None:
-    logs = (
-        "[torchrig] started jupyter\n"
-        "[torchrig] started sshd\n"
-        "Server listening on 0.0.0.0 port 2222.\n"
-        "old words\n"
-        "[torchrig] error: jupyter exited with code 1 after 0.7 s; restarting in 1 s\n"
-        "[torchrig] restarting jupyter (restart #1)\n"
-        "[torchrig] started jupyter\n"
-        "Traceback (most recent call last):\n"
-        "SystemExit: broken config\n"
-        "[torchrig] error: jupyter cannot start: it exited 2 times in a row\n"
-        "[torchrig] gave up: stopping jupyter, sshd\n"
-    )
-    assert up.error_lines(logs) == [
-        "[torchrig] error: jupyter exited with code 1 after 0.7 s; restarting in 1 s",
-        "[torchrig] error: jupyter cannot start: it exited 2 times in a row",
-        "Traceback (most recent call last):",
-        "SystemExit: broken config",
-    ]
-
-
-def test_without_error_lines_the_last_lines_are_shown() -> None:
-    logs = "".join(f"line {n}\n" for n in range(50)) + "Traceback (most recent call last):\n\n"
-    shown = up.error_lines(logs, limit=3)
-    assert shown == ["line 48", "line 49", "Traceback (most recent call last):"]
+SETTING_ERROR = "SSH_PUBLIC_KEY (line 1): there is text before the key type"
 
 
 @dataclass(frozen=True)
@@ -66,6 +29,7 @@ class FakeCompose(Compose):
     answers: dict[str, tuple[int, str]] = field(default_factory=dict)
     calls: list[tuple[str, ...]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    copied: dict[str, bytes] = field(default_factory=dict)  # `docker cp` of a container's file
 
     def answer(self, args: tuple[str, ...]) -> tuple[int, str]:
         self.calls.append(args)
@@ -93,6 +57,10 @@ class FakeCompose(Compose):
         self.files.append(name)
         return self
 
+    def copy_out(self, container: str, path: str) -> bytes | None:
+        self.calls.append(("cp", f"{container}:{path}", "-"))
+        return self.copied.get(path)
+
 
 NO_GPU = gpu_mode.HostGpus(device_nodes=(), nvidia_smi=None, hook=None)
 GPUS = gpu_mode.HostGpus(device_nodes=("/dev/nvidia0",), nvidia_smi=None, hook=None)
@@ -118,7 +86,22 @@ def run_main(
 
 def inspected(status: str, exit_code: int = 0, restarts: int = 0, health: str = "") -> str:
     state = {"Status": status, "ExitCode": exit_code, "Health": {"Status": health}}
-    return json.dumps([{"State": state, "RestartCount": restarts}])
+    return json.dumps([{"Name": "/x-workstation-1", "State": state, "RestartCount": restarts}])
+
+
+def archive(text: str, written: float | None = None, symlink: bool = False) -> bytes:
+    """What `docker cp CONTAINER:FILE -` writes: a tar of the file (a symlink stays one)."""
+    data = text.encode()
+    member = tarfile.TarInfo(startup.START_ERROR)
+    member.mtime = int(time.time() + 1 if written is None else written)
+    if symlink:
+        member.type, member.linkname = tarfile.SYMTYPE, "/etc/shadow"
+    else:
+        member.size = len(data)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        tar.addfile(member, None if symlink else io.BytesIO(data))
+    return out.getvalue()
 
 
 def listed(*publishers: tuple[str, int, int]) -> str:
@@ -129,7 +112,6 @@ def listed(*publishers: tuple[str, int, int]) -> str:
 
 
 RUNNING = listed(("0.0.0.0", 8888, 18888), ("127.0.0.1", 2222, 12222))
-JUPYTER_LINE = "Jupyter: http://127.0.0.1:18888/lab?token=abc\n"
 ENDPOINT_LINES = (
     "status: setting up (user, mounts, checks)\n"
     "status: starting jupyter\n"
@@ -225,17 +207,54 @@ def test_an_engine_that_does_not_answer_when_asked_for_its_runtimes(
     assert "error: the Docker engine at unix:///x.sock does not answer" in capsys.readouterr().err
 
 
-def test_a_failed_start_prints_the_errors_and_stops_the_container(
+def test_a_failed_start_says_its_recorded_error_and_stops_the_container(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The container stopped under the waiting command.
+    # The container stopped under the waiting command; its start recorded why.
     compose = waiting_ends((137, ""), inspected("restarting", exit_code=1, restarts=2))
-    compose.answers["logs"] = (0, f"[torchrig] torch 2.13.0\n{SETTING_ERROR}\n{SETTING_ERROR}\n")
+    compose.copied[up.START_ERROR_PATH] = archive(f"{SETTING_ERROR}\n  set it in .env\n")
     assert run_main(monkeypatch, compose, cpu="1") == 1
     err = capsys.readouterr().err
-    assert err.count(SETTING_ERROR) == 1
-    assert "error: the workstation did not start:" in err
+    assert err.startswith(
+        f"error: the workstation did not start:\n  [torchrig] error: {SETTING_ERROR}\n"
+        "    set it in .env\n"
+        "Stopped it, so it does not restart into the same error"
+    )
+    stop = compose.calls.index(("stop", "workstation"))
+    copy = compose.calls.index(("cp", "x-workstation-1:/run/torchrig/start-error", "-"))
+    assert stop < copy  # stopped first: no restart of Docker's writes the record meanwhile
+    assert not any(call[0] == "logs" for call in compose.calls)  # nothing scrapes the log
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        None,  # it crashed before it could record anything
+        archive(SETTING_ERROR, written=1),  # an earlier start's, not this one's
+        archive("", symlink=True),  # dev planted a symlink in its place
+        archive("x" * (startup.MAX_START_ERROR_BYTES + 1)),
+        b"not a tar",
+    ],
+)
+def test_a_start_that_stopped_without_its_record_is_said_by_its_exit_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], record: bytes | None
+) -> None:
+    compose = waiting_ends((126, "container is restarting"), inspected("exited", exit_code=139))
+    if record is not None:
+        compose.copied[up.START_ERROR_PATH] = record
+    assert run_main(monkeypatch, compose, cpu="1") == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "error: the workstation did not start:\n"
+        "  its start exited with status 139 before it said why (`make logs` shows its output)\n"
+    )
+    assert SETTING_ERROR not in err and "shadow" not in err
     assert ("stop", "workstation") in compose.calls
+
+
+def test_the_record_reaches_the_terminal_without_escape_sequences() -> None:
+    said = up.start_error(archive("hook failed\x1b]0;owned\x07 \x9b2J\n"), since=0)
+    assert said == "hook failed\\x1b]0;owned\\x07 \\x9b2J"
 
 
 @pytest.mark.parametrize(("status", "health", "says"), [
@@ -250,7 +269,7 @@ def test_a_running_container_is_left_running_to_look_at(
     says: str,
 ) -> None:
     not_ready = "status: starting jupyter\nnot ready: jupyter: refused\n"
-    compose = waiting_ends((up.NOT_READY, not_ready), inspected(status, health=health))
+    compose = waiting_ends((Answer.WAITED_OUT, not_ready), inspected(status, health=health))
     assert run_main(monkeypatch, compose, cpu="1") == 1
     err = capsys.readouterr().err
     assert says in err
@@ -262,7 +281,7 @@ def test_a_state_file_that_is_not_the_starts_is_one_clear_error_at_once(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     planted = "not ready: /run/torchrig/services: not a regular file, not read\n"
-    compose = waiting_ends((up.NOT_THE_STARTS, planted), inspected("running", health="healthy"))
+    compose = waiting_ends((Answer.NOT_THE_STARTS, planted), inspected("running", health="healthy"))
     assert run_main(monkeypatch, compose, cpu="1") == 1
     err = capsys.readouterr().err
     assert err.startswith(
@@ -329,24 +348,6 @@ def test_an_image_compose_could_build_is_not_called_missing(
     assert "`docker compose up` failed (exit 17)" in err
 
 
-def test_an_image_from_before_the_wait_falls_back_to_docker_s_health(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A ready-made image older than root_main's `endpoints`: a usage error."""
-    old = "usage: python3 -I -S /usr/lib/torchrig entrypoint [command...] | healthcheck"
-    compose = ready_compose(
-        **{
-            "exec": (2, old),
-            "up -d --wait": (0, ""),
-            # Then the image's endpoints as they were: no --wait.
-            "exec --user dev abc123 /opt/venv/bin/python": (0, JUPYTER_LINE),
-        }
-    )
-    assert run_main(monkeypatch, compose, cpu="1") == 0
-    assert ("up", "-d", "--wait", "--wait-timeout", "60") in compose.calls
-    assert f"  {JUPYTER_LINE}" in capsys.readouterr().out
-
-
 def test_ps_output_of_older_compose_is_one_json_list() -> None:
     rows = workstations.parse_ps('[{"ID": "a", "Publishers": []}]')
     assert rows == [{"ID": "a", "Publishers": []}]
@@ -366,9 +367,6 @@ def test_when_asking_the_running_container_fails_that_is_what_is_said(
 
 
 def test_what_the_container_says_reaches_the_terminal_without_escape_sequences() -> None:
-    # A start hook (dev's) printed an OSC title sequence and a C1 CSI into the log.
-    logs = "[torchrig] error: hook failed\x1b]0;owned\x07 \x9b2J\n"
-    assert up.error_lines(logs) == ["[torchrig] error: hook failed\\x1b]0;owned\\x07 \\x9b2J"]
     # A token or status line the container prints while `make up` waits, through a real pipe.
     heard: list[str] = []
     done = Compose(["sh"]).ask(

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from torchrig.host import workstations
-from torchrig.host.compose_failure import HostError
 from torchrig.host.workstations import GpuClaim
+from torchrig.shared.voice import CannotGoOn
 
 from .engine import RECORDED, FakeEngine, workstation
 from .repo import DOCKERFILE
@@ -75,7 +75,7 @@ def test_the_listing_has_a_row_per_workstation_with_every_column() -> None:
 def test_an_engine_that_cannot_be_asked_is_said_with_the_fix() -> None:
     engine = FakeEngine()
     engine.down = True
-    with pytest.raises(HostError) as failed:
+    with pytest.raises(CannotGoOn) as failed:
         workstations.all_workstations(engine)
     assert "does not answer: is it running?" in failed.value.lines[0]
 

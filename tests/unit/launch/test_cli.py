@@ -1,6 +1,6 @@
 """The `torchrig launch` command: argument errors, --dry-run, and torchrun as its child: launch's
-exit status from torchrun's and the workers' notes, the signals torchrun handles, and for real: a
-stand-in torchrun gets launch's stop signals and its workers' notes turn into 75."""
+exit status from torchrun's and the workers' notes, and for real: a stand-in torchrun gets
+launch's stop signals and its workers' notes turn into 75."""
 
 from __future__ import annotations
 
@@ -23,8 +23,7 @@ from torchrig.checkpoint.stop import (
 from torchrig.cli import main
 from torchrig.distributed import TIMEOUT_ENV
 from torchrig.launch import cli, plan
-from torchrig.launch.options import request_from_args
-from torchrig.launch.plan import LaunchRequest
+from torchrig.launch.options import LaunchRequest, request_from_args
 
 from .test_plan import eight_gpus, parse
 
@@ -132,8 +131,6 @@ def test_an_endpoint_that_does_not_resolve_stops_the_launch(tmp_path: Path, caps
 
 # --- torchrun as launch's child ------------------------------------------------------------
 
-TORCHRUN = [sys.executable, "-P", "-m", "torch.distributed.run"]
-
 
 def test_every_local_rank_must_have_stopped_resumably() -> None:
     assert every_worker_stopped_resumably(["local-rank-0-of-2", "local-rank-1-of-2"])
@@ -154,21 +151,6 @@ def test_exit_status_is_75_only_for_a_failed_torchrun_whose_workers_all_stopped(
     assert launch_status(1, both[:1]) == 1
     assert launch_status(1, []) == 1
     assert launch_status(-signal.SIGKILL, []) == 128 + signal.SIGKILL
-
-
-def test_torchrun_is_told_to_handle_sigusr1_and_sigusr2_unless_the_user_chose() -> None:
-    argv = [*TORCHRUN, "--standalone", "train.py", "--steps", "5"]
-    handled = cli.with_stop_signals_handled(argv, supported=True)
-    flag = "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
-    assert handled == [*TORCHRUN, flag, "--standalone", "train.py", "--steps", "5"]
-    assert cli.with_stop_signals_handled(argv, supported=False) == argv
-    chosen = [*TORCHRUN, "--signals_to_handle", "SIGTERM", "train.py"]
-    assert cli.with_stop_signals_handled(chosen, supported=True) == chosen
-
-
-def test_this_torch_has_the_flag() -> None:
-    pytest.importorskip("torch")
-    assert cli.torch_handles_more_signals()
 
 
 def test_a_note_names_the_local_rank_and_is_left_only_under_launch(tmp_path: Path) -> None:
@@ -224,8 +206,8 @@ STAND_IN = textwrap.dedent(
 LAUNCHER = textwrap.dedent(
     """
     import os, sys
-    from torchrig.launch import cli
-    cli.with_stop_signals_handled = lambda argv, supported: argv
+    from torchrig.launch import cli, torchrun
+    torchrun.with_stop_signals_handled = lambda argv, supported=None: argv
     stand_in = [sys.executable, "-c", sys.argv[1], sys.argv[2]]
     sys.exit(cli.run_torchrun(stand_in, dict(os.environ)).status)
     """

@@ -6,8 +6,15 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from torchrig.launch.options import Launch, launch_argv, read, request_from_args, seconds_text
-from torchrig.launch.plan import LaunchError, LaunchRequest
+from torchrig.launch.options import (
+    Launch,
+    LaunchError,
+    LaunchRequest,
+    launch_argv,
+    read,
+    request_from_args,
+    seconds_text,
+)
 from torchrig.launch.torchrun import TorchrunFlags
 from torchrig.multihost.hostfile import Host
 

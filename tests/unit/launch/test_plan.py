@@ -11,9 +11,8 @@ from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.facts import network
 from torchrig.facts.network import Reach, Route
 from torchrig.facts.nvml import NvmlSnapshot, read_inventory
-from torchrig.launch.options import request_from_args
+from torchrig.launch.options import LaunchError, request_from_args
 from torchrig.launch.plan import (
-    LaunchError,
     build_plan,
     check_rendezvous,
     choose_nproc,

@@ -1,10 +1,13 @@
-"""torchrun's flags as launch passes them through, and the one parse that answers every question
-launch asks of them."""
+"""torchrun's flags as launch passes them through, the one parse that answers every question
+launch asks of them, and the stop signals launch has torchrun handle."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from torchrig.facts.network import Endpoint
+from torchrig.launch import torchrun
 from torchrig.launch.torchrun import TORCHRUN_FLAGS, TorchrunFlags
 
 
@@ -76,3 +79,21 @@ def test_the_flags_are_written_back_in_the_order_given() -> None:
     assert flags.rdzv_endpoint == Endpoint("::1", 29500)
     kept = flags.without({"--rdzv-endpoint", "--tee"})
     assert kept.argv() == ["--no-python"] and kept.rdzv_endpoint is None and kept.no_python
+
+
+TORCHRUN = [sys.executable, "-P", "-m", "torch.distributed.run"]
+
+
+def test_torchrun_is_told_to_handle_sigusr1_and_sigusr2_unless_the_user_chose() -> None:
+    argv = [*TORCHRUN, "--standalone", "train.py", "--steps", "5"]
+    handled = torchrun.with_stop_signals_handled(argv, supported=True)
+    flag = "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"
+    assert handled == [*TORCHRUN, flag, "--standalone", "train.py", "--steps", "5"]
+    assert torchrun.with_stop_signals_handled(argv, supported=False) == argv
+    chosen = [*TORCHRUN, "--signals_to_handle", "SIGTERM", "train.py"]
+    assert torchrun.with_stop_signals_handled(chosen, supported=True) == chosen
+
+
+def test_this_torch_has_the_flag() -> None:
+    pytest.importorskip("torch")
+    assert torchrun.torch_handles_more_signals()

@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from torchrig.packages import kept, sitedir
+from torchrig.packages import kept
+from torchrig.shared import places
 
 VERSION = (sys.version_info[0], sys.version_info[1])
-VENV = sitedir.KEPT_VENV
+VENV = places.KEPT_VENV
 
 
 def dist_info(site: Path, name: str, version: str, requires: tuple[str, ...] = (),
@@ -119,7 +120,7 @@ def test_prepare_makes_the_kept_venv_once_and_refreshes_its_files(tmp_path: Path
     assert (prefix / "pyvenv.cfg").is_file()
     site = kept.kept_site(prefix)
     assert (
-        f"site.addsitedir('{sitedir.site_packages('/img')}')" in (site / kept.IMAGE_PTH).read_text()
+        f"site.addsitedir('{places.site_packages('/img')}')" in (site / kept.IMAGE_PTH).read_text()
     )
     for name in ("pip", "pip3", f"pip{VERSION[0]}.{VERSION[1]}", "uv"):
         script = prefix / "bin" / name

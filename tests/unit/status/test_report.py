@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torchrig.checkpoint import CheckpointManager, TrainingState
 from torchrig.facts.nvml import NvmlSnapshot
-from torchrig.sizes import GIB
+from torchrig.shared.voice import GIB
 from torchrig.status import jobs, report
 
 from ..facts.fake_nvml import snapshot

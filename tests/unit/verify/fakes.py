@@ -9,7 +9,7 @@ from typing import Any
 
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.runtime import RuntimeFacts
-from torchrig.sizes import GIB
+from torchrig.shared.voice import GIB
 from torchrig.verify.runner import Readers
 from torchrig.verify.software import TorchDevice, TorchFacts
 

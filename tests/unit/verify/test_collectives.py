@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torchrig import children
 from torchrig.facts.verdict import Verdict
-from torchrig.sizes import MIB
+from torchrig.shared.voice import MIB
 from torchrig.verify import collectives
 
 

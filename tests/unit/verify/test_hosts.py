@@ -9,9 +9,9 @@ import json
 
 import pytest
 from torchrig.facts.verdict import Verdict, failed, passed, warned
-from torchrig.launch.hosts import JobOutcome
 from torchrig.multihost.fanout import SSH_FAILED, Captured
 from torchrig.multihost.hostfile import Host
+from torchrig.multihost.job import JobOutcome
 from torchrig.verify import hosts
 from torchrig.verify.report import Report
 
@@ -142,7 +142,7 @@ def test_the_cross_node_check_hands_its_launch_to_the_multi_host_run(monkeypatch
         printer("a", "out", json.dumps({"world": 2, "backend": "gloo", "sweep": sweep}))
         return JobOutcome(0)
 
-    monkeypatch.setattr(hosts.launch_on_hosts, "run_on_hosts", run_on_hosts)
+    monkeypatch.setattr(hosts.split, "run_on_hosts", run_on_hosts)
     check = hosts.cross_node_check([Host("a"), Host("b")], cpu=True, timeout=30.0, python="/v/py")
     assert check.verdict is Verdict.PASS, check.summary
     (launch,) = received

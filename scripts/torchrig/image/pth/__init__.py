@@ -1,0 +1,1 @@
+"""The Python behind the image's .pth files, run at every interpreter start."""
