@@ -79,7 +79,6 @@ def run_main(
     monkeypatch.setattr(up, "claim", lambda compose, cpu: 0)  # test_up_claim.py
     monkeypatch.setattr(up.settings, "check_names", lambda *args: None)  # test_settings.py
     monkeypatch.setattr(up.buildcheck, "checked_torch_version", lambda environ: ("2.13.0", []))
-    monkeypatch.delenv("PYTORCH_VERSION", raising=False)
     argv = ["--timeout", "60", "--cpu", cpu, "--", "docker", "compose", "-f", "docker-compose.yml"]
     return up.main(argv)
 
