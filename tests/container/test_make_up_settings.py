@@ -5,7 +5,6 @@ shared name are never taken or left behind in silence."""
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 from collections.abc import Callable, Iterator
@@ -13,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from .checkouts import Checkout
+from testbed import engine, leftovers
+
+from .checkouts import Checkout, a_persons_own_workstation
 from .ssh import KeyPair
 from .stack import ANSI_CONTROL, Stack, free_port
 
@@ -36,8 +37,14 @@ def refused(result: subprocess.CompletedProcess[str], *words: str) -> str:
     return output
 
 
+def limit_of_the_engine(image: str) -> int | None:
+    """The most memlock the engine grants, found out as `make up` does; None: unlimited."""
+    limit = engine.memlock(image)
+    return None if limit == engine.UNLIMITED else limit
+
+
 def test_a_refused_setting_leaves_the_running_workstation_as_it_was(
-    stack_factory: Callable[..., Stack],
+    stack_factory: Callable[..., Stack], image: str
 ) -> None:
     stack = stack_factory()
     up = stack.make_up("CPU=1")
@@ -59,8 +66,8 @@ def test_a_refused_setting_leaves_the_running_workstation_as_it_was(
             stack.make_up("CPU=1", f"SSH_PORT={taken}"),
             f"port {taken} on 127.0.0.1 is already taken on this machine (SSH_PORT={taken})",
         )
-    engine_limit = os.environ.get("MEMLOCK")  # set where the engine cannot grant unlimited
-    if engine_limit:
+    engine_limit = limit_of_the_engine(image)
+    if engine_limit is not None:
         refused(
             stack.make_up("CPU=1", "MEMLOCK=-1"),
             "may not raise the container's memlock limit to unlimited",
@@ -77,13 +84,13 @@ def test_a_refused_setting_leaves_the_running_workstation_as_it_was(
 
 
 def test_a_first_start_with_memlock_the_engine_refuses_names_the_value_that_works(
-    stack_factory: Callable[..., Stack],
+    stack_factory: Callable[..., Stack], image: str
 ) -> None:
     """Nothing runs to lose, so compose tries and the engine refuses ("error setting rlimit
     type 8"): said with the engine's own limit, not the generic message."""
-    engine_limit = os.environ.get("MEMLOCK")  # set where the engine cannot grant unlimited
+    engine_limit = limit_of_the_engine(image)
     result = stack_factory(MEMLOCK="-1").make_up("CPU=1")
-    if not engine_limit:
+    if engine_limit is None:
         assert result.returncode == 0 and READY in result.stdout, said(result)
         return
     output = refused(
@@ -96,12 +103,13 @@ def test_a_first_start_with_memlock_the_engine_refuses_names_the_value_that_work
 
 @pytest.fixture
 def checkout(tmp_path: Path, image: str, ssh_keys: KeyPair) -> Iterator[Checkout]:
-    made = Checkout.copy(tmp_path / "torchrig", image, ssh_keys.public_line)
-    (made.folder / "workspace").chmod(0o777)
-    try:
-        yield made
-    finally:
-        made.remove()
+    with a_persons_own_workstation(image):
+        made = Checkout.copy(tmp_path, image, ssh_keys.public_line)
+        (made.folder / "workspace").chmod(0o777)
+        try:
+            yield made
+        finally:
+            made.remove()
 
 
 def test_a_lowercase_name_in_env_and_a_key_env_lacks(checkout: Checkout, tmp_path: Path) -> None:
@@ -109,7 +117,7 @@ def test_a_lowercase_name_in_env_and_a_key_env_lacks(checkout: Checkout, tmp_pat
     (home / ".ssh").mkdir(parents=True)
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKeyMadeAfterTheFirstRun me@box"
     (home / ".ssh" / "id_ed25519.pub").write_text(f"{key}\n")
-    name = f"trsettings-{os.urandom(4).hex()}"
+    name = leftovers.name()
     checkout.env_file.write_text(
         f"COMPOSE_PROJECT_NAME={name}\nPUID=4242\njupyter_port=9999\n"
         f"JUPYTER_PORT={free_port()}\nSSH_PORT={free_port()}\n"
@@ -147,7 +155,7 @@ def test_the_upgrade_after_make_down_asks_whose_the_old_volumes_are(checkout: Ch
     (checkout.folder / "old.yml").write_text(
         f"name: {LEGACY}\n" + (checkout.folder / "docker-compose.yml").read_text()
     )
-    checkout.names.add(LEGACY)  # removed with its volumes at the end, whatever happens
+    checkout.claim(LEGACY)  # removed with its volumes at the end, whatever happens
     old = ["-f", "old.yml", "-f", "docker-compose.cpu.yml"]
     started = subprocess.run(
         ["docker", "compose", *old, "up", "-d", "--no-build"],

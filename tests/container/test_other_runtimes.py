@@ -8,7 +8,6 @@ Any uid the image does not know, a read-only root, the caller's HOME bound in, t
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import apptainer_rules, wait_until
+from testbed import apptainer_rules, leftovers, wait_until
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900, func_only=True)]
 
@@ -134,7 +133,7 @@ def started(image: str, home: Path) -> Iterator[str]:
 def apptainer_run(image: str, home: Path) -> Iterator[str]:
     """`apptainer run` of the image by uid 4242, removed after. On Docker's own network, so
     that the test's Jupyter takes no port of this machine; kept when it exits, for its logs."""
-    name = f"torchrig-apptainer-run-{secrets.token_hex(4)}"
+    name = leftovers.name()
     argv = apptainer(image, home, "run")
     argv.remove("--rm")
     argv[argv.index("--network") + 1] = "bridge"
