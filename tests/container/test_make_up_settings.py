@@ -6,6 +6,7 @@ shared name are never taken or left behind in silence."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 from collections.abc import Callable, Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from . import ssh
 from .checkouts import Checkout
 from .ssh import KeyPair
 from .stack import ANSI_CONTROL, Stack, free_port
@@ -104,28 +106,50 @@ def checkout(tmp_path: Path, image: str, ssh_keys: KeyPair) -> Iterator[Checkout
         made.remove()
 
 
-def test_a_lowercase_name_in_env_and_a_key_env_lacks(checkout: Checkout, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    (home / ".ssh").mkdir(parents=True)
-    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKeyMadeAfterTheFirstRun me@box"
-    (home / ".ssh" / "id_ed25519.pub").write_text(f"{key}\n")
+def test_a_lowercase_name_in_env_is_refused_with_the_one_meant(
+    checkout: Checkout, tmp_path: Path
+) -> None:
+    person = {"HOME": str(tmp_path)}  # not the test machine's
     name = f"trsettings-{os.urandom(4).hex()}"
     checkout.env_file.write_text(
         f"COMPOSE_PROJECT_NAME={name}\nPUID=4242\njupyter_port=9999\n"
         f"JUPYTER_PORT={free_port()}\nSSH_PORT={free_port()}\n"
     )
     checkout.names.add(name)
-    environment = {"HOME": str(home), "SSH_PUBLIC_KEY": ""}
     refused(
-        checkout.make("up", "CPU=1", **environment),
+        checkout.make("up", "CPU=1", **person),
         ".env: jupyter_port is not a setting of torchrig: did you mean JUPYTER_PORT?",
     )
     checkout.env_file.write_text(checkout.env_file.read_text().replace("jupyter_port=9999\n", ""))
     checkout.give_image()
-    up = checkout.make("up", "CPU=1", **environment)
+    up = checkout.make("up", "CPU=1", **person)
     assert up.returncode == 0 and READY in up.stdout, said(up)
-    assert f"your key {home}/.ssh/id_ed25519.pub is not in SSH_PUBLIC_KEY" in said(up)
-    assert f"\n  SSH_PUBLIC_KEY='{key}'\n" in said(up)
+
+
+def test_a_key_made_after_the_first_make_up_is_added_and_lets_ssh_in(
+    checkout: Checkout, tmp_path: Path, ssh_keys: KeyPair
+) -> None:
+    """The newcomer's order: `make up` with no key yet, `ssh-keygen`, `make up`. The second adds
+    the key to .env, and what it says of SSH is what sshd does."""
+    home = tmp_path / "home"
+    home.mkdir()
+    person = {"HOME": str(home), "SSH_PUBLIC_KEY": ""}  # no key anywhere yet
+    name = checkout.new_name("trkey")
+    first = checkout.make("up", "CPU=1", f"COMPOSE_PROJECT_NAME={name}", **person)
+    assert first.returncode == 0 and READY in first.stdout, first.stdout
+    assert "SSH:     not started: no SSH public key" in first.stdout
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519.pub").write_text(f"{ssh_keys.public_line}\n")
+
+    second = checkout.make("up", "CPU=1", **person)
+    output = second.stdout
+    assert second.returncode == 0 and READY in output, output
+    assert f"added your key {home}/.ssh/id_ed25519.pub to .env as SSH_PUBLIC_KEY" in output
+    assert "not started" not in output and "is not in SSH_PUBLIC_KEY" not in output, output
+    assert checkout.env_value("SSH_PUBLIC_KEY") == ssh_keys.public_line
+    port = int(re.findall(r"SSH: +ssh -p (\d+) dev@127\.0\.0\.1", output)[-1])
+    with ssh.connect(port, ssh_keys.private) as client:
+        assert ssh.run(client, "id -un").stdout.strip() == "dev"
 
 
 def old_volumes() -> list[str]:
