@@ -1,9 +1,9 @@
 """`make up`: start the workstation in the mode this machine allows, wait until it answers, and
 say how to reach it, or why not (`up [--cpu 0|1] [--timeout S] -- docker compose ...`).
 
-Before compose touches anything, every name set is checked (torchrig.host.settings), then
-what compose or the engine would refuse (torchrig.host.preflight): a recreate that fails has
-already removed the workstation that ran.
+Before compose builds or touches anything, every name set is checked (torchrig.host.settings),
+memlock settled with the engine (torchrig.host.memlock), then what compose would refuse
+(torchrig.host.preflight): a recreate that fails has already removed the workstation that ran.
 
 The wait is inside the container (every 50 ms; Docker's healthcheck would add up to 3 s), asked
 and answered by one protocol (torchrig.shared.startup). A container that exited or restarts in a
@@ -28,6 +28,7 @@ from torchrig.host import (
     dotenv,
     gpu_mode,
     gpus,
+    memlock,
     preflight,
     prepare,
     project,
@@ -62,7 +63,7 @@ def read_state(compose: Compose) -> workstations.Workstation | None:
 
 
 def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> int:
-    """What compose or the engine would refuse, refused before a recreate removes what runs."""
+    """What compose would refuse, refused before a recreate removes what runs."""
     config = compose.run("config", "--format", "json")
     if config.returncode != 0:
         return 0  # prepare said why; compose will again
@@ -73,7 +74,7 @@ def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> in
         name for name in variables if dotenv.setting(name, env_file) is not None
     ]
     try:
-        preflight.check(compose.docker, config.stdout, inspect_own(compose), prepare.is_free, given)
+        preflight.check(config.stdout, inspect_own(compose), prepare.is_free, given)
     except CannotGoOn as refused:
         return refused.said()
     return 0
@@ -195,17 +196,15 @@ def report_compose_failure(
     if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
         missing = None if present else image
-    memlock = preflight.limits((workstation.get("ulimits") or {}).get("memlock"))
-    refused = memlock is not None and compose_failure.MEMLOCK_REFUSED.search(up.stdout)
+    wanted = memlock.limits((workstation.get("ulimits") or {}).get("memlock"))
+    refused = wanted is not None and compose_failure.MEMLOCK_REFUSED.search(up.stdout)
     facts = compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
         cpu_mode=cpu,
         published=published,
         missing_image=missing,
-        memlock_wanted=memlock[1] if memlock else None,
-        memlock_limit=preflight.engine_memlock_limit(compose.docker, image)
-        if refused and image
-        else None,
+        memlock_wanted=wanted[1] if wanted else None,
+        memlock_limit=memlock.engine_memlock_limit(compose.docker) if refused else None,
     )
     lines = compose_failure.diagnose(up.stdout, facts) or [
         f"`docker compose up` failed (exit {up.returncode}) before the workstation "
@@ -293,6 +292,20 @@ def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
     VOICE.note(f"GPUS={value}: took GPUs {picked}, held by no other workstation ({where})")
 
 
+def settle_memlock(compose: Compose, env_file: Path = Path(".env")) -> int:
+    """Before compose builds or makes anything: a memlock the engine grants, written to .env when
+    MEMLOCK is unset (torchrig.host.memlock)."""
+    config = compose.run("config", "--format", "json")
+    if config.returncode != 0:
+        return 0  # prepare said why; compose will again
+    service = compose_failure.service_config(config.stdout, SERVICE)
+    try:
+        memlock.settle(compose.docker, service, inspect_own(compose), env_file)
+    except CannotGoOn as refused:
+        return refused.said()
+    return 0
+
+
 def pass_build_arguments() -> int:
     """compose builds a missing image: pass PYTORCH_VERSION as `make build` does."""
     version, problems = buildcheck.checked_torch_version(os.environ)
@@ -331,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         prepare.prepare(compose.run)
         or claim(compose, mode.cpu)
         or pass_build_arguments()
+        or settle_memlock(compose)
         or check_before_touching(compose)
     )
     if prepared:

@@ -11,6 +11,7 @@ import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from torchrig.host import gpu_mode, up, workstations
@@ -375,3 +376,40 @@ def test_what_the_container_says_reaches_the_terminal_without_escape_sequences()
     )  # fmt: skip
     assert heard == ["status: \\x1b[2Jwaiting"]
     assert done.stderr == "\\x1b]52;c;eA==\\x07"
+
+
+RLIMIT_REFUSED = "error during container init: error setting rlimit type 8: operation not permitted"
+
+
+def memlock_engine(limit: int, **answers: tuple[int, str]) -> FakeCompose:
+    """compose asking for unlimited memlock (its default), on an engine that refuses all above
+    `limit`: the throwaway containers of torchrig.host.memlock answer so."""
+    config = {"services": {"workstation": {"ulimits": {"memlock": {"soft": -1, "hard": -1}}}}}
+    probes = {
+        f"run --rm --network none --pull never --log-driver none --ulimit memlock={n}:{n}": (
+            (127, "no such file") if 0 <= n <= limit else (125, RLIMIT_REFUSED)
+        )
+        for n in [-1, *(2**power for power in range(10, 45))]
+    }
+    return ready_compose(
+        config=(0, json.dumps(config)), **{"import": (0, "sha256:empty\n")}, **probes, **answers
+    )
+
+
+def test_memlock_the_engine_refuses_is_settled_before_compose_builds_or_makes_anything(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """MEMLOCK set and refused: stopped before `compose up`; unset: written, then up."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMLOCK", "-1")
+    compose = memlock_engine(8 * 1024 * 1024)
+    assert run_main(monkeypatch, compose, cpu="1") == 1
+    assert "it grants 8 MiB" in capsys.readouterr().err
+    assert not any(call[:2] == ("up", "-d") for call in compose.calls)
+
+    monkeypatch.delenv("MEMLOCK")
+    compose = memlock_engine(8 * 1024 * 1024)
+    assert run_main(monkeypatch, compose, cpu="1") == 0
+    assert (tmp_path / ".env").read_text().endswith("\nMEMLOCK=8388608\n")
+    assert "wrote MEMLOCK=8388608 to .env" in capsys.readouterr().err
+    assert ("up", "-d") in compose.calls
