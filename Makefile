@@ -85,6 +85,9 @@ gpu-report: ## prove a CUDA machine, one JSON + markdown report (ARGS=--cpu, ARG
 # only be noise (make's own error line on a failure stays).
 CPU ?=
 PUBLISHED ?=
+# RECREATE=1: `make up` recreates the workstation even when that stops a job, a kernel or a session
+# in it; without it, it names what would stop and changes nothing (torchrig.host.recreate).
+RECREATE ?=
 COMPOSE := docker compose -f docker-compose.yml \
 	$(if $(filter 1,$(PUBLISHED)),-f docker-compose.published.yml)
 # Host-side helpers: plain python3 and the standard library, no venv needed.
@@ -121,7 +124,7 @@ prepare: ## what `up` (and VS Code Dev Containers) does first: .env on the first
 # process would be on the time `make up` takes.
 .PHONY: up
 up: ## start the workstation, wait until ready, print how to connect (first run writes .env); CPU=1/CPU=0 force the mode
-	@$(HOST_PY) torchrig.host.up --cpu "$(CPU)" -- $(COMPOSE)
+	@$(HOST_PY) torchrig.host.up --cpu "$(CPU)" --recreate "$(RECREATE)" -- $(COMPOSE)
 
 .PHONY: down
 down: ## stop and remove the container (volumes with host keys, caches and your packages are kept)

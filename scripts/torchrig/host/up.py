@@ -4,6 +4,7 @@ say how to reach it, or why not (`up [--cpu 0|1] [--timeout S] -- docker compose
 Before compose builds or touches anything, every name set is checked (torchrig.host.settings),
 memlock settled with the engine (torchrig.host.memlock), then what compose would refuse
 (torchrig.host.preflight): a recreate that fails has already removed the workstation that ran.
+Nor does compose recreate a workstation that runs work without the word (torchrig.host.recreate).
 
 The wait is inside the container (every 50 ms; Docker's healthcheck would add up to 3 s), asked
 and answered by one protocol (torchrig.shared.startup). A container that exited or restarts in a
@@ -32,6 +33,7 @@ from torchrig.host import (
     preflight,
     prepare,
     project,
+    recreate,
     settings,
     workstations,
 )
@@ -62,8 +64,11 @@ def read_state(compose: Compose) -> workstations.Workstation | None:
     return None if inspected is None else workstations.parse(inspected)
 
 
-def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> int:
-    """What compose would refuse, refused before a recreate removes what runs."""
+def check_before_touching(
+    compose: Compose, go_ahead: bool = False, env_file: Path = Path(".env")
+) -> int:
+    """What compose would refuse, refused before a recreate removes what runs; a recreate that
+    would stop work in the workstation, unless `go_ahead` (`make up RECREATE=1`)."""
     config = compose.run("config", "--format", "json")
     if config.returncode != 0:
         return 0  # prepare said why; compose will again
@@ -73,8 +78,11 @@ def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> in
     given = [name for name in variables if name in typed] or [
         name for name in variables if dotenv.setting(name, env_file) is not None
     ]
+    inspected = inspect_own(compose)
     try:
-        preflight.check(config.stdout, inspect_own(compose), prepare.is_free, given)
+        preflight.check(config.stdout, inspected, prepare.is_free, given)
+        if not go_ahead:
+            recreate.check(compose, config.stdout, inspected)
     except CannotGoOn as refused:
         return refused.said()
     return 0
@@ -330,10 +338,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cpu", default="", help="1: CPU mode, 0: GPUs, empty: what this machine has (make's CPU)"
     )
+    parser.add_argument(
+        "--recreate", default="", help="1: recreate even a workstation that runs work (RECREATE)"
+    )
     parser.add_argument("compose", nargs="+", help="the compose command, after --")
     args = parser.parse_args(argv)
     compose = Compose(args.compose)
     try:
+        go_ahead = recreate.go_ahead(args.recreate)
         settings.check_names(Path.cwd(), Path(".env"), compose.command)
         mode, compose = gpu_mode.decide(args.cpu, compose)
     except CannotGoOn as refused:
@@ -345,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         or claim(compose, mode.cpu)
         or pass_build_arguments()
         or settle_memlock(compose)
-        or check_before_touching(compose)
+        or check_before_touching(compose, go_ahead)
     )
     if prepared:
         return prepared

@@ -67,11 +67,19 @@ NO_GPU = gpu_mode.HostGpus(device_nodes=(), nvidia_smi=None, hook=None)
 GPUS = gpu_mode.HostGpus(device_nodes=("/dev/nvidia0",), nvidia_smi=None, hook=None)
 
 
+RECREATE_CHECKS: list[str] = []  # the compose commands `recreate.check` was asked about
+
+
+def checked_recreate(compose: Compose, config_json: str, inspected: object) -> None:
+    RECREATE_CHECKS.append(" ".join(compose.command))
+
+
 def run_main(
     monkeypatch: pytest.MonkeyPatch,
     compose: FakeCompose,
     cpu: str = "",
     host: gpu_mode.HostGpus = NO_GPU,
+    recreate: str = "",
 ) -> int:
     """up.main with compose, the machine's GPUs, .env/bind mounts and the build check faked."""
     monkeypatch.setattr(up, "Compose", lambda command: compose)
@@ -79,9 +87,11 @@ def run_main(
     monkeypatch.setattr(up.prepare, "prepare", lambda run_compose: 0)
     monkeypatch.setattr(up, "claim", lambda compose, cpu: 0)  # test_up_claim.py
     monkeypatch.setattr(up.settings, "check_names", lambda *args: None)  # test_settings.py
+    monkeypatch.setattr(up.recreate, "check", checked_recreate)  # test_recreate.py
     monkeypatch.setattr(up.buildcheck, "checked_torch_version", lambda environ: ("2.13.0", []))
     monkeypatch.delenv("PYTORCH_VERSION", raising=False)
-    argv = ["--timeout", "60", "--cpu", cpu, "--", "docker", "compose", "-f", "docker-compose.yml"]
+    argv = ["--timeout", "60", "--cpu", cpu, "--recreate", recreate,
+            "--", "docker", "compose", "-f", "docker-compose.yml"]  # fmt: skip
     return up.main(argv)
 
 
@@ -413,3 +423,16 @@ def test_memlock_the_engine_refuses_is_settled_before_compose_builds_or_makes_an
     assert (tmp_path / ".env").read_text().endswith("\nMEMLOCK=8388608\n")
     assert "wrote MEMLOCK=8388608 to .env" in capsys.readouterr().err
     assert ("up", "-d") in compose.calls
+
+
+def test_the_recreate_check_runs_before_compose_unless_the_word_was_given(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    RECREATE_CHECKS.clear()
+    assert run_main(monkeypatch, ready_compose(), cpu="1") == 0
+    assert len(RECREATE_CHECKS) == 1
+    assert run_main(monkeypatch, ready_compose(), cpu="1", recreate="1") == 0
+    assert len(RECREATE_CHECKS) == 1  # `make up RECREATE=1`: not asked
+    compose = ready_compose()
+    assert run_main(monkeypatch, compose, cpu="1", recreate="yes") == 1
+    assert "RECREATE='yes' is not 1" in capsys.readouterr().err and compose.calls == []
