@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return start(command)
     except SetupError as exc:
         VOICE.error(str(exc))
-        record_start_error(str(exc))  # what `make up` says (torchrig.shared.startup)
+        record_start_error(str(exc))  # what `make up` says, when root's steps failed
         return 1
 
 
@@ -83,7 +83,7 @@ def start(command: list[str]) -> int:
     os.environ.update(stop_environment(settings, os.environ))
     ssh.export_environment(home, state)
     hooks.run_hooks(
-        hooks.HOOKS_DIR, settings.start_hook_timeout_s, ssh.without_per_rank(os.environ), state
+        hooks.HOOKS_DIR, settings.start_hook_timeout_s, ssh.without_per_rank(os.environ)
     )
     if command:
         write_private(state / SERVICES_FILE, "")
@@ -97,10 +97,7 @@ def start(command: list[str]) -> int:
     specs = supervisor.service_specs(settings, sshd_ok, state, reach)
     write_private(state / SERVICES_FILE, " ".join(spec.name for spec in specs))
     services = supervisor.Supervisor(specs, stop_grace_s=settings.stop_grace_s)
-    status = services.run()
-    if services.gave_up:
-        record_start_error(services.gave_up)
-    return status
+    return services.run()
 
 
 def prepare_as_root(settings: Settings, table: mounted.Table) -> accounts.Identity:
