@@ -4,12 +4,13 @@
 2. As root (run from root's own copy, see root_main.py): remap dev to PUID/PGID, fix ownership,
    sudo when GRANT_SUDO=1, read the SSH keys; then drop to dev for good. Unless GRANT_SUDO=1,
    no-new-privileges from here on.
-3. As dev: the banner, the mounts' check, the kept packages' venv first on PATH, the environment
-   for SSH sessions, the start hooks, the SSH host keys and authorized keys.
+3. As dev: the banner, the mounts' check, the examples copied to a workspace without them, the
+   kept packages' venv first on PATH, the environment for SSH sessions, the start hooks, the SSH
+   host keys and authorized keys.
 4. Run the given command, or supervise the services in SERVICES.
 
 This file is the order of the steps and what each decides; each step's work is in its module
-(accounts, mounted, banner, environment, hooks, ssh, jupyter, supervisor).
+(accounts, mounted, banner, examples, environment, hooks, ssh, jupyter, supervisor).
 """
 
 from __future__ import annotations
@@ -19,7 +20,17 @@ import socket
 import sys
 from pathlib import Path
 
-from torchrig.image import accounts, banner, environment, hooks, jupyter, mounted, ssh, supervisor
+from torchrig.image import (
+    accounts,
+    banner,
+    environment,
+    examples,
+    hooks,
+    jupyter,
+    mounted,
+    ssh,
+    supervisor,
+)
 from torchrig.image.settings import (
     SYSTEM_PATH,
     VOICE,
@@ -77,6 +88,7 @@ def start(command: list[str]) -> int:
         VOICE.note("no-new-privileges: setuid programs (su, passwd, sudo) run without privileges")
     banner.show(settings.cpu_only)
     mounted.check_usable(table)
+    examples.copy_to_workspace()
     environment.use_kept_packages()
     environment.use_caches(started_as_root)
     state = state_dir()
