@@ -45,18 +45,6 @@ def checkout(tmp_path: Path, image: str, ssh_keys: KeyPair) -> Iterator[Checkout
         made.remove()
 
 
-def as_dev(checkout: Checkout, command: str) -> None:
-    checkout.exec(command)  # Checkout.exec runs as dev and fails the test on an error
-
-
-def devs_line(marker: Path) -> str:
-    """A line that says it ran, and leaves `marker` where its folder exists (the host's)."""
-    return (
-        f"print({DEVS_LINE!r}); import os; os.path.isdir({str(marker.parent)!r}) and "
-        f"open({str(marker)!r}, 'a').write(str(os.getuid()))"
-    )
-
-
 def script_the_manifests_run(checkout: Checkout) -> str:
     """The training script deploy/k8s's manifests run in the image (no workspace mount there)."""
     manifest = (checkout.folder / "deploy" / "k8s" / "pytorchjob.yaml").read_text()
@@ -65,10 +53,15 @@ def script_the_manifests_run(checkout: Checkout) -> str:
 
 
 def add_devs_line(checkout: Checkout, marker: Path) -> None:
-    """As dev, through the workspace mount: a line among the example's first imports."""
-    after_first_import = shlex.quote(f"/^import argparse$/a{devs_line(marker)}")
-    as_dev(checkout, f"sed -i {after_first_import} {WORKSPACE_EXAMPLE}")
-    as_dev(checkout, f"grep -q {shlex.quote(DEVS_LINE)} {WORKSPACE_EXAMPLE}")
+    """As dev (Checkout.exec), through the workspace mount: a line among the example's first
+    imports that says it ran, and leaves `marker` where its folder exists (the host's)."""
+    line = (
+        f"print({DEVS_LINE!r}); import os; os.path.isdir({str(marker.parent)!r}) and "
+        f"open({str(marker)!r}, 'a').write(str(os.getuid()))"
+    )
+    after_first_import = shlex.quote(f"/^import argparse$/a{line}")
+    checkout.exec(f"sed -i {after_first_import} {WORKSPACE_EXAMPLE}")
+    checkout.exec(f"grep -q {shlex.quote(DEVS_LINE)} {WORKSPACE_EXAMPLE}")
 
 
 def test_a_line_dev_adds_to_the_example_never_runs_on_the_host(
@@ -114,8 +107,8 @@ def test_a_fifo_or_a_huge_file_dev_puts_in_place_of_the_example_stops_no_host_ta
     for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t",
                                                  "commit", "-q", "-m", "clone"]):  # fmt: skip
         subprocess.run([*git, *args], check=True, capture_output=True)
-    as_dev(checkout, f"rm {WORKSPACE_EXAMPLE} && mkfifo {WORKSPACE_EXAMPLE}")
-    as_dev(checkout, "ln -sf /dev/zero /workspace/examples/train_ddp.ipynb")
+    checkout.exec(f"rm {WORKSPACE_EXAMPLE} && mkfifo {WORKSPACE_EXAMPLE}")
+    checkout.exec("ln -sf /dev/zero /workspace/examples/train_ddp.ipynb")
     collected = subprocess.run(
         [HOST_PYTHON, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "tests/integration/examples"],

@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 from torchrig.image import examples
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-
 
 def image_examples(tmp_path: Path) -> Path:
     source = tmp_path / "image"
@@ -45,10 +43,3 @@ def test_a_workspace_dev_cannot_write_is_left_without_a_word(
     examples.copy_to_workspace(image_examples(tmp_path), tmp_path / "examples")
     assert not (tmp_path / "examples").exists()
     assert capsys.readouterr().err == ""
-
-
-def test_the_image_keeps_the_checkouts_examples_where_the_start_copies_them_from() -> None:
-    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
-    assert f"\nCOPY examples/ {examples.IN_IMAGE}/\n" in dockerfile
-    assert "workspace" not in (REPO_ROOT / ".dockerignore").read_text()
-    assert (REPO_ROOT / "examples" / "train_ddp.py").is_file()
