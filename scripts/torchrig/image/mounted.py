@@ -72,7 +72,10 @@ def claim_volumes(
 def check_usable(table: Table) -> None:
     """Mounted work directories must be usable by dev; unmounted image dirs are not checked."""
     who = f"uid {os.getuid()}, gid {os.getgid()}"
-    ids = ", or set PUID/PGID to its owner's ids (`make up` writes yours to .env)"
+    ids = (
+        ", or set PUID/PGID to its owner's ids (`make up` writes yours to .env); a folder Docker "
+        "made because it was missing is root's: `make prepare` makes them for you"
+    )
     for binds, access, adjective, more in (
         (WRITABLE_MOUNTS, os.W_OK, "writable", ids),
         (READABLE_MOUNTS, os.R_OK, "readable", ""),
