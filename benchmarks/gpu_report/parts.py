@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.gpu_report.runner import Failed, Run, Sizes, why
-from testbed import committed, traced_train
+from testbed import EXAMPLE, traced_train
 
 LOSS_LINE = re.compile(r"^step\s+(\d+) \| loss (\S+) \|", re.MULTILINE)
 RESUMED_LINE = re.compile(r"resuming from step (\d+)")
@@ -151,7 +151,7 @@ def part_resume(r: Run) -> dict[str, Any]:
         example = [*shlex.split(r.sizes.resume), "--checkpoint-dir", str(folder),
                    "--save-final", str(folder / "final.pt"), *extra]  # fmt: skip
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                str(nproc), *traced_train.command(committed.example(), example,
+                str(nproc), *traced_train.command(str(EXAMPLE), example,
                                                   "testbed/traced_train.py")]  # fmt: skip
 
     whole, broken = work / "uninterrupted", work / "killed-and-resumed"

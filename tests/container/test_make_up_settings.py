@@ -97,7 +97,9 @@ def test_a_first_start_with_memlock_the_engine_refuses_names_the_value_that_work
 @pytest.fixture
 def checkout(tmp_path: Path, image: str, ssh_keys: KeyPair) -> Iterator[Checkout]:
     made = Checkout.copy(tmp_path / "torchrig", image, ssh_keys.public_line)
-    (made.folder / "workspace").chmod(0o777)
+    for name in ("workspace", "checkpoints", "data"):  # plain compose below makes none of them
+        (made.folder / name).mkdir(mode=0o777)
+        (made.folder / name).chmod(0o777)
     try:
         yield made
     finally:

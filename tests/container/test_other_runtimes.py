@@ -25,7 +25,7 @@ TINY = (
     "--device cpu --model tiny --image-size 16 --num-classes 4 --synthetic-size 64 "
     "--batch-size 8 --log-every 1"
 )
-EXAMPLE = "/workspace/examples/train_ddp.py"
+EXAMPLE = "/opt/torchrig/examples/train_ddp.py"
 # What a cluster user does first: the example compiled under torchrig launch, then resumed
 # under plain torchrun, the checkpoints listed, the machine checked, a package of their own.
 USERS_SESSION = f"""

@@ -17,7 +17,7 @@ from .stack import REPO_ROOT, Stack
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600, func_only=True)]
 
-EXAMPLE = REPO_ROOT / "workspace" / "start.d" / "50-requirements.sh"
+EXAMPLE = REPO_ROOT / "examples" / "start.d" / "50-requirements.sh"
 HOOKS = {
     "10-first": 'echo "first, as $(id -u) in $PWD"; echo first >> /workspace/order',
     "20-fails": "echo 'about to fail' >&2; exit 3",

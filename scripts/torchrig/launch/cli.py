@@ -77,7 +77,7 @@ RANK_EXIT_ON = (
 NOT_RESTARTED = (
     f"the job failed and was not restarted (--max-restarts is "
     f"{DEFAULT_MAX_RESTARTS} unless given: a restart runs the script again from its start). A "
-    "script that resumes from its checkpoints, as workspace/examples/train_ddp.py does, can ask "
+    "script that resumes from its checkpoints, as examples/train_ddp.py does, can ask "
     "for restarts: --max-restarts 3"
 )
 
