@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from torch import nn
+    from torch import Tensor, nn
 
 TINY = "tiny"
 
@@ -32,6 +32,16 @@ def tiny_convnet(num_classes: int) -> nn.Module:
     """Three conv blocks with BatchNorm: trains in seconds on a CPU, no dropout (deterministic)."""
     from torch import nn
 
+    class TinyConvNet(nn.Sequential):
+        """A Sequential (its parameters' names) with a forward of its own: torch.compile of the
+        DDP-wrapped model starts again at the model's forward and compiles nothing when that is
+        torch.nn's own, as nn.Sequential's is."""
+
+        def forward(self, x: Tensor) -> Tensor:
+            for layer in self:
+                x = layer(x)
+            return x
+
     def block(cin: int, cout: int, stride: int) -> list[nn.Module]:
         return [
             nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
@@ -39,7 +49,7 @@ def tiny_convnet(num_classes: int) -> nn.Module:
             nn.ReLU(inplace=True),
         ]
 
-    return nn.Sequential(
+    return TinyConvNet(
         *block(3, 16, 1),
         *block(16, 32, 2),
         *block(32, 64, 2),
