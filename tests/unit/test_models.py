@@ -29,3 +29,16 @@ def test_the_tiny_model_keeps_the_names_of_a_plain_sequential() -> None:
     # Checkpoints of earlier runs hold these names: they must still load.
     names = list(build_model("tiny", 4).state_dict())
     assert names[:3] == ["0.weight", "1.weight", "1.bias"] and names[-1] == "11.bias"
+
+
+def test_the_tiny_model_pickles_whole_as_a_plain_sequential_did() -> None:
+    import io
+
+    model = build_model("tiny", 4)
+    buffer = io.BytesIO()
+    torch.save(model, buffer)  # a whole model, as some users save theirs
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert type(loaded) is type(model)
+    pairs = zip(loaded.state_dict().values(), model.state_dict().values(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
