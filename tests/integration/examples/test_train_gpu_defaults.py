@@ -65,6 +65,8 @@ def test_gpu_defaults_kill_and_resume_match_uninterrupted(
     output = run_to_end(torchrun_argv(2, [*example_args(uninterrupted), *extra]))
     assert f"amp={amp}, channels_last=True, compile={mode}, fsdp={wrap == 'fsdp'}" in output
     assert compiled_graphs(tmp_path / "inductor"), "torch.compile compiled nothing"
+    no_graphs = "note: --compile-mode reduce-overhead compiles as default on a CPU"
+    assert (no_graphs in output) == (mode == "reduce-overhead"), output
     reference_curve = loss_curve(output)
     assert len(reference_curve) == 4, output  # steps 3, 6, 9, 12
 
