@@ -85,7 +85,7 @@ def test_under_apptainers_rules_the_example_launch_verify_ckpt_and_pip_work(
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-8000:]
     assert f"== compile cache {home}/.cache/torchinductor" in output
-    assert "tiny on 2 x cpu (gloo)" in output and "compile=True" in output
+    assert "tiny on 2 x cpu (gloo)" in output and "compile=default" in output
     assert "resuming from step 2" in output and "finished 4 steps" in output
     assert "step_00000004" in output  # torchrig ckpt ls
     assert "PASS  torch.compile" in output and ", 0 fail," in output
