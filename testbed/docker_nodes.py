@@ -129,6 +129,7 @@ class Cluster:
     def add(self, name: str, public_key: str | None = None, **env: str) -> Node:
         environment = {
             "SERVICES": "sshd",
+            "BIND_ADDR": "0.0.0.0",  # the other nodes reach its sshd, as machines of a job do
             "SSH_PUBLIC_KEY": public_key or self.keys.public_line,
             "TORCHRIG_CPU_ONLY": "1",
             **env,

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from torchrig import children
+from torchrig.launch import plan
+from torchrig.launch.torchrun import TorchrunFlags
 
 from benchmarks.gpu_report.runner import Failed, Run, Sizes, why
 from testbed import EXAMPLE, traced_train
@@ -168,11 +170,15 @@ def part_resume(r: Run) -> dict[str, Any]:
     env = r.compiling_env()
     if r.cpu:
         env["OMP_NUM_THREADS"] = "1"  # two ranks on few cores must not oversubscribe them
+    # On this machine alone, as `torchrig launch` runs it: torchrun's --standalone would put its
+    # rendezvous state, which it unpickles, on a port of every interface.
+    env.update(plan.socket_interfaces(env, plan.LOOPBACK))
+    rendezvous, _ = plan.one_machine_rendezvous(TorchrunFlags(), env)
 
     def argv(folder: Path, *extra: str) -> list[str]:
         example = [*shlex.split(r.sizes.resume), "--checkpoint-dir", str(folder),
                    "--save-final", str(folder / "final.pt"), *extra]  # fmt: skip
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+        return [sys.executable, "-m", "torch.distributed.run", *rendezvous, "--nproc-per-node",
                 str(nproc), *traced_train.command(str(EXAMPLE), example,
                                                   "testbed/traced_train.py")]  # fmt: skip
 

@@ -24,8 +24,7 @@ from pathlib import Path
 from torchrig.facts import processes
 from torchrig.facts.processes import PROC
 from torchrig.image.healthcheck import PROBES
-from torchrig.image.jupyter import lab_url
-from torchrig.image.jupyter_url import browser_address
+from torchrig.image.jupyter import browser_address, lab_url
 from torchrig.image.settings import read_settings
 from torchrig.image.state import read_services, read_token, readable_state_dir
 from torchrig.shared import ports

@@ -95,7 +95,7 @@ def start(command: list[str]) -> int:
     reach = (
         jupyter.REACHED_BY_MAKE
         if started_as_root
-        else jupyter.reach_note(state, socket.gethostname())
+        else jupyter.reach_note(state, socket.gethostname(), settings.bind_addr)
     )
     specs = supervisor.service_specs(settings, sshd_ok, state, reach)
     write_private(state / SERVICES_FILE, " ".join(spec.name for spec in specs))

@@ -39,7 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dry-run", action="store_true", help="print the torchrun command, do not run it"
     )
     parser.add_argument(
-        "--standalone", action="store_true", help="accepted for torchrun habit; the default here"
+        "--standalone",
+        action="store_true",
+        help="accepted for torchrun habit: one machine is the default here (its rendezvous in a "
+        "private file, not on an open port)",
     )
     hostfile.add_host_arguments(parser)
 
