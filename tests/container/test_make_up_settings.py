@@ -81,7 +81,9 @@ def test_a_refused_setting_leaves_the_running_workstation_as_it_was(
 @pytest.fixture
 def checkout(tmp_path: Path, image: str, ssh_keys: KeyPair) -> Iterator[Checkout]:
     made = Checkout.copy(tmp_path / "torchrig", image, ssh_keys.public_line)
-    (made.folder / "workspace").chmod(0o777)
+    for name in ("workspace", "checkpoints", "data"):  # plain compose below makes none of them
+        (made.folder / name).mkdir(mode=0o777)
+        (made.folder / name).chmod(0o777)
     try:
         yield made
     finally:

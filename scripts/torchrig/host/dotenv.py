@@ -54,7 +54,7 @@ def dotenv_text(
     if uid == 0:
         lines.append(
             "# PUID/PGID not set: you ran as root and dev cannot be root, so dev keeps "
-            "uid 1000 (`make up` hands the root-owned workspace and checkpoints to it)."
+            "uid 1000 (`make up` hands the checkout's own workspace and checkpoints to it)."
         )
     else:
         lines += [f"PUID={uid}", f"PGID={gid}"]

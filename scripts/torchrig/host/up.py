@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections import deque
 from pathlib import Path
 
 from torchrig.host import (
@@ -46,8 +47,12 @@ SERVICE = workstations.SERVICE
 # Generous: a healthy start takes seconds, and a failing one is reported as soon as the container
 # stops (the supervisor gives up on a crash loop within a minute).
 WAIT_TIMEOUT_S = 300
+# The container's own wait ends at the timeout; this is for `docker exec` and the last answer.
+ASK_GRACE_S = 30
 MAX_LINES = 20
-START_ERROR_PATH = f"{startup.STATE_DIR}/{startup.START_ERROR}"
+# What `docker cp` writes of the start's record: tar's headers, then the record.
+RECORD_TAR_BYTES = 4 * 512 + startup.MAX_START_ERROR_BYTES
+COPY_TIMEOUT_S = 30
 
 
 def inspect_own(compose: Compose) -> dict | None:
@@ -121,14 +126,15 @@ def ask_container(container: str) -> list[str]:
 
 
 def start_error(archive: bytes | None, since: float) -> str | None:
-    """The start's record of its error, from the tar `docker cp` writes of it, when a start since
-    `since` wrote it (a record from an earlier start says nothing about this one)."""
+    """The start's record of its error, from the start of the tar `docker cp` writes of it, when
+    it is a small regular file a start since `since` wrote (a record from an earlier start says
+    nothing about this one; a folder or a symlink in its place is not the record)."""
     if not archive:
         return None
     try:
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            member = next((m for m in tar if m.isreg()), None)  # a symlink dev planted: no
-            if member is None or member.mtime < int(since):
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+            member = tar.next()
+            if member is None or not member.isreg() or member.mtime < int(since):
                 return None
             if member.size > startup.MAX_START_ERROR_BYTES:
                 return None
@@ -140,17 +146,19 @@ def start_error(archive: bytes | None, since: float) -> str | None:
 
 
 def why_it_stopped(compose: Compose, since: float) -> list[str]:
-    """The start's own error, as it said it, read from the stopped container; its exit code
-    when it stopped before it could say why (a crash)."""
+    """The start's own error, as root recorded it, read from the stopped container; else its
+    exit code: it crashed, or failed in dev's steps, whose words only its log has."""
     inspected = inspect_own(compose) or {}
     name = str(inspected.get("Name", "")).lstrip("/")
-    said = start_error(compose.copy_out(name, START_ERROR_PATH), since) if name else None
+    record = (
+        compose.copy_out(name, startup.START_ERROR, RECORD_TAR_BYTES, COPY_TIMEOUT_S)
+        if name
+        else None
+    )
+    said = start_error(record, since)
     if said is None:
         code = (inspected.get("State") or {}).get("ExitCode", "unknown")
-        return [
-            f"  its start exited with status {code} before it said why "
-            "(`make logs` shows its output)"
-        ]
+        return [f"  its start exited with status {code} (`make logs` shows why)"]
     first, *rest = said.splitlines()
     return [f"  {IN_OTHERS_OUTPUT} error: {first}", *(f"  {line}" for line in rest)][:MAX_LINES]
 
@@ -229,7 +237,7 @@ def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool, since: float) 
     if found is None:
         return report_failure(compose, timeout_s, since)
     container, addresses = found
-    endpoints: list[str] = []
+    endpoints: deque[str] = deque(maxlen=MAX_LINES)
 
     def on_line(line: str) -> None:
         if line.startswith(startup.STATUS):
@@ -237,20 +245,27 @@ def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool, since: float) 
         else:
             endpoints.append(line)
 
-    waited = compose.ask(
-        *ask_container(container), "--wait", str(timeout_s), *addresses, on_line=on_line
-    )
-    if waited.returncode == startup.Answer.READY:
-        return report_ready(endpoints, cpu)
+    try:
+        code = compose.ask(
+            *ask_container(container),
+            "--wait",
+            str(timeout_s),
+            *addresses,
+            on_line=on_line,
+            timeout_s=timeout_s + ASK_GRACE_S,
+        )
+    except subprocess.TimeoutExpired:
+        return report_failure(compose, timeout_s, since, "no answer from inside it in time")
+    if code == startup.Answer.READY:
+        return report_ready(list(endpoints), cpu)
     reason = " ".join(line.removeprefix(startup.NOT_READY) for line in endpoints)
-    if waited.returncode == startup.Answer.WAITED_OUT:
+    if code == startup.Answer.WAITED_OUT:
         return report_failure(compose, timeout_s, since, reason)
-    if waited.returncode == startup.Answer.NOT_THE_STARTS:
+    if code == startup.Answer.NOT_THE_STARTS:
         VOICE.error(f"the workstation's state is not its start's: {reason}")
         VOICE.note("Code in the container replaced it; `make down && make up` starts afresh.")
         return 1
-    output = [*endpoints, *waited.stderr.splitlines()]
-    return report_asking_failed(compose, timeout_s, since, output)
+    return report_asking_failed(compose, timeout_s, since, list(endpoints))
 
 
 def report_asking_failed(compose: Compose, timeout_s: int, since: float, output: list[str]) -> int:

@@ -22,8 +22,8 @@ INSIDE = (
     "README.md",
     "docs/training.md",
     "docs/workstation.md",
-    "workspace/examples/train_ddp.py",
-    "workspace/notebooks/train_ddp.ipynb",
+    "examples/train_ddp.py",
+    "examples/train_ddp.ipynb",
 )
 
 

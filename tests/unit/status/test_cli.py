@@ -43,6 +43,16 @@ def test_text_is_one_screen(
     assert len(out.splitlines()) < 25
 
 
+def test_a_process_s_arguments_reach_the_terminal_without_its_escapes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Root's `torchrig status` shows every process's arguments: another user's choice."""
+    argv = ["torchrun", "--nproc-per-node", "2", "train.py", "\x1b]52;c;cHduZWQ=\x07\x1b[2J"]
+    assert status(a_job(tmp_path / "proc", argv=argv), FakeNvml(board(1))) == 0
+    out = capsys.readouterr().out
+    assert "torchrun --nproc-per-node 2 train.py \n" in out and "\x1b" not in out
+
+
 def test_cpu_mode_says_no_gpus_in_one_plain_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
