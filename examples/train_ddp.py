@@ -2,9 +2,9 @@
 
 Run it with torchrun (or `torchrig launch`, which picks the process count and thread defaults):
 
-    torchrun --nproc-per-node 4 examples/train_ddp.py                  # GPUs, resnet18
-    torchrun --nproc-per-node 2 examples/train_ddp.py --steps 100      # CPU: tiny, 32 px
-    torchrun --nproc-per-node 4 --max-restarts 3 examples/train_ddp.py # survive crashes
+    torchrun --nproc-per-node 4 /workspace/examples/train_ddp.py                  # GPUs, resnet18
+    torchrun --nproc-per-node 2 /workspace/examples/train_ddp.py --steps 100      # CPU: tiny
+    torchrun --nproc-per-node 4 --max-restarts 3 /workspace/examples/train_ddp.py # survive crashes
 
 Started again after a crash, it goes on from the newest good checkpoint in --checkpoint-dir,
 mid-epoch, with optimizer, LR schedule, gradient scaler, sampler position and RNG states: on CPU

@@ -6,8 +6,10 @@ given to it removed, even on failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -85,10 +87,11 @@ class Checkout:
         return name
 
     def environment(self, **env: str) -> dict[str, str]:
+        """A person's environment, with `env` added (or, set to "", taken from it)."""
         base = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
         base["SSH_PUBLIC_KEY"] = self.ssh_public_line
         base.update(env)
-        return base
+        return {name: value for name, value in base.items() if value != ""}
 
     def make(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         """`make -s <args>` in the checkout; output with terminal codes taken out."""
@@ -121,11 +124,20 @@ class Checkout:
             check=False,
         )
 
-    def give_image(self) -> None:
-        """Tag the image under test as this checkout's own (what its `make build` would make)."""
-        tag = f"{self.name}/workstation:latest"
+    def give_image(self, name: str | None = None) -> None:
+        """Tag the image under test as the checkout's own (what its `make build` would make), for
+        the name in its .env or `name`."""
+        tag = f"{name or self.name}/workstation:latest"
         docker.from_env().images.get(self.image).tag(tag)
         self.tags.add(tag)
+
+    def new_name(self, prefix: str) -> str:
+        """A name for a first `make up COMPOSE_PROJECT_NAME=<name>`, its image already there (no
+        build), removed at the end with the rest."""
+        name = f"{prefix}-{secrets.token_hex(4)}"
+        self.names.add(name)
+        self.give_image(name)
+        return name
 
     def container(self, name: str | None = None) -> dict:
         """`docker inspect` of the project's workstation container."""
@@ -199,4 +211,5 @@ class Checkout:
             )
         client = docker.from_env()
         for tag in self.tags:
-            client.images.remove(tag)
+            with contextlib.suppress(docker.errors.ImageNotFound):  # one a test made sure of
+                client.images.remove(tag)

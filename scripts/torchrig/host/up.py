@@ -1,9 +1,10 @@
 """`make up`: start the workstation in the mode this machine allows, wait until it answers, and
 say how to reach it, or why not (`up [--cpu 0|1] [--timeout S] -- docker compose ...`).
 
-Before compose touches anything, every name set is checked (torchrig.host.settings), then
-what compose or the engine would refuse (torchrig.host.preflight): a recreate that fails has
-already removed the workstation that ran.
+Before compose builds or touches anything, every name set is checked (torchrig.host.settings),
+memlock settled with the engine (torchrig.host.memlock), then what compose would refuse
+(torchrig.host.preflight): a recreate that fails has already removed the workstation that ran.
+Nor does compose recreate a workstation that runs work without the word (torchrig.host.recreate).
 
 The wait is inside the container (every 50 ms; Docker's healthcheck would add up to 3 s), asked
 and answered by one protocol (torchrig.shared.startup). A container that exited or restarts in a
@@ -29,9 +30,11 @@ from torchrig.host import (
     dotenv,
     gpu_mode,
     gpus,
+    memlock,
     preflight,
     prepare,
     project,
+    recreate,
     settings,
     workstations,
 )
@@ -66,8 +69,11 @@ def read_state(compose: Compose) -> workstations.Workstation | None:
     return None if inspected is None else workstations.parse(inspected)
 
 
-def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> int:
-    """What compose or the engine would refuse, refused before a recreate removes what runs."""
+def check_before_touching(
+    compose: Compose, go_ahead: bool = False, env_file: Path = Path(".env")
+) -> int:
+    """What compose would refuse, refused before a recreate removes what runs; a recreate that
+    would stop work in the workstation, unless `go_ahead` (`make up RECREATE=1`)."""
     config = compose.run("config", "--format", "json")
     if config.returncode != 0:
         return 0  # prepare said why; compose will again
@@ -77,8 +83,11 @@ def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> in
     given = [name for name in variables if name in typed] or [
         name for name in variables if dotenv.setting(name, env_file) is not None
     ]
+    inspected = inspect_own(compose)
     try:
-        preflight.check(compose.docker, config.stdout, inspect_own(compose), prepare.is_free, given)
+        preflight.check(config.stdout, inspected, prepare.is_free, given)
+        if not go_ahead:
+            recreate.check(compose, config.stdout, inspected)
     except CannotGoOn as refused:
         return refused.said()
     return 0
@@ -203,17 +212,15 @@ def report_compose_failure(
     if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
         missing = None if present else image
-    memlock = preflight.limits((workstation.get("ulimits") or {}).get("memlock"))
-    refused = memlock is not None and compose_failure.MEMLOCK_REFUSED.search(up.stdout)
+    wanted = memlock.limits((workstation.get("ulimits") or {}).get("memlock"))
+    refused = wanted is not None and compose_failure.MEMLOCK_REFUSED.search(up.stdout)
     facts = compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
         cpu_mode=cpu,
         published=published,
         missing_image=missing,
-        memlock_wanted=memlock[1] if memlock else None,
-        memlock_limit=preflight.engine_memlock_limit(compose.docker, image)
-        if refused and image
-        else None,
+        memlock_wanted=wanted[1] if wanted else None,
+        memlock_limit=memlock.engine_memlock_limit(compose.docker) if refused else None,
     )
     lines = compose_failure.diagnose(up.stdout, facts) or [
         f"`docker compose up` failed (exit {up.returncode}) before the workstation "
@@ -308,6 +315,20 @@ def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
     VOICE.note(f"GPUS={value}: took GPUs {picked}, held by no other workstation ({where})")
 
 
+def settle_memlock(compose: Compose, env_file: Path = Path(".env")) -> int:
+    """Before compose builds or makes anything: a memlock the engine grants, written to .env when
+    MEMLOCK is unset (torchrig.host.memlock)."""
+    config = compose.run("config", "--format", "json")
+    if config.returncode != 0:
+        return 0  # prepare said why; compose will again
+    service = compose_failure.service_config(config.stdout, SERVICE)
+    try:
+        memlock.settle(compose.docker, service, inspect_own(compose), env_file)
+    except CannotGoOn as refused:
+        return refused.said()
+    return 0
+
+
 def pass_build_arguments() -> int:
     """compose builds a missing image: pass PYTORCH_VERSION as `make build` does."""
     version, problems = buildcheck.checked_torch_version(os.environ)
@@ -332,10 +353,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cpu", default="", help="1: CPU mode, 0: GPUs, empty: what this machine has (make's CPU)"
     )
+    parser.add_argument(
+        "--recreate", default="", help="1: recreate even a workstation that runs work (RECREATE)"
+    )
     parser.add_argument("compose", nargs="+", help="the compose command, after --")
     args = parser.parse_args(argv)
     compose = Compose(args.compose)
     try:
+        go_ahead = recreate.go_ahead(args.recreate)
         settings.check_names(Path.cwd(), Path(".env"), compose.command)
         mode, compose = gpu_mode.decide(args.cpu, compose)
     except CannotGoOn as refused:
@@ -346,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         prepare.prepare(compose.run)
         or claim(compose, mode.cpu)
         or pass_build_arguments()
-        or check_before_touching(compose)
+        or settle_memlock(compose)
+        or check_before_touching(compose, go_ahead)
     )
     if prepared:
         return prepared

@@ -56,7 +56,8 @@ def endpoint_lines(
         lines.append(f"SSH:     {ssh_command(ssh)}")
     elif "sshd" in configured:
         lines.append(
-            "SSH:     not started: no SSH public key (set SSH_PUBLIC_KEY in .env, then `make up`)"
+            "SSH:     not started: no SSH public key (make one with `ssh-keygen -t ed25519`: "
+            "`make up` adds it to .env; or set SSH_PUBLIC_KEY there)"
         )
     else:
         lines.append("SSH:     off (not in SERVICES)")

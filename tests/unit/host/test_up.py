@@ -73,11 +73,19 @@ NO_GPU = gpu_mode.HostGpus(device_nodes=(), nvidia_smi=None, hook=None)
 GPUS = gpu_mode.HostGpus(device_nodes=("/dev/nvidia0",), nvidia_smi=None, hook=None)
 
 
+RECREATE_CHECKS: list[str] = []  # the compose commands `recreate.check` was asked about
+
+
+def checked_recreate(compose: Compose, config_json: str, inspected: object) -> None:
+    RECREATE_CHECKS.append(" ".join(compose.command))
+
+
 def run_main(
     monkeypatch: pytest.MonkeyPatch,
     compose: FakeCompose,
     cpu: str = "",
     host: gpu_mode.HostGpus = NO_GPU,
+    recreate: str = "",
 ) -> int:
     """up.main with compose, the machine's GPUs, .env/bind mounts and the build check faked."""
     monkeypatch.setattr(up, "Compose", lambda command: compose)
@@ -85,9 +93,11 @@ def run_main(
     monkeypatch.setattr(up.prepare, "prepare", lambda run_compose: 0)
     monkeypatch.setattr(up, "claim", lambda compose, cpu: 0)  # test_up_claim.py
     monkeypatch.setattr(up.settings, "check_names", lambda *args: None)  # test_settings.py
+    monkeypatch.setattr(up.recreate, "check", checked_recreate)  # test_recreate.py
     monkeypatch.setattr(up.buildcheck, "checked_torch_version", lambda environ: ("2.13.0", []))
     monkeypatch.delenv("PYTORCH_VERSION", raising=False)
-    argv = ["--timeout", "60", "--cpu", cpu, "--", "docker", "compose", "-f", "docker-compose.yml"]
+    argv = ["--timeout", "60", "--cpu", cpu, "--recreate", recreate,
+            "--", "docker", "compose", "-f", "docker-compose.yml"]  # fmt: skip
     return up.main(argv)
 
 
@@ -432,3 +442,53 @@ def test_a_wait_that_outlives_its_limit_is_said_as_not_ready_in_time(
     err = capsys.readouterr().err
     assert "the workstation was not ready within 60 s (still starting)" in err
     assert 60 < compose.deadlines[0] <= 60 + up.ASK_GRACE_S  # the container's wait, then docker's
+
+
+RLIMIT_REFUSED = "error during container init: error setting rlimit type 8: operation not permitted"
+
+
+def memlock_engine(limit: int, **answers: tuple[int, str]) -> FakeCompose:
+    """compose asking for unlimited memlock (its default), on an engine that refuses all above
+    `limit`: the throwaway containers of torchrig.host.memlock answer so."""
+    config = {"services": {"workstation": {"ulimits": {"memlock": {"soft": -1, "hard": -1}}}}}
+    probes = {
+        f"run --rm --network none --pull never --log-driver none --ulimit memlock={n}:{n}": (
+            (127, "no such file") if 0 <= n <= limit else (125, RLIMIT_REFUSED)
+        )
+        for n in [-1, *(2**power for power in range(10, 45))]
+    }
+    return ready_compose(
+        config=(0, json.dumps(config)), **{"import": (0, "sha256:empty\n")}, **probes, **answers
+    )
+
+
+def test_memlock_the_engine_refuses_is_settled_before_compose_builds_or_makes_anything(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """MEMLOCK set and refused: stopped before `compose up`; unset: written, then up."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMLOCK", "-1")
+    compose = memlock_engine(8 * 1024 * 1024)
+    assert run_main(monkeypatch, compose, cpu="1") == 1
+    assert "it grants 8 MiB" in capsys.readouterr().err
+    assert not any(call[:2] == ("up", "-d") for call in compose.calls)
+
+    monkeypatch.delenv("MEMLOCK")
+    compose = memlock_engine(8 * 1024 * 1024)
+    assert run_main(monkeypatch, compose, cpu="1") == 0
+    assert (tmp_path / ".env").read_text().endswith("\nMEMLOCK=8388608\n")
+    assert "wrote MEMLOCK=8388608 to .env" in capsys.readouterr().err
+    assert ("up", "-d") in compose.calls
+
+
+def test_the_recreate_check_runs_before_compose_unless_the_word_was_given(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    RECREATE_CHECKS.clear()
+    assert run_main(monkeypatch, ready_compose(), cpu="1") == 0
+    assert len(RECREATE_CHECKS) == 1
+    assert run_main(monkeypatch, ready_compose(), cpu="1", recreate="1") == 0
+    assert len(RECREATE_CHECKS) == 1  # `make up RECREATE=1`: not asked
+    compose = ready_compose()
+    assert run_main(monkeypatch, compose, cpu="1", recreate="yes") == 1
+    assert "RECREATE='yes' is not 1" in capsys.readouterr().err and compose.calls == []

@@ -26,7 +26,11 @@ def test_running_services_get_their_host_address() -> None:
 
 def test_sshd_without_a_key_and_services_left_out_say_so() -> None:
     no_key = endpoints.endpoint_lines(BOTH, ["jupyter"], "t", "127.0.0.1:8888", "127.0.0.1:2222")
-    assert no_key[1].startswith("SSH:     not started: no SSH public key (set SSH_PUBLIC_KEY")
+    # What `make up` does with a key made later: it adds it to .env when .env has none.
+    assert no_key[1] == (
+        "SSH:     not started: no SSH public key (make one with `ssh-keygen -t ed25519`: "
+        "`make up` adds it to .env; or set SSH_PUBLIC_KEY there)"
+    )
     only_ssh = endpoints.endpoint_lines(("sshd",), ["sshd"], "", "a:1", "10.0.0.5:2222")
     assert only_ssh == ["Jupyter: off (not in SERVICES)", "SSH:     ssh -p 2222 dev@10.0.0.5"]
 
