@@ -215,9 +215,11 @@ RUN --mount=type=bind,target=/src \
 # torchvision, triton or an nvidia-* library is refused (torchrig/packages/stack.py).
 ENV PIP_CONSTRAINT=/etc/torchrig/constraints.txt \
     UV_CONSTRAINT=/etc/torchrig/constraints.txt
-# The examples, so that a pod without the workspace mount (Kubernetes, deploy/k8s) runs the same
-# script at the same path. compose mounts ./workspace over /workspace, which shows your copy.
-COPY --chown=1000:1000 workspace/examples/ /workspace/examples/
+# The checkout's examples/ (the training example and its notebook), root's and read-only: what a
+# pod without the workspace mount runs (deploy/k8s), and what the start copies, as dev, to
+# /workspace/examples when the workspace has none (torchrig/image/examples.py). Never the
+# workspace the container writes.
+COPY examples/ /opt/torchrig/examples/
 WORKDIR /workspace
 EXPOSE 8888 2222
 # Docker runs these as root: absolute paths only, and root's own copy of torchrig.

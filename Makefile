@@ -60,7 +60,7 @@ test-smoke: $(VENV)/.installed ## run the container smoke tests (with BASE_IMAGE
 lint: $(VENV)/.installed ## ruff, shellcheck and actionlint
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	shellcheck entrypoint/*.sh workspace/start.d/*.sh .ci/run deploy/slurm/*.sbatch
+	shellcheck entrypoint/*.sh examples/start.d/*.sh .ci/run deploy/slurm/*.sbatch
 	$(VENV)/bin/actionlint .github/workflows/*.yml
 
 # The Dev Containers reference CLI for the container tests, at the version tools/package.json pins.
@@ -78,7 +78,7 @@ REPORT_PYTHON ?= $(if $(wildcard $(PYTHON)),$(PYTHON),python3)
 
 .PHONY: gpu-report
 gpu-report: ## prove a CUDA machine, one JSON + markdown report (ARGS=--cpu, ARGS="--out DIR"; docs/gpu-report.md)
-	PYTHONPATH=scripts$${PYTHONPATH:+:$$PYTHONPATH} $(REPORT_PYTHON) -m benchmarks.gpu_report $(ARGS)
+	@PYTHONPATH=scripts$${PYTHONPATH:+:$$PYTHONPATH} $(REPORT_PYTHON) -m benchmarks.gpu_report $(ARGS)
 
 # --- the container ------------------------------------------------------------------------------
 # Variables you may set (shell, command line or .env): see docker-compose.yml for the runtime
@@ -87,8 +87,13 @@ gpu-report: ## prove a CUDA machine, one JSON + markdown report (ARGS=--cpu, ARG
 # container, so only `up` takes CPU, and decides there alone (torchrig.host.gpu_mode).
 # COMPOSE_PROJECT_NAME names this checkout's workstation (written to .env on the first run).
 # PUBLISHED=1 runs the published image TORCHRIG_IMAGE names instead of building one.
+# Their recipes start with `@`: the helpers say what happens, and the commands behind them would
+# only be noise (make's own error line on a failure stays).
 CPU ?=
 PUBLISHED ?=
+# RECREATE=1: `make up` recreates the workstation even when that stops a job, a kernel or a session
+# in it; without it, it names what would stop and changes nothing (torchrig.host.recreate).
+RECREATE ?=
 COMPOSE := docker compose -f docker-compose.yml \
 	$(if $(filter 1,$(PUBLISHED)),-f docker-compose.published.yml)
 # Host-side helpers: plain python3 and the standard library, no venv needed.
@@ -114,64 +119,64 @@ GUARD := $(HOST_PY) torchrig.host.project
 
 .PHONY: build
 build: ## build the image (CUDA_FLAVOUR=, BASE_IMAGE=, EXTRA_CA_CERT=ca.pem, BUILD_TARGET=devel)
-	$(GUARD) -- $(COMPOSE)
-	$(BUILD_ARGS) DOCKER_BUILDKIT=1 $(COMPOSE) build
+	@$(GUARD) -- $(COMPOSE)
+	@$(BUILD_ARGS) DOCKER_BUILDKIT=1 $(COMPOSE) build
 
 .PHONY: prepare
 prepare: ## what `up` (and VS Code Dev Containers) does first: .env on the first run, the bind-mounted folders
-	$(HOST_PY) torchrig.host.prepare -- $(COMPOSE)
+	@$(HOST_PY) torchrig.host.prepare -- $(COMPOSE)
 
 # One Python process does it all (prepare, the build's inputs, compose, the wait): each extra
 # process would be on the time `make up` takes.
 .PHONY: up
 up: ## start the workstation, wait until ready, print how to connect (first run writes .env); CPU=1/CPU=0 force the mode
-	$(HOST_PY) torchrig.host.up --cpu "$(CPU)" -- $(COMPOSE)
+	@$(HOST_PY) torchrig.host.up --cpu "$(CPU)" --recreate "$(RECREATE)" -- $(COMPOSE)
 
 .PHONY: down
 down: ## stop and remove the container (volumes with host keys, caches and your packages are kept)
-	$(GUARD) -- $(COMPOSE)
-	$(COMPOSE) down
+	@$(GUARD) -- $(COMPOSE)
+	@$(COMPOSE) down
 
 .PHONY: ls
 ls: ## list every torchrig workstation on this machine, anyone's: name, folder, owner, state, ports, GPUs
-	$(HOST_PY) torchrig.host.workstations $(ARGS)
+	@$(HOST_PY) torchrig.host.workstations $(ARGS)
 
 .PHONY: logs
 logs: ## follow the container's logs (banner, Jupyter URL, sshd)
-	$(INSIDE) --any-state -- logs -f
+	@$(INSIDE) --any-state -- logs -f
 
 .PHONY: shell
 shell: ## a login shell as dev in the running container
-	$(SESSION) bash -l
+	@$(SESSION) bash -l
 
 .PHONY: ssh
 ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
-	address="$$($(INSIDE) --address ssh)"; \
+	@address="$$($(INSIDE) --address ssh)"; \
 		ssh -p "$${address##*:}" "dev@$${address%:*}"
 
 .PHONY: jupyter-url
 jupyter-url: ## print JupyterLab's URL with its token
-	$(INSIDE) --published-port jupyter -- exec -T -u dev workstation \
+	@$(INSIDE) --published-port jupyter -- exec -T -u dev workstation \
 		python -I -m torchrig.image.jupyter_url
 
 .PHONY: jupyter-token-rotate
 jupyter-token-rotate: ## a new Jupyter token (kept in .env across restarts until then), then `make up` with it
-	$(HOST_PY) torchrig.host.jupyter_token --rotate
-	$(MAKE) --no-print-directory up
+	@$(HOST_PY) torchrig.host.jupyter_token --rotate
+	@$(MAKE) --no-print-directory up
 
 .PHONY: packages
 packages: ## list the packages you installed (pip, uv, %pip), kept across down/up and rebuilds
-	$(AS_DEV) torchrig packages
+	@$(AS_DEV) torchrig packages
 
 .PHONY: packages-reset
 packages-reset: ## remove every package you installed: back to the image's own
-	$(AS_DEV) torchrig packages reset
+	@$(AS_DEV) torchrig packages reset
 
 .PHONY: verify-gpus
 verify-gpus: ## run `torchrig verify` in the container (ARGS=--quick)
-	$(AS_DEV) torchrig verify $(ARGS)
+	@$(AS_DEV) torchrig verify $(ARGS)
 
 .PHONY: lock
 lock: ## re-resolve locks/<CUDA_FLAVOUR>.txt from pyproject.toml (needs uv; UPGRADE=1 to bump)
-	$(HOST_PY) torchrig.host.lockfile --uv "$(UV)" \
+	@$(HOST_PY) torchrig.host.lockfile --uv "$(UV)" \
 		$(if $(CUDA_FLAVOUR),--flavour $(CUDA_FLAVOUR)) $(if $(filter 1,$(UPGRADE)),--upgrade)

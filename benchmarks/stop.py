@@ -79,7 +79,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         env = bench_env(folder, ports, PROJECT)
-        shutil.copy(REPO / "workspace" / "examples" / "train_ddp.py", folder / "workspace")
+        shutil.copy(REPO / "examples" / "train_ddp.py", folder / "workspace")
         shutil.copy(traced_train.PATH, folder / "workspace")
         try:
             for _ in range(args.repeats):

@@ -2,12 +2,15 @@
 
     python benchmarks/train_throughput.py cpu     [--repeats 3] [--json]
     python benchmarks/train_throughput.py gpu     [--model resnet18] [--batch-size 128] [--json]
-    python benchmarks/train_throughput.py compile [--model resnet18] [--batch-size 128] [--json]
+    python benchmarks/train_throughput.py compile [--model resnet18] [--batch-size 128]
+                                                  [--compile-mode MODE] [--ddp] [--json]
 
 cpu: the example with a GPU's defaults forced on (channels_last, compile, bf16 autocast), 1
 process against 2 under DDP and under FSDP2; gpu: naive against the example's defaults, the cost
-of DDP, the example end to end; compile: the first step against a later one, and the compile
-caches (docs/benchmarks.md, "Training"; docs/gpu-report.md). `--device cpu` proves the code path
+of DDP, the example end to end; compile: the first step against later ones and their images/s,
+in one torch.compile mode, with or without the example's DDP wrap (a group of one), the compile
+caches and the graphs that skipped CUDA graphs (docs/benchmarks.md, "Training";
+docs/gpu-report.md). `--device cpu` proves the code path
 without a GPU; its figures say nothing about one.
 """
 
@@ -18,18 +21,17 @@ import json
 import os
 import platform
 import re
-import runpy
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# Git's copy of the example: the container writes ./workspace (testbed/committed.py).
-EXAMPLE = runpy.run_path(str(REPO_ROOT / "testbed" / "committed.py"))["example"]()
+EXAMPLE = str(REPO_ROOT / "examples" / "train_ddp.py")
 THROUGHPUT_LINE = re.compile(r"step\s+(\d+) \|.*\|\s+([\d.]+) samples/s")
 
 
@@ -88,11 +90,12 @@ def train_step(
     image_size: int,
     *,
     fast: bool,
-    compile_model: bool,
+    compile_mode: str | None,
     ddp: bool,
     device_type: str = "cuda",
 ) -> Callable[[], None]:
-    """One training step on a device-resident batch, as a function to call (unsynchronised)."""
+    """One training step on a device-resident batch, as a function to call (unsynchronised);
+    compiled in `compile_mode` (torch.compile's), eager with None."""
     import torch
     import torch.nn.functional as F
     from torchrig.distributed import wrap_ddp
@@ -108,7 +111,7 @@ def train_step(
     model = build_model(model_name, 1000).to(device, memory_format=memory_format)
     if ddp:
         model = wrap_ddp(model, [0] if on_gpu else None)  # the example's wrap
-    step_model = torch.compile(model) if compile_model else model
+    step_model = torch.compile(model, mode=compile_mode) if compile_mode else model
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     bf16 = not on_gpu or torch.cuda.is_bf16_supported()
     scaler = torch.amp.GradScaler(device.type, enabled=fast and not bf16)
@@ -184,31 +187,26 @@ def bench_gpu(
     example: bool = True,
 ) -> dict:
     import torch
-    import torch.distributed as dist
 
     if device_type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpu: CUDA is not available here (--device cpu runs the loops on the CPU)")
 
     shape, where = (model_name, batch_size, image_size), {"device_type": device_type}
 
-    def measure(*, fast: bool, compile_model: bool, ddp: bool) -> float:
-        one_step = train_step(*shape, fast=fast, compile_model=compile_model, ddp=ddp, **where)
+    def measure(*, fast: bool, compile_mode: str | None, ddp: bool) -> float:
+        one_step = train_step(*shape, fast=fast, compile_mode=compile_mode, ddp=ddp, **where)
         return images_per_s(one_step, batch_size, steps, warmup, device_type)
 
-    naive = measure(fast=False, compile_model=False, ddp=False)
-    defaults = measure(fast=True, compile_model=True, ddp=False)
+    naive = measure(fast=False, compile_mode=None, ddp=False)
+    defaults = measure(fast=True, compile_mode="default", ddp=False)
     # DDP overhead: the same eager fast loop with and without a one-process DDP wrapper, both
     # built in the same process group, warmed up alike, then timed in alternating windows.
-    backend = "nccl" if device_type == "cuda" else "gloo"
-    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
-    try:
+    with group_of_one(device_type) as backend:
         loops = {
-            "plain": train_step(*shape, fast=True, compile_model=False, ddp=False, **where),
-            "ddp": train_step(*shape, fast=True, compile_model=False, ddp=True, **where),
+            "plain": train_step(*shape, fast=True, compile_mode=None, ddp=False, **where),
+            "ddp": train_step(*shape, fast=True, compile_mode=None, ddp=True, **where),
         }
         rates = alternating_images_per_s(loops, batch_size, steps, warmup, device_type)
-    finally:
-        dist.destroy_process_group()
     plain, ddp_one = max(rates["plain"]), max(rates["ddp"])
     on_gpu = device_type == "cuda"
     result = {
@@ -240,8 +238,28 @@ def bench_gpu(
     return result
 
 
+@contextmanager
+def group_of_one(device_type: str) -> Iterator[str]:
+    """A process group of this process alone (NCCL on a GPU, gloo on a CPU), for DDP; its
+    backend."""
+    import torch.distributed as dist
+
+    backend = "nccl" if device_type == "cuda" else "gloo"
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield backend
+    finally:
+        dist.destroy_process_group()
+
+
 def bench_compile(
-    model_name: str, batch_size: int, image_size: int, steps: int, device_type: str
+    model_name: str,
+    batch_size: int,
+    image_size: int,
+    steps: int,
+    device_type: str,
+    mode: str = "default",
+    ddp: bool = False,
 ) -> dict:
     import torch
     from torch._dynamo.utils import counters
@@ -249,30 +267,55 @@ def bench_compile(
     if device_type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("compile: CUDA is not available here (--device cpu compiles for the CPU)")
     shape = (model_name, batch_size, image_size)
-    one_step = train_step(*shape, fast=True, compile_model=True, ddp=False, device_type=device_type)
+    with group_of_one(device_type) if ddp else nullcontext():
+        one_step = train_step(*shape, fast=True, compile_mode=mode, ddp=ddp,
+                              device_type=device_type)  # fmt: skip
 
-    def step_s() -> float:
-        start = time.perf_counter()
-        one_step()
+        def step_s() -> float:
+            start = time.perf_counter()
+            one_step()
+            synchronize(device_type)
+            return time.perf_counter() - start
+
         synchronize(device_type)
-        return time.perf_counter() - start
-
-    synchronize(device_type)
-    first = step_s()  # traced, compiled (or loaded from the cache), then run
-    later = [step_s() for _ in range(steps)]
+        first = step_s()  # traced, compiled (or loaded from the cache), then run
+        # The next ones also record the CUDA graphs of the modes that have them.
+        later = [step_s() for _ in range(steps)]
+        rate = images_per_s(one_step, batch_size, steps, 0, device_type)
     return {
-        "benchmark": f"compile: {model_name}, batch {batch_size}, {image_size}px, {device_type}",
+        "benchmark": f"compile: {model_name}, batch {batch_size}, {image_size}px, {device_type}, "
+        f"mode {mode}{', DDP (one process)' if ddp else ''}",
         "torch": torch.__version__,
+        "mode": mode,
+        "ddp": ddp,
         "cache_dir": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
         "first_step_s": round(first, 3),
         "later_step_s": round(statistics.median(later), 4),
+        "images_per_s": round(rate, 1),
         # Inductor's FX graph cache and AOTAutograd's cache, hits and misses so far.
         "cache": {
             name: int(counters[group][name])
             for group, kind in (("inductor", "fxgraph"), ("aot_autograd", "autograd"))
             for name in (f"{kind}_cache_hit", f"{kind}_cache_miss")
         },
+        # Skipped: graphs on a GPU that a mode with CUDA graphs ran without them.
+        "cudagraphs": {
+            **cuda_graph_trees(),
+            "skipped": int(counters["inductor"]["cudagraph_skips"]),
+        },
     }
+
+
+def cuda_graph_trees() -> dict[str, int]:
+    """What ran in CUDA graphs (Inductor's CUDA graph trees on the first GPU): the compiled graphs
+    that did, and how many recordings that took (more than one a graph: re-recorded). None on a
+    CPU, where a mode with CUDA graphs compiles as the default, saying nothing."""
+    from torch._inductor import cudagraph_trees
+
+    manager = cudagraph_trees.get_manager(0, create_if_none_exists=False)
+    if manager is None:
+        return {"graphs": 0, "recordings": 0}
+    return {"graphs": len(manager.ids_to_funcs), "recordings": next(manager.graph_counter)}
 
 
 def main() -> int:
@@ -291,6 +334,11 @@ def main() -> int:
         "--example", action=argparse.BooleanOptionalAction, default=True,
         help="gpu: also time the training example end to end",
     )  # fmt: skip
+    parser.add_argument(
+        "--compile-mode", choices=["default", "reduce-overhead", "max-autotune"],
+        default="default", help="compile: torch.compile's mode",
+    )  # fmt: skip
+    parser.add_argument("--ddp", action="store_true", help="compile: the example's DDP wrap")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
     if min(args.repeats, args.batch_size, args.image_size, args.steps) < 1 or args.warmup < 0:
@@ -303,7 +351,7 @@ def main() -> int:
             *shape, warmup=args.warmup, device_type=args.device, example=args.example
         )
     else:
-        result = bench_compile(*shape, args.device)
+        result = bench_compile(*shape, args.device, args.compile_mode, args.ddp)
     result["python"] = platform.python_version()
     if args.json:
         print(json.dumps(result))

@@ -8,6 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The training example the host runs: the checkout's own, never the workspace's copy, which the
+# container writes (the image copies it there at its first start).
+EXAMPLE = REPO_ROOT / "examples" / "train_ddp.py"
 DEFAULT_TIMEOUT_S = 180.0
 
 

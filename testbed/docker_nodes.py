@@ -19,9 +19,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from docker.models.containers import Container
 
-from testbed import REPO_ROOT, engine, leftovers, traced_train, wait_until
+from testbed import EXAMPLE, engine, leftovers, traced_train, wait_until
 
-EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
 WORKSPACE = "/workspace"
 SCRIPT = "examples/train_ddp.py"
 TRACED = "traced_train.py"  # in WORKSPACE: the example with the tests' knobs
@@ -130,13 +129,14 @@ class Cluster:
     def add(self, name: str, public_key: str | None = None, **env: str) -> Node:
         environment = {
             "SERVICES": "sshd",
+            "BIND_ADDR": "0.0.0.0",  # the other nodes reach its sshd, as machines of a job do
             "SSH_PUBLIC_KEY": public_key or self.keys.public_line,
             "TORCHRIG_CPU_ONLY": "1",
             **env,
         }
         if WITHOUT_REJOIN_FIX:
             environment["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"
-        memlock = engine.memlock(self.image)
+        memlock = engine.memlock()
         container = self.client.containers.run(
             self.image,
             name=f"{self.tag}-{name}",

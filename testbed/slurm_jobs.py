@@ -18,7 +18,7 @@ from testbed.slurm_cluster import SlurmCluster, free_port
 TEMPLATE = REPO_ROOT / "deploy" / "slurm" / "train.sbatch"
 README = REPO_ROOT / "deploy" / "slurm" / "README.md"
 # The template's default TRAIN_SCRIPT, and testbed's wrapper of it, both submit-relative.
-EXAMPLE = "workspace/examples/train_ddp.py"
+EXAMPLE = "examples/train_ddp.py"
 TRACED = traced_train.PATH.relative_to(REPO_ROOT)
 
 # Small enough for two shared cores, big enough to cross an epoch: 256 samples, batch 8 per rank.

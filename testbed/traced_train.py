@@ -1,6 +1,6 @@
 """The training example with two knobs its tests and benchmarks need, kept out of the example:
 
-    python testbed/traced_train.py --script workspace/examples/train_ddp.py \
+    python testbed/traced_train.py --script examples/train_ddp.py \
         [--step-delay S] [--log-samples FILE] [the script's own arguments]
 
 --step-delay sleeps S seconds in every optimizer step; --log-samples appends one JSON line per

@@ -13,14 +13,15 @@ the targets:
   resumed, against the same run left alone: the loss curves and the final weights;
 - checkpoint: CheckpointManager against raw disk I/O (benchmarks/checkpoint_io.py);
 - tests: `pytest -m gpu tests/gpu`, among them NVML's verdicts against nvidia-smi's;
-- best: plain PyTorch at its best for the training part's model and batch
-  (`torch.compile(mode="max-autotune")`, plain_best.py), the defaults against it.
+- modes: the example's step (its DDP wrap and its own model) in each torch.compile mode it offers
+  (default, reduce-overhead, max-autotune): images/s, the first step's compile, and whether
+  every graph ran in CUDA graphs (benchmarks/train_throughput.py compile).
 `--cpu` runs it all on a CPU with tiny sizes (CI keeps it working so); figures are then shown, not
 judged.
 
 Its modules: `__main__` the command (the parts in order, the report written after each);
 `runner` how a child runs (budgets, live logs, one part); `parts` what each part runs and the
 figures it reads back; `targets` the figures judged; `render` report.json and report.md;
-`verify_figures` and `plain_best` the two measurements of its own that the parts run as children.
-Nothing is imported here, so that `python -m benchmarks.gpu_report.<child>` loads only its child.
+`verify_figures` the measurement of its own that a part runs as a child. Nothing is imported
+here, so that `python -m benchmarks.gpu_report.<child>` loads only its child.
 """

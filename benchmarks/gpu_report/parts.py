@@ -8,13 +8,19 @@ import re
 import shlex
 import shutil
 import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from torchrig import children
+from torchrig.launch import plan
+from torchrig.launch.torchrun import TorchrunFlags
+
 from benchmarks.gpu_report.runner import Failed, Run, Sizes, why
-from testbed import committed, traced_train
+from testbed import EXAMPLE, traced_train
 
 LOSS_LINE = re.compile(r"^step\s+(\d+) \| loss (\S+) \|", re.MULTILINE)
 RESUMED_LINE = re.compile(r"resuming from step (\d+)")
@@ -89,15 +95,33 @@ def part_training(r: Run) -> dict[str, Any]:
     return r.json_of("training", argv, r.compiling_env())
 
 
-def part_best(r: Run) -> dict[str, Any]:
-    """The best this card gives for the training part's model and batch in plain PyTorch
-    (plain_best.py). On a CPU, the default compile mode: the FX graph cache the compile part
-    filled makes it quick there; max-autotune would take minutes."""
+# torch.compile's modes, as the example's --compile-mode offers them.
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+SKIP_LINE = re.compile(r"skipping cudagraphs due to (.*)")
+
+
+def part_modes(r: Run) -> dict[str, Any]:
+    """The example's step in each compile mode: its DDP wrap (a group of one) and its own model
+    (resnet18 on a GPU, which no part before compiled; the cache key holds the mode), a child
+    each. Each gets an even share of the time left, what one leaves going to those after it,
+    and one that fails or runs out of time leaves the others their figures."""
     s = r.sizes
-    argv = [sys.executable, "-m", "benchmarks.gpu_report.plain_best", *throughput_args(s),
-            "--steps", str(s.steps), "--warmup", str(s.warmup), "--mode",
-            "default" if r.cpu else "max-autotune"]  # fmt: skip
-    return r.json_of("best", argv, r.compiling_env())
+    shape = replace(s, model=s.modes_model)
+    env = {**r.compiling_env(), "TORCH_LOGS": "cudagraphs"}  # says why a graph skipped them
+    figures: dict[str, Any] = {}
+    for index, mode in enumerate(COMPILE_MODES):
+        share = (r.deadline - time.monotonic()) / (len(COMPILE_MODES) - index)
+        argv = [sys.executable, "benchmarks/train_throughput.py", "compile",
+                *throughput_args(shape), "--steps", str(s.steps), "--compile-mode", mode,
+                "--ddp"]  # fmt: skip
+        done = r.child(f"modes-{mode}", argv, env, limit_s=share)
+        result = children.last_json_object(done.stdout)
+        if not done.ok or result is None:
+            figures[mode] = {"failed": why(done), "timed_out": done.timed_out}
+            continue
+        skipped = SKIP_LINE.search(done.stderr)
+        figures[mode] = {**result, "skip_reason": skipped and skipped.group(1).strip()[:200]}
+    return figures
 
 
 def part_checkpoint(r: Run) -> dict[str, Any]:
@@ -146,12 +170,16 @@ def part_resume(r: Run) -> dict[str, Any]:
     env = r.compiling_env()
     if r.cpu:
         env["OMP_NUM_THREADS"] = "1"  # two ranks on few cores must not oversubscribe them
+    # On this machine alone, as `torchrig launch` runs it: torchrun's --standalone would put its
+    # rendezvous state, which it unpickles, on a port of every interface.
+    env.update(plan.socket_interfaces(env, plan.LOOPBACK))
+    rendezvous, _ = plan.one_machine_rendezvous(TorchrunFlags(), env)
 
     def argv(folder: Path, *extra: str) -> list[str]:
         example = [*shlex.split(r.sizes.resume), "--checkpoint-dir", str(folder),
                    "--save-final", str(folder / "final.pt"), *extra]  # fmt: skip
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                str(nproc), *traced_train.command(committed.example(), example,
+        return [sys.executable, "-m", "torch.distributed.run", *rendezvous, "--nproc-per-node",
+                str(nproc), *traced_train.command(str(EXAMPLE), example,
                                                   "testbed/traced_train.py")]  # fmt: skip
 
     whole, broken = work / "uninterrupted", work / "killed-and-resumed"
@@ -223,8 +251,8 @@ def compare_weights(first: Path, second: Path) -> dict[str, Any]:
 
 
 # In running order: verify before anything loads the GPU, compile before training (which then
-# starts from the warm cache), the tests after the parts they back up, and last the best plain
-# PyTorch can do, which gets the time left (a cold max-autotune compile takes minutes).
+# starts from the warm cache), the tests after the parts they back up, and last the compile
+# modes, which get the time left (three cold compiles, max-autotune's taking minutes).
 PARTS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "verify": part_verify,
     "compile": part_compile,
@@ -232,5 +260,5 @@ PARTS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "resume": part_resume,
     "checkpoint": part_checkpoint,
     "tests": part_tests,
-    "best": part_best,
+    "modes": part_modes,
 }

@@ -31,6 +31,7 @@ class Sizes:
     image_size: int
     steps: int
     warmup: int
+    modes_model: str  # the compile modes part's: the example's own
     resume: str  # the example's arguments for the kill-and-resume runs
     step_delay: float  # slows the run to be killed, so the kill lands mid-run
     nproc: int | None  # None: one process per GPU
@@ -42,19 +43,19 @@ class Sizes:
 RESUME_COMMON = "--fsdp --log-every 1 --seed 7"
 # One H100 gives the report 7 minutes (one 10-minute call, with room to install and copy): 410 s
 # for the parts, the rest for writing and exiting. Expected there, from the first run: verify
-# 75 s, compile 95, training 45, resume 100, checkpoint 30, tests 50; "best" gets what is left
-# (a cold max-autotune compile rarely fits; a kept TORCHINDUCTOR_CACHE_DIR makes it warm).
+# 75 s, compile 95, training 45, resume 100, checkpoint 30, tests 50; "modes" runs last and gets
+# what is left of its budget (three cold compiles: alone, `--only modes`, it has them all).
 GPU_BUDGETS = {"verify": 110, "compile": 120, "training": 80, "resume": 120, "checkpoint": 45,
-               "tests": 75}  # fmt: skip
+               "tests": 75, "modes": 300}  # fmt: skip
 GPU = Sizes(
-    "cuda", "resnet50", 128, 224, 50, 10,
+    "cuda", "resnet50", 128, 224, 50, 10, "resnet18",
     "--device cuda --model resnet18 --image-size 64 --num-classes 100 --synthetic-size 8192 "
     f"--batch-size 64 --steps 30 --warmup-steps 3 --checkpoint-every 10 {RESUME_COMMON}",
     0.5, None, 1000, GPU_BUDGETS, 410,
 )  # fmt: skip
 # A CPU shared with others: generous, the parts' own figures are only shown.
 CPU = Sizes(
-    "cpu", "tiny", 16, 32, 5, 2,
+    "cpu", "tiny", 16, 32, 5, 2, "tiny",
     "--device cpu --model tiny --image-size 8 --num-classes 4 --synthetic-size 96 "
     f"--batch-size 4 --steps 12 --warmup-steps 2 --checkpoint-every 4 {RESUME_COMMON}",
     0.6, 2, 20, dict.fromkeys(GPU_BUDGETS, 1200), math.inf,
@@ -97,12 +98,13 @@ class Run:
         env: dict[str, str] | None = None,
         merged: bool = False,
         stop_when: Callable[[], bool] | None = None,
+        limit_s: float = math.inf,
     ) -> children.Outcome:
-        """Run `argv` until it ends, `stop_when()` holds or the part's deadline passes (then it
-        is killed); its output lands in logs/<name>.log as it comes, and the console gets a line
-        when it starts and one when it ends."""
+        """Run `argv` until it ends, `stop_when()` holds, `limit_s` or the part's deadline passes
+        (then it is killed); its output lands in logs/<name>.log as it comes, and the console
+        gets a line when it starts and one when it ends."""
         log = self.out / "logs" / f"{name}.log"
-        seconds = max(1.0, self.deadline - time.monotonic())
+        seconds = max(1.0, min(limit_s, self.deadline - time.monotonic()))
         say(f"  {name}: started, {seconds:.0f} s left, output in {log.relative_to(self.out)}")
         child = children.start(argv, env or self.env, cwd=REPO, merged=merged)
         live = LiveLog(log, argv, child)

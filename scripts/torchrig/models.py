@@ -3,10 +3,11 @@ for), or a tiny built-in CNN."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from torch import nn
+    from torch import Tensor, nn
 
 TINY = "tiny"
 
@@ -28,6 +29,30 @@ def import_torchvision(what: str) -> Any:
     return torchvision
 
 
+@functools.cache
+def tiny_convnet_class() -> type[nn.Sequential]:
+    """A Sequential (its parameters' names) with a forward of its own: torch.compile of the
+    DDP-wrapped model starts again at the model's forward and compiles nothing when that is
+    torch.nn's own, as nn.Sequential's is. Made at first use, so that torch is imported only
+    then; `torchrig.models.TinyConvNet` names it (pickle finds a whole saved model there)."""
+    from torch import nn
+
+    class TinyConvNet(nn.Sequential):
+        def forward(self, x: Tensor) -> Tensor:
+            for layer in self:
+                x = layer(x)
+            return x
+
+    TinyConvNet.__qualname__ = TinyConvNet.__name__
+    return TinyConvNet
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TinyConvNet":
+        return tiny_convnet_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def tiny_convnet(num_classes: int) -> nn.Module:
     """Three conv blocks with BatchNorm: trains in seconds on a CPU, no dropout (deterministic)."""
     from torch import nn
@@ -39,7 +64,7 @@ def tiny_convnet(num_classes: int) -> nn.Module:
             nn.ReLU(inplace=True),
         ]
 
-    return nn.Sequential(
+    return tiny_convnet_class()(
         *block(3, 16, 1),
         *block(16, 32, 2),
         *block(32, 64, 2),

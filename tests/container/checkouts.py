@@ -103,10 +103,11 @@ class Checkout:
         return name
 
     def environment(self, **env: str) -> dict[str, str]:
+        """A person's environment, with `env` added (or, set to "", taken from it)."""
         base = {k: v for k, v in os.environ.items() if k not in NOT_INHERITED}
         base["SSH_PUBLIC_KEY"] = self.ssh_public_line
         base.update(env)
-        return base
+        return {name: value for name, value in base.items() if value != ""}
 
     def make(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         """`make -s <args>` in the checkout; output with terminal codes taken out."""
@@ -139,13 +140,21 @@ class Checkout:
             check=False,
         )
 
-    def give_image(self) -> None:
-        """Tag the image under test as this checkout's own (what its `make build` would make);
-        never over a tag that is not this run's."""
-        tag = f"{self.name}/workstation:latest"
+    def give_image(self, name: str | None = None) -> None:
+        """Tag the image under test as the checkout's own (what its `make build` would make), for
+        the name in its .env or `name`; never over a tag that is not this run's."""
+        tag = f"{name or self.name}/workstation:latest"
         assert leftovers.MADE_BY.search(tag), f"{tag} may be a person's own: not retagged"
         docker.from_env().images.get(self.image).tag(tag)
         self.tags.add(tag)
+
+    def new_name(self) -> str:
+        """A name for a first `make up COMPOSE_PROJECT_NAME=<name>`, its image already there (no
+        build), removed at the end with the rest (and by the sweep, were the run killed)."""
+        name = leftovers.name()
+        self.names.add(name)
+        self.give_image(name)
+        return name
 
     def container(self, name: str | None = None) -> dict:
         """`docker inspect` of the project's workstation container."""
@@ -225,7 +234,8 @@ class Checkout:
             )
         client = docker.from_env()
         for tag in self.tags:
-            client.images.remove(tag)
+            with suppress(docker.errors.ImageNotFound):  # one a test made sure of
+                client.images.remove(tag)
 
 
 def things_of(client: docker.DockerClient, name: str) -> dict[str, list[str]]:

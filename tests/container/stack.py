@@ -373,7 +373,7 @@ def new_stack(
         "JUPYTER_PORT": str(free_port()),
         "SSH_PORT": str(free_port()),
         "JUPYTER_TOKEN": secrets.token_hex(16),
-        "MEMLOCK": str(engine.memlock(image)),
+        "MEMLOCK": str(engine.memlock()),
         **{key: str(path) for key, path in dirs.items()},
     }
     variables.update(overrides)

@@ -34,7 +34,7 @@ TINY = [
 # Two containers x two ranks on two shared cores, plus start-up: generous, but a hang fails.
 RUN_TIMEOUT_S = 600
 JOBS = ["trainjob.yaml", "pytorchjob.yaml", "indexed-job.yaml"]
-EXAMPLE = "/workspace/examples/train_ddp.py"  # in the image, where the manifests run it
+EXAMPLE = "/opt/torchrig/examples/train_ddp.py"  # in the image, where the manifests run it
 # testbed's wrapper of the example, for --step-delay: put into each pod as a ConfigMap would.
 TRACED = "/workspace/traced_train.py"
 WRAPPER = {TRACED: (traced_train.PATH.read_bytes(), 0o644)}

@@ -211,11 +211,10 @@ def test_the_kept_packages_volume_is_the_one_compose_names(stack: Stack) -> None
 def test_packages_dir_keeps_them_in_a_folder_of_the_hosts_instead(
     stack_factory: Callable[..., Stack], ssh_keys: KeyPair, tmp_path: Path
 ) -> None:
-    folder = tmp_path / "my-packages"
-    folder.mkdir()
+    folder = tmp_path / "my-packages"  # `make up` makes it, and as root hands it to dev
     stack = stack_factory(PACKAGES_DIR=str(folder))
-    stack.up()
-    stack.wait_ready()
+    up = stack.make_up("CPU=1")
+    assert up.returncode == 0, up.stdout + up.stderr
     done = session_run(stack, ssh_keys, f"pip install --no-input {NEEDS_TORCH}")
     assert done.exit_code == 0, done.stdout + done.stderr
     assert list(folder.glob("venv/lib/python3*/site-packages/torch_ema/__init__.py"))

@@ -6,8 +6,10 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -17,11 +19,15 @@ from .stack import ANSI_CONTROL, REPO_ROOT, Stack
 pytestmark = [pytest.mark.container, pytest.mark.timeout(420)]
 
 
-def make(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
-    """`make -s <args> CPU=1` aimed at the stack's compose project."""
-    env = {**os.environ, "COMPOSE_PROJECT_NAME": stack.name}
+def make(
+    stack: Stack, *args: str, wrapper: str = "", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`make -s <args> CPU=1` aimed at the stack's compose project (run by the Python `wrapper`,
+    given)."""
+    env = {**os.environ, "COMPOSE_PROJECT_NAME": stack.name, **env}
+    run_by = [sys.executable, "-c", wrapper] if wrapper else []
     return subprocess.run(
-        ["make", "-s", *args, "CPU=1"],
+        [*run_by, "make", "-s", *args, "CPU=1"],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
@@ -103,31 +109,64 @@ KEPT_SITE = (
 )
 
 
+# Runs its command (argv), its output to the file OUT names; prints the largest resident size,
+# in KiB, of what it ran (its children and theirs: make, the helper, docker).
+PEAK_MEMORY = (
+    "import os, resource, subprocess, sys\n"
+    "with open(os.environ['OUT'], 'wb') as out:\n"
+    "    subprocess.run(sys.argv[1:], stdout=out, stderr=subprocess.STDOUT)\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+)
+LONG_LINE_MIB = 64
+
+
 def test_what_dev_controls_reaches_the_host_terminal_harmless(
-    stack_factory: Callable[..., Stack],
+    stack_factory: Callable[..., Stack], tmp_path: Path
 ) -> None:
     """A kept package whose METADATA Version carries an OSC 52 escape, and a kept .pth file that
-    prints one at every interpreter start: `make packages`, `make jupyter-url` and `make
-    verify-gpus` show them written out, never as the escape itself."""
+    prints one at every interpreter start, then 64 MiB with no newline: `make packages`, `make
+    jupyter-url` and `make verify-gpus` show the text without the escape (never spelled out),
+    the long line cut, and hold no line whole (a 256 MiB line took 3.1 GB)."""
     stack = stack_factory()
     stack.up()
     stack.wait_ready()
+    flood = f'sys.stdout.write("x" * {LONG_LINE_MIB} * 2**20)'
     plant = (
         f"site={KEPT_SITE}; mkdir -p $site/evil-1.0.dist-info && "
         f"printf 'Metadata-Version: 2.1\\nName: evil\\nVersion: 1.0{OSC52}\\n' "
         "> $site/evil-1.0.dist-info/METADATA && "
         "echo pip > $site/evil-1.0.dist-info/INSTALLER && "
         ": > $site/evil-1.0.dist-info/RECORD && "
-        f"printf 'import sys; sys.stdout.write(\"{OSC52}\")\\n' > $site/evil.pth"
+        f"printf 'import sys; sys.stdout.write(\"{OSC52}\"); {flood}\\n' > $site/evil.pth"
     )
     code, output = stack.exec(plant, user="dev")
     assert code == 0, output
+    shown = tmp_path / "shown"
     for target in ("packages", "jupyter-url", "verify-gpus"):
-        result = make(stack, target, "ARGS=--cpu --quick")
-        shown = result.stdout + result.stderr
-        assert "\x1b" not in shown, f"make {target}: {shown!r}"
-        assert "\\x1b]52" in shown, f"make {target}: {shown!r}"
-    assert "evil" in make(stack, "packages").stdout
+        peak_kib = make(stack, target, "ARGS=--cpu --quick", wrapper=PEAK_MEMORY, OUT=str(shown))
+        said = shown.read_text(errors="replace")
+        # Holding the line took 12 times its size; docker and make take tens of MiB.
+        assert int(peak_kib.stdout) < 4 * LONG_LINE_MIB * 1024, f"make {target}: {peak_kib}"
+        assert "x" * 1000 in said and len(said) < LONG_LINE_MIB * 2**20 / 8, f"make {target}"
+        assert "\x1b" not in said and "52;c;" not in said, f"make {target}: {said[:2000]!r}"
+    make(stack, "packages", wrapper=PEAK_MEMORY, OUT=str(shown))
+    assert "evil" in shown.read_text(errors="replace")
+
+
+def test_make_logs_shows_the_log_as_text(running_stack: Stack) -> None:
+    """compose starts each line with an erase-line code and sshd ends its own with a carriage
+    return: shown as the text they carry, neither acting nor spelled out."""
+    logs = subprocess.run(
+        [sys.executable, "-m", "torchrig.host.inside", "--compose", "docker compose", "--any-state",
+         "--", "logs"],  # `make logs` without following the log
+        cwd=REPO_ROOT, env={**os.environ, "COMPOSE_PROJECT_NAME": running_stack.name,
+                            "PYTHONPATH": "scripts"},
+        capture_output=True, timeout=120, check=False,
+    )  # fmt: skip
+    shown = logs.stdout.decode()
+    assert logs.returncode == 0, logs.stderr
+    assert re.search(r"^workstation-1 +\| Server listening on \S+ port 2222\.$", shown, re.M), shown
+    assert not re.search(r"[\x00-\x08\x0b-\x1f]|\\x1b|\\r", shown), shown
 
 
 @pytest.mark.parametrize(

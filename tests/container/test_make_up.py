@@ -267,7 +267,7 @@ def test_a_start_that_crashes_before_it_can_say_why_is_said_by_its_exit_code(
     output = failed_for_what_it_is(
         result,
         "error: the workstation did not start:\n"
-        "  its start exited with status 7 before it said why (`make logs` shows its output)\n",
+        "  its start exited with status 7 (`make logs` shows why)\n",
     )
     assert "crashed" not in output
     container = stack.container()

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from torchrig.shared import ports
 
 from testbed.docker_nodes import Cluster, Node, file_exists, training_args
 
@@ -282,3 +283,7 @@ def test_compose_multinode_mode_puts_the_workstation_on_the_hosts_network(
     assert multi.get("network_mode") == "host"
     assert not multi.get("ports") and "hostname" not in multi, multi
     assert {"NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"} <= set(multi["environment"])
+    # Jupyter and sshd: on the machine's network, loopback unless BIND_ADDR says otherwise; on
+    # the container's own, all of it (Docker publishes them on the host's BIND_ADDR).
+    name, default = ports.BIND_ADDR
+    assert (single["environment"][name], multi["environment"][name]) == ("0.0.0.0", default)

@@ -8,14 +8,20 @@ Any uid the image does not know, a read-only root, the caller's HOME bound in, t
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from torchrig.image import ssh
+from torchrig.shared import ports
 
 from testbed import apptainer_rules, leftovers, wait_until
+
+from .ssh import KeyPair
+from .test_network_exposure import bridge_address, listening
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900, func_only=True)]
 
@@ -24,7 +30,7 @@ TINY = (
     "--device cpu --model tiny --image-size 16 --num-classes 4 --synthetic-size 64 "
     "--batch-size 8 --log-every 1"
 )
-EXAMPLE = "/workspace/examples/train_ddp.py"
+EXAMPLE = "/opt/torchrig/examples/train_ddp.py"
 # What a cluster user does first: the example compiled under torchrig launch, then resumed
 # under plain torchrun, the checkpoints listed, the machine checked, a package of their own.
 USERS_SESSION = f"""
@@ -84,7 +90,7 @@ def test_under_apptainers_rules_the_example_launch_verify_ckpt_and_pip_work(
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-8000:]
     assert f"== compile cache {home}/.cache/torchinductor" in output
-    assert "tiny on 2 x cpu (gloo)" in output and "compile=True" in output
+    assert "tiny on 2 x cpu (gloo)" in output and "compile=default" in output
     assert "resuming from step 2" in output and "finished 4 steps" in output
     assert "step_00000004" in output  # torchrig ckpt ls
     assert "PASS  torch.compile" in output and ", 0 fail," in output
@@ -130,14 +136,15 @@ def started(image: str, home: Path) -> Iterator[str]:
 
 
 @contextmanager
-def apptainer_run(image: str, home: Path) -> Iterator[str]:
-    """`apptainer run` of the image by uid 4242, removed after. On Docker's own network, so
-    that the test's Jupyter takes no port of this machine; kept when it exits, for its logs."""
+def apptainer_run(image: str, home: Path, *options: str) -> Iterator[str]:
+    """`apptainer run` of the image by uid 4242 (with `options` for docker run), removed after.
+    On Docker's own network, so that the test's Jupyter takes no port of this machine; kept when
+    it exits, for its logs."""
     name = leftovers.name()
     argv = apptainer(image, home, "run")
     argv.remove("--rm")
     argv[argv.index("--network") + 1] = "bridge"
-    argv[2:2] = ["--detach", "--name", name, "--env", "TORCHRIG_CPU_ONLY=1"]
+    argv[2:2] = ["--detach", "--name", name, "--env", "TORCHRIG_CPU_ONLY=1", *options]
     done = run(argv)
     assert done.returncode == 0, done.stderr
     try:
@@ -158,7 +165,7 @@ def test_apptainer_run_starts_jupyter_as_the_user_and_says_how_to_reach_it(
                on_timeout=lambda: logs(started))  # fmt: skip
     said = logs(started)
     assert "make jupyter-url" not in said
-    assert "it listens on port 8888 of this machine" in said
+    assert "it listens on 127.0.0.1:8888 of this machine" in said
     assert f"the token is in /tmp/torchrig-{UID}/jupyter-token" in said
     # Its own command prints the URL with the token; Jupyter answers there.
     ask = "curl -fsS -o /dev/null -w '%{http_code}' \"$(python -m torchrig.image.jupyter_url)\""
@@ -204,3 +211,54 @@ def test_a_state_folder_another_user_made_first_is_refused_and_its_token_never_u
         f"{other}, mode 777" in said
     ), said
     assert (planted / "jupyter-token").read_text() == "chosen-by-another-user\n"
+
+
+def test_under_apptainers_rules_jupyter_and_sshd_listen_on_loopback_only(
+    image: str, home: Path, ssh_keys: KeyPair, tmp_path: Path
+) -> None:
+    """Apptainer and pyxis share the node's network: another address of it (here the container's
+    bridge address, asked from this machine) must not reach them unless BIND_ADDR says so."""
+    host_keys = sshd_host_keys(tmp_path / "host-keys")
+    with apptainer_run(
+        image, home, "--volume", f"{host_keys}:{ssh.HOST_KEY_DIR}",
+        "--env", f"SSH_PUBLIC_KEY={ssh_keys.public_line}",
+    ) as name:  # fmt: skip
+        wait_until("Jupyter and sshd to listen",
+                   lambda: {port.container for port in ports.PORTS} <= set(listening_at(name)),
+                   timeout_s=180, on_timeout=lambda: logs(name))  # fmt: skip
+        where = listening_at(name)
+        address = bridge_address(name)
+        reached = {port.name: connects(address, port.container) for port in ports.PORTS}
+    assert {port.name: where[port.container] for port in ports.PORTS} == {
+        port.name: {"127.0.0.1"} for port in ports.PORTS
+    }
+    assert reached == {port.name: False for port in ports.PORTS}
+
+
+def listening_at(name: str) -> dict[int, set[str]]:
+    """The addresses each port listens at in the container (its network: here Docker's bridge)."""
+    tables = run(["docker", "exec", name, "cat", "/proc/net/tcp", "/proc/net/tcp6"]).stdout
+    found: dict[int, set[str]] = {}
+    for address, port in listening(tables):
+        found.setdefault(port, set()).add(str(address))
+    return found
+
+
+def sshd_host_keys(folder: Path) -> Path:
+    """sshd's host keys, made here (ssh-keygen refuses a uid without a passwd entry) in a folder
+    the user binds in: the image's is read-only."""
+    folder.mkdir()
+    for kind in ssh.HOST_KEY_TYPES:
+        key = folder / f"ssh_host_{kind}_key"
+        run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "", "-f", str(key)])
+    for path in (folder, *folder.iterdir()):
+        os.chown(path, UID, GID)
+    return folder
+
+
+def connects(address: str, port: int) -> bool:
+    try:
+        socket.create_connection((address, port), timeout=5).close()
+    except OSError:
+        return False
+    return True

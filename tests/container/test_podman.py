@@ -73,7 +73,7 @@ def podman_workstation(podman_image: str, ssh_keys: KeyPair) -> Iterator[dict[st
         "--ulimit", f"memlock={hard_limit(resource.RLIMIT_MEMLOCK)}",
         "--shm-size", "1g", "--security-opt", "no-new-privileges",
         "-p", f"127.0.0.1:{jupyter}:8888", "-p", f"127.0.0.1:{sshd}:2222",
-        "-e", f"SSH_PUBLIC_KEY={ssh_keys.public_line}", podman_image,
+        "-e", "BIND_ADDR=0.0.0.0", "-e", f"SSH_PUBLIC_KEY={ssh_keys.public_line}", podman_image,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr
     yield {"name": name, "jupyter": jupyter, "ssh": sshd}

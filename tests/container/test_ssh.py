@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.container, pytest.mark.timeout(300, func_only=True)]
 
 # The README's first training command, as a newcomer types it over SSH.
 README_TRAINING = "torchrun --nproc-per-node 2 /workspace/examples/train_ddp.py --steps 100"
+TRAINING_MD = REPO_ROOT / "docs" / "training.md"
 
 # One write per rank: print() writes text and newline separately, and two ranks share a pipe.
 ALLREDUCE = """\
@@ -120,3 +121,33 @@ def test_readme_training_command_over_ssh_finishes_within_a_minute_on_a_cpu(
     assert "finished 100 steps" in result.stdout
     assert elapsed < 2 * 60, f"{elapsed:.0f} s"
     assert not checkpoints.exists()
+
+
+def run_it_commands() -> list[str]:
+    """The commands of training.md's "Run it" block ("Inside the workstation (a Jupyter
+    terminal, or over SSH)"), continuation lines joined."""
+    text = TRAINING_MD.read_text(encoding="utf-8")
+    block = text.split("## Run it", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    joined = block.replace("\\\n", " ")
+    return [line.strip() for line in joined.splitlines() if line.startswith("torch")]
+
+
+def test_training_md_s_commands_work_from_where_ssh_starts(
+    running_stack: Stack, ssh_keys: KeyPair
+) -> None:
+    """The newcomer's `torchrig launch workspace/examples/train_ddp.py` over SSH said "no such
+    file": SSH starts in /home/dev. Every script the block names is there from the login folder,
+    and its CPU command runs, exactly as written."""
+    commands = run_it_commands()
+    cpu = next(command for command in commands if "--device cpu" in command)
+    scripts = sorted({word for command in commands for word in command.split() if ".py" in word})
+    copy_example(running_stack)  # what ./workspace holds after a checkout
+    with ssh.connect(running_stack.ssh_port, ssh_keys.private) as client:
+        where = ssh.run(client, "pwd").stdout.strip()
+        missing = ssh.run(client, "; ".join(f"test -f {s} || echo {s}" for s in scripts))
+        result = ssh.run(client, cpu)
+        ssh.run(client, "rm -rf /checkpoints/train_ddp")  # the default folder: leave it empty
+    assert where == "/home/dev"
+    assert scripts and missing.stdout == "", missing.stdout
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "finished 50 steps" in result.stdout, result.stdout

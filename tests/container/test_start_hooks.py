@@ -1,7 +1,7 @@
 """Start hooks: the executable files in the workspace's start.d/ run as dev, in name order, at
 every start and before the services; each one's output is in `make logs` under its name; a hook
 that fails or hangs (START_HOOK_TIMEOUT) is named and the services start anyway; a file that is
-not executable is named and skipped; `make up` says which hook runs. The example hook the
+not executable is named and skipped; `make up` says hooks may run. The example hook the
 project ships installs the workspace's requirements.txt into the kept packages."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .stack import REPO_ROOT, Stack
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600, func_only=True)]
 
-EXAMPLE = REPO_ROOT / "workspace" / "start.d" / "50-requirements.sh"
+EXAMPLE = REPO_ROOT / "examples" / "start.d" / "50-requirements.sh"
 HOOKS = {
     "10-first": 'echo "first, as $(id -u) in $PWD"; echo first >> /workspace/order',
     "20-fails": "echo 'about to fail' >&2; exit 3",
@@ -52,7 +52,7 @@ def test_hooks_run_in_order_before_the_services_and_each_is_said(
     write_hooks(stack.workspace)
     up = stack.make_up("CPU=1")
     assert up.returncode == 0, up.stdout + up.stderr
-    assert "waiting: running start hook start.d/40-hangs" in up.stderr.splitlines()
+    assert "waiting: setting up (user, mounts, checks, start hooks)" in up.stderr.splitlines()
     assert "The workstation is ready" in up.stdout
     lines = stack.logs().splitlines()
     assert f"[start.d/10-first] first, as {TEST_PUID} in /workspace" in lines

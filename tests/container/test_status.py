@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -54,10 +55,46 @@ def test_status_shows_the_running_job_and_its_last_checkpoint(running_stack: Sta
         assert last is not None and last["step"] >= 5 and last["step"] % 5 == 0
         assert last["path"].startswith(CHECKPOINT_DIR + "/step_")
         # CPU mode: no GPU, said as such rather than as an error.
-        assert report["gpus"]["available"] is False and report["gpus"]["no_driver"] is True
+        assert report["gpus"]["available"] is False and report["gpus"]["cpu_mode"] is True
         code, text = running_stack.exec("torchrig status", user="dev")
         assert code == 0, text
-        assert "no NVIDIA GPU here (CPU mode)" in text
+        assert text.startswith("GPUs: none (CPU mode)\n") and "NVML" not in text, text
         assert f"{CHECKPOINT_DIR} (recorded by rank 0): last step" in text
     finally:
         running_stack.exec(f"test -s {pid_file} && kill $(cat {pid_file})", user="dev")
+
+
+OSC52 = "\x1b]52;c;cHduZWQ=\x07"  # sets the host terminal's clipboard in several terminals
+# A checkpoint that loads under weights_only=True, its step a string with OSC 52 in it.
+CRAFTED_CHECKPOINT = (
+    "import torch; torch.save({'format': 'torchrig-checkpoint/1', 'model': {}, "
+    f"'step': 'one{OSC52}'}}, '/checkpoints/crafted/step_00000001.pt')"
+)
+# A process of dev's that looks like a torchrun agent, with OSC 52 among its arguments.
+AGENT = (
+    f"(exec -a torchrun python3 -c 'import time; time.sleep(300)' '{OSC52}') "
+    ">/dev/null 2>&1 & echo $!"
+)
+
+
+def test_what_root_s_torchrig_shows_of_dev_s_checkpoints_and_processes_is_harmless(
+    running_stack: Stack,
+) -> None:
+    """Root's `torchrig ckpt inspect` of dev's checkpoint and `torchrig status` beside dev's
+    processes printed OSC 52 as it was: shown as text, the escape dropped."""
+    code, output = running_stack.exec("mkdir -p /checkpoints/crafted", user="dev")
+    assert code == 0, output
+    code, output = running_stack.exec(f"python -c {shlex.quote(CRAFTED_CHECKPOINT)}", user="dev")
+    assert code == 0, output
+    code, agent = running_stack.exec(f"bash -c {shlex.quote(AGENT)}", user="dev")
+    assert code == 0, agent
+    try:
+        for command, text in (
+            ("torchrig ckpt inspect /checkpoints/crafted/step_00000001.pt", f"{'step:':<11}one\n"),
+            ("torchrig status", f"pid {agent.strip()}, running "),
+        ):
+            code, shown = running_stack.exec(command)  # as root
+            assert code == 0 and text in shown, shown
+            assert "\x1b" not in shown and "52;c;" not in shown, f"{command}: {shown!r}"
+    finally:
+        running_stack.exec(f"kill {agent.strip()}; rm -rf /checkpoints/crafted", user="dev")

@@ -105,7 +105,7 @@ def test_compose_stop_saves_jobs_started_over_ssh_and_they_resume_bitwise_equal(
     stack = stack_factory()
     stack.up()
     stack.wait_ready()
-    (stack.workspace / "examples").mkdir()
+    (stack.workspace / "examples").mkdir(exist_ok=True)  # the start copied the image's there
     shutil.copy(EXAMPLE, stack.workspace / "examples" / "train_ddp.py")
     shutil.copy(traced_train.PATH, stack.workspace / traced_train.PATH.name)
     run_over_ssh(stack, ssh_keys, train_command("reference"))

@@ -6,11 +6,10 @@ from __future__ import annotations
 import shlex
 import shutil
 
-from testbed import traced_train
+from testbed import EXAMPLE, traced_train
 
-from .stack import REPO_ROOT, Stack
+from .stack import Stack
 
-EXAMPLE = REPO_ROOT / "workspace" / "examples" / "train_ddp.py"
 TRACED = "/workspace/traced_train.py"  # testbed's wrapper, for the tests' knobs (--step-delay)
 # Seconds of CPU on two shared cores, not minutes: the smallest model and data that still log.
 TINY = (

@@ -115,7 +115,7 @@ def test_apptainer_flavour_trains_in_the_image_on_every_node(
         "exec", "--nv", "--bind", f"{REPO_ROOT},{checkpoint_dir}", "--pwd", str(REPO_ROOT),
         str(apptainer.sif), "python", "-m", "torchrig", "launch",
         "--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
-        "--rdzv-id", str(job_id), "--max-restarts", "3", "workspace/examples/train_ddp.py",
+        "--rdzv-id", str(job_id), "--max-restarts", "3", "examples/train_ddp.py",
         "--checkpoint-dir", str(checkpoint_dir), *TINY, "--steps", "3",
     ]  # fmt: skip
     assert apptainer.calls() == [expected, expected]  # one per node

@@ -1,5 +1,6 @@
 """`torchrig ckpt`: list, inspect and export checkpoints. Standard library only at module level
-(the dispatcher imports it to build its parser)."""
+(the dispatcher imports it to build its parser). A checkpoint holds what its writer chose (root
+may inspect dev's): all of it reaches the terminal through voice.harmless."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from torchrig.checkpoint import CheckpointError
-from torchrig.shared.voice import Voice, size_text
+from torchrig.shared.voice import Voice, harmless, size_text
 
 VOICE = Voice.of_command("ckpt")
 
@@ -45,11 +46,11 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         # Skipped bad files are worth a line each, not Python's file:line warning format.
         warnings.simplefilter("always")
-        warnings.showwarning = lambda message, *_args, **_kwargs: VOICE.warning(str(message))
+        warnings.showwarning = lambda message, *_a, **_k: VOICE.warning(harmless(str(message)))
         try:
             return int(args._ckpt(args))
         except CheckpointError as exc:
-            VOICE.error(str(exc))
+            VOICE.error(harmless(str(exc)))
             return 1
         except BrokenPipeError:
             # `torchrig ckpt ls DIR | head`: the reader left; stop quietly, as other tools do.
@@ -68,10 +69,10 @@ def _ls(args: argparse.Namespace) -> int:
     rows = [
         (
             str(info.step),
-            info.path.name + ("/" if info.path.is_dir() else ""),
+            harmless(info.path.name + ("/" if info.path.is_dir() else "")),
             size_text(info.size_bytes),
             "*" if info.is_latest else "",
-            "ok" if info.ok else f"corrupt: {info.error}",
+            "ok" if info.ok else harmless(f"corrupt: {info.error}"),
         )
         for info in CheckpointManager(directory).list(verify=args.verify)
     ]
@@ -154,7 +155,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
             value = summary[key]
             if isinstance(value, dict | list):
                 value = json.dumps(value, sort_keys=True, default=str)
-            print(f"{key + ':':<11}{value}")
+            print(f"{key + ':':<11}{harmless(str(value))}")
     if "size_bytes" in summary:
         print(f"{'size:':<11}{size_text(summary['size_bytes'])}")
     print(f"{'tensors:':<11}{summary['tensors']} ({size_text(summary['tensor_bytes'])})")

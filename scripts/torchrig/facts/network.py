@@ -169,15 +169,24 @@ def listen(port: int) -> socket.socket:
 # the multi-host preflight (every host)
 
 
-def exposure_warning(where: str, public: Sequence[Sequence[str]], ports: str) -> str:
-    """What a machine with public addresses risks: torch's stores listen on every interface."""
+def exposure_warning(
+    where: str, public: Sequence[Sequence[str]], ports: str, across_machines: bool = True
+) -> str:
+    """What a machine with public addresses risks: torch's stores listen on every interface. On
+    one machine only the workers' store does (torchrig launch keeps the rest on loopback)."""
     listed = ", ".join(f"{address} ({interface})" for address, interface in public)
+    risk = (
+        f"torch's stores listen on every interface ({ports}), and gloo and NCCL open ports as "
+        "well. Whoever can connect can write rendezvous state, which torch unpickles: their code, "
+        "run as this user on every node"
+        if across_machines
+        else f"the workers' store listens on every interface ({ports}). Whoever can connect can "
+        "change the addresses the workers read there, and so stop the job"
+    )
     return (
-        f"{where} has public address(es) {listed}, and the job listens there too: torch's stores "
-        f"listen on every interface ({ports}), and gloo and NCCL open ports as well. Whoever can "
-        "connect can write rendezvous state, which torch unpickles: their code, run as this user "
-        "on every node. Allow these ports only from the job's machines (a firewall or security "
-        "group): docs/multinode.md, Network exposure"
+        f"{where} has public address(es) {listed}, and the job listens there too: {risk}. Allow "
+        "these ports only from the job's machines (a firewall or security group): "
+        "docs/multinode.md, Network exposure"
     )
 
 

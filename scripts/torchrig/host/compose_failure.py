@@ -50,7 +50,7 @@ class FailureFacts:
     published: Mapping[int, str] = field(default_factory=dict)
     missing_image: str | None = None  # not on this machine, and compose can only pull it
     memlock_wanted: int | None = None  # the hard memlock limit compose asked for (-1: unlimited)
-    memlock_limit: int | None = None  # the engine's hard limit, bytes (None: not known)
+    memlock_limit: int | None = None  # the most the engine grants, bytes (None: not known)
 
 
 def diagnose(output: str, facts: FailureFacts) -> list[str] | None:
@@ -139,19 +139,19 @@ def memlock_text(limit: int | None) -> str:
 
 def memlock_refused_lines(wanted: int | None, limit: int | None) -> list[str]:
     """The engine may not raise memlock to `wanted` (rootless Docker, Podman, a limited engine):
-    the value that works is its own hard limit."""
+    the value that works is the most it grants (torchrig.host.memlock found it), `limit`."""
     asked = f" to {memlock_text(wanted)} (MEMLOCK={wanted})" if wanted is not None else ""
     works = f"MEMLOCK={limit}" if limit is not None else "MEMLOCK=<bytes>"
     where = (
-        f"its hard limit is {memlock_text(limit)}"
+        f"it grants {memlock_text(limit)}"
         if limit is not None
         else "its hard limit is `ulimit -H -l` (KiB) where the engine runs, times 1024"
     )
     return [
         f"the Docker engine may not raise the container's memlock limit{asked} "
         f"(error setting rlimit type 8: operation not permitted): {where}.",
-        f"  Set {works} in .env (or `make up {works}`), the most this engine grants; NCCL runs "
-        "with it, and pinned-memory transfers may be slower.",
+        f"  Set {works} in .env (or `make up {works}`), or unset MEMLOCK: `make up` then writes "
+        "the value itself. NCCL runs with it; pinned-memory transfers may be slower.",
     ]
 
 

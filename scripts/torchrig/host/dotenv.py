@@ -18,6 +18,11 @@ KEY_VARIABLE = "SSH_PUBLIC_KEY"
 PUBLIC_KEY_NAMES = ("id_ed25519.pub", "id_ecdsa.pub", "id_rsa.pub")
 PRIVATE_MODE = 0o600
 PLAIN = re.compile(r"^[\w.,:/@+-]*$")  # written as it is; anything else in single quotes
+# A first run without a key says so in .env; the key `make up` adds later takes its place.
+NO_KEY_COMMENT = (
+    f"# {KEY_VARIABLE} not set: no ~/.ssh/id_*.pub found. Make one (`ssh-keygen -t ed25519`) and "
+    "`make up` adds it here, or add one line SSH_PUBLIC_KEY='ssh-ed25519 AAAA... you@host'."
+)
 
 
 def find_public_key(home: Path) -> tuple[Path, str] | None:
@@ -49,38 +54,47 @@ def dotenv_text(
     if uid == 0:
         lines.append(
             "# PUID/PGID not set: you ran as root and dev cannot be root, so dev keeps "
-            "uid 1000 (`make up` hands the root-owned workspace and checkpoints to it)."
+            "uid 1000 (`make up` hands the checkout's own workspace and checkpoints to it)."
         )
     else:
         lines += [f"PUID={uid}", f"PGID={gid}"]
     if key is None:
-        lines.append(
-            "# SSH_PUBLIC_KEY not set: no ~/.ssh/id_*.pub found. Add one line "
-            "SSH_PUBLIC_KEY='ssh-ed25519 AAAA... you@host' to use `make ssh`."
-        )
+        lines.append(NO_KEY_COMMENT)
     else:
         lines.append(f"# from {key[0]}")
-        lines.append(f"SSH_PUBLIC_KEY={quote(key[1])}")
+        lines.append(f"{KEY_VARIABLE}={quote(key[1])}")
     return "\n".join(lines) + "\n"
 
 
-def key_not_in_env_file(path: Path, home: Path) -> str | None:
-    """A key in ~/.ssh that SSH_PUBLIC_KEY lacks (made after .env was written, which is never
-    rewritten): the line that lets it in, to add; None when it is there or there is none."""
+def settle_key(path: Path, home: Path) -> None:
+    """A key in ~/.ssh that SSH_PUBLIC_KEY lacks (made after .env was written): added to `path`
+    when nothing sets SSH_PUBLIC_KEY, as the first run would have; a key the user chose is never
+    replaced, so then the line that lets it in is said, to add by hand."""
     found = find_public_key(home)
     if found is None:
-        return None
+        return
     key_path, line = found
+    configured = setting(KEY_VARIABLE, path)
+    if configured is None and env_files() is None:
+        add_key(path, key_path, line)
+        return
     fields = line.split()
-    configured = setting(KEY_VARIABLE, path) or ""
-    if len(fields) >= 2 and fields[1] in configured:
-        return None
+    if len(fields) >= 2 and fields[1] in (configured or ""):
+        return
     instead = " in place of the one there" if configured else ""
-    return (
+    VOICE.note(
         f"your key {key_path} is not in {KEY_VARIABLE}, so sshd will not let it in "
         f"(`make ssh`): add this line to {path}{instead}, then `make up` again:\n"
         f"  {KEY_VARIABLE}={quote(line)}"
     )
+
+
+def add_key(path: Path, key_path: Path, line: str) -> None:
+    """SSH_PUBLIC_KEY=<line> in `path`, in place of the first run's comment that there is none."""
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace(f"{NO_KEY_COMMENT}\n", ""), encoding="utf-8")  # mode kept
+    set_value(path, KEY_VARIABLE, line, comment=f"from {key_path}, added by `make up`")
+    VOICE.note(f"added your key {key_path} to {path} as {KEY_VARIABLE}, so sshd lets it in")
 
 
 def write_private(path: Path, text: str) -> None:
@@ -140,9 +154,7 @@ def write_on_first_run(path: Path, first_lines: Callable[[], tuple[str, ...]] = 
         if notice is not None:
             VOICE.note(notice)
         VOICE.note(f"using the existing {path} (delete it to write a fresh one)")
-        offer = key_not_in_env_file(path, Path.home())
-        if offer is not None:
-            VOICE.note(offer)
+        settle_key(path, Path.home())
         return False
     added = first_lines()
     text = dotenv_text(os.getuid(), os.getgid(), find_public_key(Path.home()), added)

@@ -5,10 +5,11 @@
 
 When it is down they say so once, "the workstation is not running: `make up`", instead of
 compose's "service is not running" (twice, for `make jupyter-url`). What comes back from the
-container is made harmless before the host's terminal shows it: dev controls it (a kept package's
-METADATA, what a kept `.pth` file prints at every interpreter start), and an escape sequence in it
-could set the clipboard or rewrite the screen (docs/security.md). Only an interactive session
-(`make shell`) is left as it is: it is dev's own terminal, on purpose.
+container is made harmless before the host's terminal shows it, line by line, each line bounded:
+dev controls it (a kept package's METADATA, what a kept `.pth` file prints at every interpreter
+start), and an escape sequence in it could set the clipboard or rewrite the screen, a line with no
+end fill the host's memory (docs/security.md). Only an interactive session (`make shell`) is left
+as it is: it is dev's own terminal, on purpose.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import BinaryIO, TextIO
 from torchrig.host.workstations import SERVICE, parse_ps
 from torchrig.shared import ports
 from torchrig.shared.voice import MAKEFILE as VOICE
-from torchrig.shared.voice import harmless
+from torchrig.shared.voice import harmless, harmless_lines
 
 NOT_RUNNING = "not running: `make up` starts it"
 # `--published-port jupyter`: compose's host address for that port, given to the command as
@@ -60,13 +61,14 @@ def refusal(state: str | None, any_state: bool) -> str | None:
 
 
 def copy_harmless(source: BinaryIO, target: TextIO) -> None:
-    for raw in iter(source.readline, b""):
-        target.write(harmless(raw.decode("utf-8", errors="replace")))
+    for line in harmless_lines(source):
+        target.write(line + "\n")
         target.flush()
 
 
 def run_harmless(command: list[str]) -> int:
-    """Run `command`, its stdout and stderr shown as they come, each line made harmless."""
+    """Run `command`, its stdout and stderr shown as they come, each line made harmless and cut
+    at its limit (voice.harmless_lines)."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout is not None and process.stderr is not None
     errors = threading.Thread(target=copy_harmless, args=(process.stderr, sys.stderr), daemon=True)

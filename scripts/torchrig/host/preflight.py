@@ -1,12 +1,8 @@
 """What `make up` checks before compose touches anything: a recreate that fails has already
-removed the running container, so a setting compose or the engine would refuse is refused here,
-and the workstation that runs is left as it was.
-
-- the published ports: each its own (`JUPYTER_PORT=2222` against this workstation's own
-  `SSH_PORT`), and free on this machine unless this workstation holds it already;
-- memlock, when the running workstation would be recreated with another: within what the engine
-  may grant. A throwaway container of the image tries it (0.2-0.7 s), and on a refusal a second
-  one reads the engine's hard limit, the value that works.
+removed the running container, so a setting compose would refuse is refused here, and the
+workstation that runs is left as it was: the published ports, each its own (`JUPYTER_PORT=2222`
+against this workstation's own `SSH_PORT`), and free on this machine unless this workstation holds
+it already. Memlock is settled before this, for every start (torchrig.host.memlock).
 """
 
 from __future__ import annotations
@@ -19,11 +15,7 @@ from torchrig.host import compose_failure
 from torchrig.shared.voice import CannotGoOn
 
 IsFree = Callable[[str, int], bool]
-Docker = Callable[..., Any]
 WILDCARDS = ("0.0.0.0", "::", "")
-UNLIMITED = -1
-# A throwaway container that only starts: the engine applies the ulimits when it starts one.
-PROBE = ("run", "--rm", "--network", "none", "--pull", "never")
 
 
 def overlap(one: str, other: str) -> bool:
@@ -76,64 +68,20 @@ def check_ports(
             raise CannotGoOn(f"{lines[0]} Nothing was started or changed.", *lines[1:])
 
 
-def limits(value: Any) -> tuple[int, int] | None:
-    """compose's `memlock: N` or `{soft: N, hard: N}` as (soft, hard)."""
-    if isinstance(value, dict):
-        return int(value.get("soft", UNLIMITED)), int(value.get("hard", UNLIMITED))
-    return None if value is None else (int(value), int(value))
-
-
 def is_running(inspected: Mapping[str, Any] | None) -> bool:
     return bool(inspected) and (inspected.get("State") or {}).get("Status") == "running"
 
 
-def memlock_of(inspected: Mapping[str, Any]) -> tuple[int, int] | None:
-    ulimits = (inspected.get("HostConfig") or {}).get("Ulimits") or []
-    had = [(int(u["Soft"]), int(u["Hard"])) for u in ulimits if u.get("Name") == "memlock"]
-    return had[0] if had else None
-
-
-def engine_memlock_limit(docker: Docker, image: str) -> int | None:
-    """The most memlock this engine grants a container, in bytes (None: unlimited or unknown)."""
-    asked = docker(*PROBE, "--entrypoint", "sh", image, "-c", "ulimit -H -l")
-    said = asked.stdout.strip() if asked.returncode == 0 else ""
-    return int(said) * 1024 if said.isdigit() else None
-
-
-def check_memlock(
-    docker: Docker, service: Mapping[str, Any], inspected: Mapping[str, Any] | None
-) -> None:
-    """Only a running workstation with another memlock is at stake: a start from nothing, or
-    from stopped, loses nothing when compose fails, and its refusal is said with the same
-    advice after (torchrig.host.up), without the probe's time on every start."""
-    wanted = limits((service.get("ulimits") or {}).get("memlock"))
-    image = service.get("image")
-    if wanted is None or not image or not is_running(inspected):
-        return
-    assert inspected is not None
-    if memlock_of(inspected) == wanted:
-        return
-    if docker("image", "inspect", "--format", "{{.Id}}", image).returncode != 0:
-        return  # compose builds it first; a refusal is then said after compose's own error
-    soft, hard = wanted
-    tried = docker(*PROBE, "--ulimit", f"memlock={soft}:{hard}", "--entrypoint", "true", image)
-    if tried.returncode != 0 and compose_failure.MEMLOCK_REFUSED.search(tried.stderr):
-        lines = compose_failure.memlock_refused_lines(hard, engine_memlock_limit(docker, image))
-        raise CannotGoOn(f"{lines[0]} Nothing was started or changed.", *lines[1:])
-
-
 def check(
-    docker: Docker,
     config_json: str,
     inspected: Mapping[str, Any] | None,
     free: IsFree,
     given: Collection[str] = (),
 ) -> None:
-    """CannotGoOn for the first setting compose or the engine would refuse; `given`: the port
-    variables the user set."""
+    """CannotGoOn for the first setting compose would refuse; `given`: the port variables the
+    user set."""
     service = compose_failure.service_config(config_json, "workstation")
     check_ports(service, inspected, free, given)
-    check_memlock(docker, service, inspected)
 
 
 def parse_inspected(text: str) -> dict[str, Any] | None:

@@ -84,7 +84,7 @@ def prepare(run_compose: RunCompose, env_file: Path = Path(".env")) -> int:
         return 1
     if settled.written:
         pick_on_first_run(config.stdout, env_file)
-    return bind_mounts.prepare_from_json(config.stdout)
+    return bind_mounts.prepare_from_json(config.stdout, Path.cwd())
 
 
 def main(argv: list[str] | None = None) -> int:

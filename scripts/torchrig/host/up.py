@@ -1,9 +1,10 @@
 """`make up`: start the workstation in the mode this machine allows, wait until it answers, and
 say how to reach it, or why not (`up [--cpu 0|1] [--timeout S] -- docker compose ...`).
 
-Before compose touches anything, every name set is checked (torchrig.host.settings), then
-what compose or the engine would refuse (torchrig.host.preflight): a recreate that fails has
-already removed the workstation that ran.
+Before compose builds or touches anything, every name set is checked (torchrig.host.settings),
+memlock settled with the engine (torchrig.host.memlock), then what compose would refuse
+(torchrig.host.preflight): a recreate that fails has already removed the workstation that ran.
+Nor does compose recreate a workstation that runs work without the word (torchrig.host.recreate).
 
 The wait is inside the container (every 50 ms; Docker's healthcheck would add up to 3 s), asked
 and answered by one protocol (torchrig.shared.startup). A container that exited or restarts in a
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections import deque
 from pathlib import Path
 
 from torchrig.host import (
@@ -28,9 +30,11 @@ from torchrig.host import (
     dotenv,
     gpu_mode,
     gpus,
+    memlock,
     preflight,
     prepare,
     project,
+    recreate,
     settings,
     workstations,
 )
@@ -43,8 +47,12 @@ SERVICE = workstations.SERVICE
 # Generous: a healthy start takes seconds, and a failing one is reported as soon as the container
 # stops (the supervisor gives up on a crash loop within a minute).
 WAIT_TIMEOUT_S = 300
+# The container's own wait ends at the timeout; this is for `docker exec` and the last answer.
+ASK_GRACE_S = 30
 MAX_LINES = 20
-START_ERROR_PATH = f"{startup.STATE_DIR}/{startup.START_ERROR}"
+# What `docker cp` writes of the start's record: tar's headers, then the record.
+RECORD_TAR_BYTES = 4 * 512 + startup.MAX_START_ERROR_BYTES
+COPY_TIMEOUT_S = 30
 
 
 def inspect_own(compose: Compose) -> dict | None:
@@ -61,8 +69,11 @@ def read_state(compose: Compose) -> workstations.Workstation | None:
     return None if inspected is None else workstations.parse(inspected)
 
 
-def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> int:
-    """What compose or the engine would refuse, refused before a recreate removes what runs."""
+def check_before_touching(
+    compose: Compose, go_ahead: bool = False, env_file: Path = Path(".env")
+) -> int:
+    """What compose would refuse, refused before a recreate removes what runs; a recreate that
+    would stop work in the workstation, unless `go_ahead` (`make up RECREATE=1`)."""
     config = compose.run("config", "--format", "json")
     if config.returncode != 0:
         return 0  # prepare said why; compose will again
@@ -72,8 +83,11 @@ def check_before_touching(compose: Compose, env_file: Path = Path(".env")) -> in
     given = [name for name in variables if name in typed] or [
         name for name in variables if dotenv.setting(name, env_file) is not None
     ]
+    inspected = inspect_own(compose)
     try:
-        preflight.check(compose.docker, config.stdout, inspect_own(compose), prepare.is_free, given)
+        preflight.check(config.stdout, inspected, prepare.is_free, given)
+        if not go_ahead:
+            recreate.check(compose, config.stdout, inspected)
     except CannotGoOn as refused:
         return refused.said()
     return 0
@@ -112,14 +126,15 @@ def ask_container(container: str) -> list[str]:
 
 
 def start_error(archive: bytes | None, since: float) -> str | None:
-    """The start's record of its error, from the tar `docker cp` writes of it, when a start since
-    `since` wrote it (a record from an earlier start says nothing about this one)."""
+    """The start's record of its error, from the start of the tar `docker cp` writes of it, when
+    it is a small regular file a start since `since` wrote (a record from an earlier start says
+    nothing about this one; a folder or a symlink in its place is not the record)."""
     if not archive:
         return None
     try:
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            member = next((m for m in tar if m.isreg()), None)  # a symlink dev planted: no
-            if member is None or member.mtime < int(since):
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as tar:
+            member = tar.next()
+            if member is None or not member.isreg() or member.mtime < int(since):
                 return None
             if member.size > startup.MAX_START_ERROR_BYTES:
                 return None
@@ -131,17 +146,19 @@ def start_error(archive: bytes | None, since: float) -> str | None:
 
 
 def why_it_stopped(compose: Compose, since: float) -> list[str]:
-    """The start's own error, as it said it, read from the stopped container; its exit code
-    when it stopped before it could say why (a crash)."""
+    """The start's own error, as root recorded it, read from the stopped container; else its
+    exit code: it crashed, or failed in dev's steps, whose words only its log has."""
     inspected = inspect_own(compose) or {}
     name = str(inspected.get("Name", "")).lstrip("/")
-    said = start_error(compose.copy_out(name, START_ERROR_PATH), since) if name else None
+    record = (
+        compose.copy_out(name, startup.START_ERROR, RECORD_TAR_BYTES, COPY_TIMEOUT_S)
+        if name
+        else None
+    )
+    said = start_error(record, since)
     if said is None:
         code = (inspected.get("State") or {}).get("ExitCode", "unknown")
-        return [
-            f"  its start exited with status {code} before it said why "
-            "(`make logs` shows its output)"
-        ]
+        return [f"  its start exited with status {code} (`make logs` shows why)"]
     first, *rest = said.splitlines()
     return [f"  {IN_OTHERS_OUTPUT} error: {first}", *(f"  {line}" for line in rest)][:MAX_LINES]
 
@@ -195,17 +212,15 @@ def report_compose_failure(
     if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
         missing = None if present else image
-    memlock = preflight.limits((workstation.get("ulimits") or {}).get("memlock"))
-    refused = memlock is not None and compose_failure.MEMLOCK_REFUSED.search(up.stdout)
+    wanted = memlock.limits((workstation.get("ulimits") or {}).get("memlock"))
+    refused = wanted is not None and compose_failure.MEMLOCK_REFUSED.search(up.stdout)
     facts = compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
         cpu_mode=cpu,
         published=published,
         missing_image=missing,
-        memlock_wanted=memlock[1] if memlock else None,
-        memlock_limit=preflight.engine_memlock_limit(compose.docker, image)
-        if refused and image
-        else None,
+        memlock_wanted=wanted[1] if wanted else None,
+        memlock_limit=memlock.engine_memlock_limit(compose.docker) if refused else None,
     )
     lines = compose_failure.diagnose(up.stdout, facts) or [
         f"`docker compose up` failed (exit {up.returncode}) before the workstation "
@@ -222,7 +237,7 @@ def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool, since: float) 
     if found is None:
         return report_failure(compose, timeout_s, since)
     container, addresses = found
-    endpoints: list[str] = []
+    endpoints: deque[str] = deque(maxlen=MAX_LINES)
 
     def on_line(line: str) -> None:
         if line.startswith(startup.STATUS):
@@ -230,20 +245,27 @@ def wait_until_ready(compose: Compose, timeout_s: int, cpu: bool, since: float) 
         else:
             endpoints.append(line)
 
-    waited = compose.ask(
-        *ask_container(container), "--wait", str(timeout_s), *addresses, on_line=on_line
-    )
-    if waited.returncode == startup.Answer.READY:
-        return report_ready(endpoints, cpu)
+    try:
+        code = compose.ask(
+            *ask_container(container),
+            "--wait",
+            str(timeout_s),
+            *addresses,
+            on_line=on_line,
+            timeout_s=timeout_s + ASK_GRACE_S,
+        )
+    except subprocess.TimeoutExpired:
+        return report_failure(compose, timeout_s, since, "no answer from inside it in time")
+    if code == startup.Answer.READY:
+        return report_ready(list(endpoints), cpu)
     reason = " ".join(line.removeprefix(startup.NOT_READY) for line in endpoints)
-    if waited.returncode == startup.Answer.WAITED_OUT:
+    if code == startup.Answer.WAITED_OUT:
         return report_failure(compose, timeout_s, since, reason)
-    if waited.returncode == startup.Answer.NOT_THE_STARTS:
+    if code == startup.Answer.NOT_THE_STARTS:
         VOICE.error(f"the workstation's state is not its start's: {reason}")
         VOICE.note("Code in the container replaced it; `make down && make up` starts afresh.")
         return 1
-    output = [*endpoints, *waited.stderr.splitlines()]
-    return report_asking_failed(compose, timeout_s, since, output)
+    return report_asking_failed(compose, timeout_s, since, list(endpoints))
 
 
 def report_asking_failed(compose: Compose, timeout_s: int, since: float, output: list[str]) -> int:
@@ -293,6 +315,20 @@ def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
     VOICE.note(f"GPUS={value}: took GPUs {picked}, held by no other workstation ({where})")
 
 
+def settle_memlock(compose: Compose, env_file: Path = Path(".env")) -> int:
+    """Before compose builds or makes anything: a memlock the engine grants, written to .env when
+    MEMLOCK is unset (torchrig.host.memlock)."""
+    config = compose.run("config", "--format", "json")
+    if config.returncode != 0:
+        return 0  # prepare said why; compose will again
+    service = compose_failure.service_config(config.stdout, SERVICE)
+    try:
+        memlock.settle(compose.docker, service, inspect_own(compose), env_file)
+    except CannotGoOn as refused:
+        return refused.said()
+    return 0
+
+
 def pass_build_arguments() -> int:
     """compose builds a missing image: pass PYTORCH_VERSION as `make build` does."""
     version, problems = buildcheck.checked_torch_version(os.environ)
@@ -317,10 +353,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cpu", default="", help="1: CPU mode, 0: GPUs, empty: what this machine has (make's CPU)"
     )
+    parser.add_argument(
+        "--recreate", default="", help="1: recreate even a workstation that runs work (RECREATE)"
+    )
     parser.add_argument("compose", nargs="+", help="the compose command, after --")
     args = parser.parse_args(argv)
     compose = Compose(args.compose)
     try:
+        go_ahead = recreate.go_ahead(args.recreate)
         settings.check_names(Path.cwd(), Path(".env"), compose.command)
         mode, compose = gpu_mode.decide(args.cpu, compose)
     except CannotGoOn as refused:
@@ -331,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         prepare.prepare(compose.run)
         or claim(compose, mode.cpu)
         or pass_build_arguments()
-        or check_before_touching(compose)
+        or settle_memlock(compose)
+        or check_before_touching(compose, go_ahead)
     )
     if prepared:
         return prepared

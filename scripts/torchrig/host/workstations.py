@@ -9,13 +9,14 @@ import argparse
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from torchrig.host.compose_failure import engine_error
 from torchrig.shared.voice import MAKEFILE as VOICE
-from torchrig.shared.voice import CannotGoOn, harmless
+from torchrig.shared.voice import CannotGoOn, harmless, harmless_lines
 
 PROJECT_LABEL = "com.docker.compose.project"
 FOLDER_LABEL = "com.docker.compose.project.working_dir"
@@ -27,12 +28,36 @@ IMAGE_TITLE = ("org.opencontainers.image.title", "torchrig workstation")
 # What the image's `dev` is when PUID is not set (the Dockerfile's useradd).
 IMAGE_PUID = "1000"
 ALL = "all"
+T = TypeVar("T")
 
 Docker = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def run_docker(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["docker", *args], capture_output=True, text=True, check=False)
+
+
+def within(process: subprocess.Popen[bytes], timeout_s: float, read: Callable[[], T]) -> T:
+    """What `read` makes of what `process` writes, `process` killed once `timeout_s` passed
+    (then subprocess.TimeoutExpired) and at the end: reading from the container never keeps the
+    host waiting longer, nor reading more than `read` takes."""
+    late = threading.Event()
+
+    def stop() -> None:
+        late.set()
+        process.kill()
+
+    timer = threading.Timer(timeout_s, stop)
+    timer.start()
+    try:
+        result = read()
+    finally:
+        timer.cancel()
+        process.kill()
+        process.wait()
+    if late.is_set():
+        raise subprocess.TimeoutExpired(process.args, timeout_s)
+    return result
 
 
 @dataclass(frozen=True)
@@ -50,13 +75,19 @@ class Compose:
         """The plain docker CLI (compose is its plugin): for what compose does not report."""
         return subprocess.run([self.command[0], *args], capture_output=True, text=True, check=False)
 
-    def copy_out(self, container: str, path: str) -> bytes | None:
-        """A file of the container, running or stopped, as the tar `docker cp` writes of it (a
-        symlink stays one); None when there is none."""
-        copied = subprocess.run(
-            [self.command[0], "cp", f"{container}:{path}", "-"], capture_output=True, check=False
+    def copy_out(self, container: str, path: str, limit: int, timeout_s: float) -> bytes | None:
+        """The start of the tar `docker cp` writes of a container's file, running or stopped (a
+        symlink stays one): its first `limit` bytes, as they come, within `timeout_s`, never the
+        whole of a large file; None when there is none, or none came in time."""
+        process = subprocess.Popen(
+            [self.command[0], "cp", f"{container}:{path}", "-"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
         )
-        return copied.stdout if copied.returncode == 0 else None
+        try:
+            return within(process, timeout_s, lambda: process.stdout.read(limit)) or None
+        except subprocess.TimeoutExpired:
+            return None
 
     def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Compose with its output shown as it comes (a build takes minutes) and kept."""
@@ -71,16 +102,20 @@ class Compose:
             kept.append(line)
         return subprocess.CompletedProcess(process.args, process.wait(), "".join(kept), "")
 
-    def ask(self, *args: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
-        """A docker command whose lines, from inside the container, are handled made harmless."""
+    def ask(self, *args: str, on_line: Callable[[str], None], timeout_s: float) -> int:
+        """A docker command whose lines (stdout and stderr as one), from inside the container,
+        are handled as they come, made harmless and each bounded (voice.harmless_lines); its
+        exit status. Killed once `timeout_s` passed (subprocess.TimeoutExpired)."""
         process = subprocess.Popen(
-            [self.command[0], *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [self.command[0], *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
-        assert process.stdout is not None and process.stderr is not None
-        for line in process.stdout:
-            on_line(harmless(line.rstrip("\n")))
-        stderr = harmless(process.stderr.read())
-        return subprocess.CompletedProcess(process.args, process.wait(), "", stderr)
+
+        def answer() -> int:
+            for line in harmless_lines(process.stdout):
+                on_line(line)
+            return process.wait()
+
+        return within(process, timeout_s, answer)
 
     def with_file(self, name: str) -> Compose:
         """The same command with one more compose file, unless it has it already."""

@@ -1,8 +1,10 @@
-"""Remap the image's user to the host's UID/GID, hand dev its trees, set up sudo when
+"""Remap the image's user to the host's UID/GID, make dev's folders dev's, set up sudo when
 GRANT_SUDO=1, then drop root: for good, and unless GRANT_SUDO=1 with no-new-privileges.
 
 /etc/passwd and /etc/group are edited directly instead of with usermod/groupmod: usermod -u
 also chowns the whole home directory recursively, volumes included (the caches can be huge).
+Root changes the owner of a folder's top alone, never of what is in it (`hand_top_to`): no tree
+of dev's is walked, so nothing dev planted there can be handed over.
 Ids another account or group of the image has are shared, as linuxserver.io's PUID/PGID allow
 (group 100 is `users`, 20 is macOS's `staff`); only root's ids are refused.
 
@@ -16,15 +18,16 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.image.settings import VOICE, Settings, SetupError
-from torchrig.shared import ownership
 
 USER = "dev"
 HOME = Path("/home/dev")
+SKEL = Path("/etc/skel")  # what useradd copied into the image's home
 SUDOERS_FILE = Path("/etc/sudoers.d/torchrig-dev")
 PR_SET_NO_NEW_PRIVS = 38  # <linux/prctl.h>
 STATUS = Path("/proc/self/status")
@@ -133,38 +136,6 @@ def apply_remap(uid: int | None, gid: int | None, etc: Path = Path("/etc")) -> b
     return remap.changed
 
 
-def chown_tree(root: Path, uid: int, gid: int) -> list[Path]:
-    """Hand a tree of dev's to uid:gid as root, by torchrig.shared.ownership's one rule (no symlink
-    followed, no hard-linked file handed over, no mount point below entered). Returns the files
-    left alone. Every chown of dev's trees goes through here."""
-    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        os.fchown(top, uid, gid)
-        handover = ownership.hand_over_tree(top, uid, gid, one_filesystem=True)
-    finally:
-        os.close(top)
-    return [root / relative for relative in handover.left_alone]
-
-
-def claim_if_fresh_mount(path: Path, uid: int, gid: int) -> bool:
-    """Docker creates a missing bind-mount source as an empty root-owned dir: hand it to dev.
-    Opened without following a symlink (dev could plant one at ~/.cache to a dir of root's) and
-    changed through that descriptor, so the directory checked is the one that changes."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return False
-    try:
-        if os.fstat(fd).st_uid != 0 or os.listdir(fd):
-            return False
-        os.fchown(fd, uid, gid)
-    except OSError:
-        return False  # a read-only mount: the writability check reports it
-    finally:
-        os.close(fd)
-    return True
-
-
 @dataclass(frozen=True)
 class Identity:
     uid: int
@@ -185,13 +156,42 @@ def identity(user: str = USER, etc: Path = Path("/etc")) -> Identity:
     return Identity(int(passwd[2]), gid, groups, passwd[5], passwd[6])
 
 
-def hand_to_dev(tree: Path, who: Identity) -> None:
-    """chown_tree, saying each file it left to its owner."""
-    for path in chown_tree(tree, who.uid, who.gid):
-        VOICE.warning(
-            f"left {path} to its owner: it has other hard links (perhaps another's file linked "
-            "in), so handing it to dev could hand over that file too; delete it if it is yours"
-        )
+@dataclass(frozen=True)
+class Top:
+    owner: tuple[int, int]  # the uid and gid it had
+    changed: bool  # made dev's; else left as it was (it holds files)
+
+
+def hand_top_to(path: Path, who: Identity, only_if_empty: bool = False) -> Top | None:
+    """Make a folder (or file) of dev's dev's: its own owner, never what is in it, opened without
+    following a symlink and changed through that descriptor. With `only_if_empty`, a folder that
+    holds anything is left as it is. None when there is nothing to do: it is dev's already, it is
+    absent or a symlink, or it cannot change (a read-only mount: the usability check says so)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        found = os.fstat(fd)
+        owner = (found.st_uid, found.st_gid)
+        if owner == (who.uid, who.gid):
+            return None
+        if only_if_empty and (not stat.S_ISDIR(found.st_mode) or os.listdir(fd)):
+            return Top(owner, changed=False)
+        os.fchown(fd, who.uid, who.gid)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return Top(owner, changed=True)
+
+
+def hand_home_to(who: Identity, home: Path = HOME, skel: Path = SKEL) -> None:
+    """After a remap (a new container, whose home is still the image's): the home the image made,
+    each part by itself: its top, `.ssh`, and the files useradd copied from /etc/skel."""
+    copied = sorted(os.listdir(skel)) if skel.is_dir() else []
+    for path in (home, home / ".ssh", *(home / name for name in copied)):
+        hand_top_to(path, who)
 
 
 def drop_privileges(who: Identity) -> None:

@@ -6,9 +6,9 @@ The answering side of the protocol torchrig.shared.startup defines (its words an
 has), with the host addresses compose published: `--jupyter 127.0.0.1:8888 --ssh ...`. With
 `--wait SECONDS` it first polls every 50 ms until every service the entrypoint started answers
 the healthcheck's probes (Docker's own view waits for its next run, seconds later), saying what
-the container is doing at each change, and why not when the time runs out.
-Time in start hooks does not count against the wait: they have a limit of their own
-(START_HOOK_TIMEOUT).
+the container is doing at each change, and why not when the time runs out. Time in start hooks
+counts like the rest: only a file of dev's could say that a hook runs, and dev could say so
+for ever.
 """
 
 from __future__ import annotations
@@ -24,18 +24,16 @@ from pathlib import Path
 from torchrig.facts import processes
 from torchrig.facts.processes import PROC
 from torchrig.image.healthcheck import PROBES
-from torchrig.image.jupyter import lab_url
-from torchrig.image.jupyter_url import browser_address
+from torchrig.image.jupyter import browser_address, lab_url
 from torchrig.image.settings import read_settings
-from torchrig.image.state import HOOK_FILE, read_services, read_token, readable_state_dir
+from torchrig.image.state import read_services, read_token, readable_state_dir
 from torchrig.shared import ports
-from torchrig.shared.ownership import FileNotRead, read_small_file
+from torchrig.shared.ownership import FileNotRead
 from torchrig.shared.startup import NOT_READY, STATUS, Answer
 
 USER = "dev"
 POLL_S = 0.05
-SETTING_UP = "setting up (user, mounts, checks)"
-MAX_HOOK_FILE_BYTES = 512
+SETTING_UP = "setting up (user, mounts, checks, start hooks)"
 
 Probe = Callable[[], str | None]
 
@@ -58,7 +56,8 @@ def endpoint_lines(
         lines.append(f"SSH:     {ssh_command(ssh)}")
     elif "sshd" in configured:
         lines.append(
-            "SSH:     not started: no SSH public key (set SSH_PUBLIC_KEY in .env, then `make up`)"
+            "SSH:     not started: no SSH public key (make one with `ssh-keygen -t ed25519`: "
+            "`make up` adds it to .env; or set SSH_PUBLIC_KEY there)"
         )
     else:
         lines.append("SSH:     off (not in SERVICES)")
@@ -86,7 +85,6 @@ class Progress:
     ready: bool
     doing: str  # what the container says it is doing: printed by `make up` while it waits
     not_answering: Mapping[str, str] = field(default_factory=dict)  # service -> its problem
-    in_hook: bool = False  # a start hook runs: its time is its own limit's, not the wait's
     # The state is not the start's (a FIFO, a symlink in its place): an error, not a wait.
     failed: bool = False
 
@@ -100,9 +98,6 @@ def container_says(
     state: Path, started_at: float, probes: Mapping[str, Probe] = PROBES
 ) -> Progress:
     """What the container is doing now, read from its state folder and its services."""
-    hook = running_hook(state, started_at)
-    if hook is not None:
-        return Progress(ready=False, doing=f"running start hook {hook}", in_hook=True)
     # Read as root from dev's state dir, by read_small_file's rules. A services file from before
     # a restart (the container keeps /run) says nothing about this start.
     try:
@@ -119,19 +114,6 @@ def container_says(
     return Progress(False, f"starting {', '.join(not_answering)}", not_answering)
 
 
-def running_hook(state: Path, started_at: float) -> str | None:
-    """The start hook the entrypoint runs now, by its hook file (written in this run); read as
-    root by read_small_file's rules, and only a hook's name: a file dev made up says nothing."""
-    try:
-        read = read_small_file(state, HOOK_FILE, MAX_HOOK_FILE_BYTES, "a start hook's name")
-    except FileNotRead:
-        return None
-    if read is None or read.written < started_at:
-        return None
-    name = read.text.strip()
-    return name if name.isprintable() and name.startswith("start.d/") else None
-
-
 def wait_until_ready(
     timeout_s: float,
     say: Callable[[str], None],
@@ -139,19 +121,13 @@ def wait_until_ready(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> Progress:
-    """Poll until ready or `timeout_s` passed (not counting the time start hooks ran); `say`
-    each new thing the container is doing."""
+    """Poll until ready or `timeout_s` passed; `say` each new thing the container is doing."""
     look = look or (lambda: container_says(readable_state_dir(), container_started_at()))
     deadline = clock() + timeout_s
     said = None
-    last = clock()
     while True:
         progress = look()
-        now = clock()
-        if progress.in_hook:
-            deadline += now - last
-        last = now
-        if progress.ready or progress.failed or now >= deadline:
+        if progress.ready or progress.failed or clock() >= deadline:
             return progress
         if progress.doing != said:
             say(progress.doing)

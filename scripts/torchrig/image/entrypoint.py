@@ -1,15 +1,16 @@
 """The container's start sequence (`entrypoint/entrypoint.sh` execs this under tini).
 
 1. Read and check the settings.
-2. As root (run from root's own copy, see root_main.py): remap dev to PUID/PGID, fix ownership,
-   sudo when GRANT_SUDO=1, read the SSH keys; then drop to dev for good. Unless GRANT_SUDO=1,
-   no-new-privileges from here on.
-3. As dev: the banner, the mounts' check, the kept packages' venv first on PATH, the environment
-   for SSH sessions, the start hooks, the SSH host keys and authorized keys.
+2. As root (run from root's own copy, see root_main.py): remap dev to PUID/PGID, make dev's
+   folders dev's (their tops alone), sudo when GRANT_SUDO=1, read the SSH keys; then drop to dev
+   for good. Unless GRANT_SUDO=1, no-new-privileges from here on.
+3. As dev: the banner, the mounts' check, the examples copied to a workspace without them, the
+   kept packages' venv first on PATH, the environment for SSH sessions, the start hooks, the SSH
+   host keys and authorized keys.
 4. Run the given command, or supervise the services in SERVICES.
 
 This file is the order of the steps and what each decides; each step's work is in its module
-(accounts, mounted, banner, environment, hooks, ssh, jupyter, supervisor).
+(accounts, mounted, banner, examples, environment, hooks, ssh, jupyter, supervisor).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 from torchrig.image import accounts, banner, environment, hooks, jupyter, mounted, ssh, supervisor
+from torchrig.image.examples import copy_to_workspace
 from torchrig.image.settings import (
     SYSTEM_PATH,
     VOICE,
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         return start(command)
     except SetupError as exc:
         VOICE.error(str(exc))
-        record_start_error(str(exc))  # what `make up` says (torchrig.shared.startup)
+        record_start_error(str(exc))  # what `make up` says, when root's steps failed
         return 1
 
 
@@ -77,13 +79,14 @@ def start(command: list[str]) -> int:
         VOICE.note("no-new-privileges: setuid programs (su, passwd, sudo) run without privileges")
     banner.show(settings.cpu_only)
     mounted.check_usable(table)
+    copy_to_workspace()
     environment.use_kept_packages()
     environment.use_caches(started_as_root)
     state = state_dir()
     os.environ.update(stop_environment(settings, os.environ))
     ssh.export_environment(home, state)
     hooks.run_hooks(
-        hooks.HOOKS_DIR, settings.start_hook_timeout_s, ssh.without_per_rank(os.environ), state
+        hooks.HOOKS_DIR, settings.start_hook_timeout_s, ssh.without_per_rank(os.environ)
     )
     if command:
         write_private(state / SERVICES_FILE, "")
@@ -92,15 +95,12 @@ def start(command: list[str]) -> int:
     reach = (
         jupyter.REACHED_BY_MAKE
         if started_as_root
-        else jupyter.reach_note(state, socket.gethostname())
+        else jupyter.reach_note(state, socket.gethostname(), settings.bind_addr)
     )
     specs = supervisor.service_specs(settings, sshd_ok, state, reach)
     write_private(state / SERVICES_FILE, " ".join(spec.name for spec in specs))
     services = supervisor.Supervisor(specs, stop_grace_s=settings.stop_grace_s)
-    status = services.run()
-    if services.gave_up:
-        record_start_error(services.gave_up)
-    return status
+    return services.run()
 
 
 def prepare_as_root(settings: Settings, table: mounted.Table) -> accounts.Identity:
@@ -109,16 +109,12 @@ def prepare_as_root(settings: Settings, table: mounted.Table) -> accounts.Identi
     mounted.refuse_problems(table)  # Docker's own restarts skip `make up`: so, every start
     remapped = accounts.apply_remap(settings.puid, settings.pgid)
     who = accounts.identity()
-    mounted.claim_fresh_mounts(table, who)
-    # The volumes before dev's home: handing the home over changes the top of the volumes
-    # mounted in it, by which a volume left by other ids is told.
-    mounted.reclaim_volumes(table, who)
     if remapped:
-        accounts.hand_to_dev(accounts.HOME, who)
+        accounts.hand_home_to(who)
         VOICE.note(f"user dev remapped to uid {who.uid}, gid {who.gid}")
-    for path in (STATE_DIR, ssh.HOST_KEY_DIR):
-        if path.exists():
-            accounts.hand_to_dev(path, who)
+    # The state folder's files are the start's own: dev replaces them, it need not own them.
+    accounts.hand_top_to(STATE_DIR, who)
+    mounted.claim_volumes(table, who)
     accounts.configure_sudo(settings.grant_sudo)
     return who
 

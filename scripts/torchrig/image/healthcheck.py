@@ -5,11 +5,15 @@ and imports nothing slow.
 
 from __future__ import annotations
 
+import os
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
+from torchrig.image.jupyter import browser_address
+from torchrig.image.settings import bind_address
 from torchrig.image.state import read_services, readable_state_dir
 from torchrig.shared import ports
 from torchrig.shared.ownership import FileNotRead
@@ -25,10 +29,11 @@ TCP_LISTEN = "0A"
 FOREIGN_HOST = "rebinding-check.invalid"
 
 
-def jupyter_answers(port: int = ports.JUPYTER.container) -> str | None:
-    """None when Jupyter's unauthenticated /api answers 200 and refuses a foreign Host with 403
-    (torchrig.image.jupyter_hosts is loaded), else what went wrong."""
-    url = f"http://127.0.0.1:{port}/api"
+def jupyter_answers(address: str, port: int = ports.JUPYTER.container) -> str | None:
+    """None when Jupyter's unauthenticated /api at the address it listens on answers 200 and
+    refuses a foreign Host with 403 (torchrig.image.jupyter_hosts is loaded), else what went
+    wrong."""
+    url = f"http://{browser_address(f'{address}:{port}')}/api"
     status = http_status(url)
     if status != 200:
         return status if isinstance(status, str) else f"HTTP {status}"
@@ -75,7 +80,10 @@ def listening_ports(proc_net_tcp: str) -> set[int]:
     return {int(row[1].rpartition(":")[2], 16) for row in rows if row[3:4] == [TCP_LISTEN]}
 
 
-PROBES = {"jupyter": jupyter_answers, "sshd": sshd_answers}
+PROBES: dict[str, Callable[[], str | None]] = {
+    "jupyter": lambda: jupyter_answers(bind_address(os.environ)),
+    "sshd": sshd_answers,
+}
 
 
 def running_services(state: Path) -> list[str]:

@@ -4,8 +4,7 @@ start, after the set-up and before the services (like docker-stacks' before-note
 Each runs with the services' environment in /workspace, without stdin, in a session of its own,
 its output in the container's log under its name (`[start.d/10-requirements.sh] ...`), for at
 most START_HOOK_TIMEOUT seconds (0: no limit; then SIGTERM, then SIGKILL to its group). A hook
-that fails or is stopped is named, and the services start anyway. While one runs, the state
-dir's hook file names it, for `make up` (endpoints.py).
+that fails or is stopped is named, and the services start anyway.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from pathlib import Path
 
 from torchrig import children
 from torchrig.image.settings import VOICE
-from torchrig.image.state import HOOK_FILE, write_private
 from torchrig.shared import mounts
 
 WORKDIR = mounts.WORKSPACE.point
@@ -124,9 +122,7 @@ def run_hook(
     return HookOutcome(name, child.process.returncode if done else None, time.monotonic() - started)
 
 
-def run_hooks(
-    directory: Path, timeout_s: float, env: Mapping[str, str], state: Path
-) -> list[HookOutcome]:
+def run_hooks(directory: Path, timeout_s: float, env: Mapping[str, str]) -> list[HookOutcome]:
     """Run every hook in name order; say what each did. The start goes on whatever they do."""
     try:
         runnable, not_executable = find_hooks(directory)
@@ -140,17 +136,13 @@ def run_hooks(
         )
     outcomes = []
     limit = f"time limit {timeout_s:g} s" if timeout_s > 0 else "no time limit"
-    try:
-        for path in runnable:
-            write_private(state / HOOK_FILE, label(path) + "\n")  # for `make up` to say
-            VOICE.note(f"start hook {label(path)}: running ({limit}: START_HOOK_TIMEOUT)")
-            outcome = run_hook(path, timeout_s, env)
-            outcomes.append(outcome)
-            problem = describe(outcome, timeout_s)
-            if problem:
-                VOICE.warning(problem)
-            else:
-                VOICE.note(f"start hook {outcome.name}: done in {outcome.seconds:.1f} s")
-    finally:
-        (state / HOOK_FILE).unlink(missing_ok=True)
+    for path in runnable:
+        VOICE.note(f"start hook {label(path)}: running ({limit}: START_HOOK_TIMEOUT)")
+        outcome = run_hook(path, timeout_s, env)
+        outcomes.append(outcome)
+        problem = describe(outcome, timeout_s)
+        if problem:
+            VOICE.warning(problem)
+        else:
+            VOICE.note(f"start hook {outcome.name}: done in {outcome.seconds:.1f} s")
     return outcomes

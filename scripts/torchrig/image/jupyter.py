@@ -39,6 +39,14 @@ def resolve_token(given: str | None, allow_no_token: bool, state: Path) -> Token
     return token
 
 
+def browser_address(published: str) -> str:
+    """'0.0.0.0:8888' -> '127.0.0.1:8888': a wildcard bind is reachable on loopback."""
+    host, _, port = published.strip().rpartition(":")
+    if host in ("0.0.0.0", "::", "[::]", ""):
+        host = "127.0.0.1"
+    return f"{host}:{port}"
+
+
 def lab_url(host_port: str, token: str) -> str:
     """The URL to open. The token is percent-encoded: a token of the user's own with `&` or `#`
     still works, and a control character never reaches a terminal as itself."""
@@ -46,13 +54,14 @@ def lab_url(host_port: str, token: str) -> str:
     return f"{url}?token={urllib.parse.quote(token, safe='')}" if token else url
 
 
-def jupyter_command(hostnames: tuple[str, ...] = ()) -> list[str]:
-    """Jupyter's command line. `hostnames`: names besides localhost the browser may use."""
+def jupyter_command(address: str, hostnames: tuple[str, ...] = ()) -> list[str]:
+    """Jupyter's command line: listening on `address`; `hostnames`: names besides localhost the
+    browser may use."""
     # Settings that make up the container's contract are on the command line, not in a config
     # file a user might shadow. The token comes through the environment (not visible in `ps`).
     return [
         "/opt/venv/bin/jupyter-lab",
-        "--ServerApp.ip=0.0.0.0",
+        f"--ServerApp.ip={address}",
         f"--ServerApp.port={ports.JUPYTER.container}",
         "--ServerApp.port_retries=0",
         "--ServerApp.open_browser=False",
@@ -80,14 +89,14 @@ def jupyter_environment(environ: dict[str, str], token: Token) -> dict[str, str]
     return env
 
 
-def reach_note(state: Path, host: str) -> str:
+def reach_note(state: Path, host: str, address: str) -> str:
     """How the user reaches Jupyter when the container started as that user (`apptainer run`,
     pyxis): no Makefile, and the host's network, so Jupyter's port is this machine's."""
-    port = ports.JUPYTER.container
+    at = browser_address(f"{address}:{ports.JUPYTER.container}")
     return (
-        f"it listens on port {port} of this machine ({host}): open "
-        f"http://127.0.0.1:{port}/lab there, or from your own computer first "
-        f"`ssh -L {port}:127.0.0.1:{port} {host}`; the token is in {state / TOKEN_FILE}, "
+        f"it listens on {at} of this machine ({host}): open http://{at}/lab there, or from your "
+        f"own computer first `ssh -L {ports.JUPYTER.container}:{at} {host}`; the token is in "
+        f"{state / TOKEN_FILE}, "
         "yours alone, and `python -m torchrig.image.jupyter_url` prints the URL with it"
     )
 
@@ -98,7 +107,7 @@ def prepare_jupyter(
     """Jupyter's command and environment, its token resolved; the start's line on how to reach
     it (never the token itself: log backends keep what a container prints)."""
     token = resolve_token(settings.jupyter_token, settings.jupyter_allow_no_token, state)
-    argv = jupyter_command(settings.jupyter_hostnames)
+    argv = jupyter_command(settings.bind_addr, settings.jupyter_hostnames)
     if not token.value:
         argv.append("--IdentityProvider.token=")
         VOICE.warning(

@@ -7,27 +7,26 @@ Run inside the container. `--published HOST:PORT` is where the host reaches Jupy
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
-from torchrig.image.jupyter import lab_url
+from torchrig.image.jupyter import browser_address, lab_url
+from torchrig.image.settings import SetupError, bind_address
 from torchrig.image.state import read_token, readable_state_dir
 from torchrig.shared import ports
 from torchrig.shared.ownership import FileNotRead
 from torchrig.shared.voice import MAKEFILE
 
 
-def browser_address(published: str) -> str:
-    """'0.0.0.0:8888' -> '127.0.0.1:8888': a wildcard bind is reachable on loopback."""
-    host, _, port = published.strip().rpartition(":")
-    if host in ("0.0.0.0", "::", "[::]", ""):
-        host = "127.0.0.1"
-    return f"{host}:{port}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--published", default=f"127.0.0.1:{ports.JUPYTER.container}")
+    parser.add_argument("--published", help="default: where Jupyter listens (BIND_ADDR)")
     args = parser.parse_args(argv)
+    try:
+        where = args.published or f"{bind_address(os.environ)}:{ports.JUPYTER.container}"
+    except SetupError as exc:
+        MAKEFILE.error(str(exc))
+        return 1
     try:
         token = read_token(readable_state_dir())
     except FileNotRead as exc:
@@ -39,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
             "(see `make logs`)"
         )
         return 1
-    print(lab_url(browser_address(args.published), token))
+    print(lab_url(browser_address(where), token))
     return 0
 
 

@@ -1,7 +1,11 @@
 """What Docker mounted in the container, as the start sees it: read once from
-/proc/self/mountinfo, then, as root, refused when a mount could hand dev what is not dev's,
-claimed when Docker just made it empty, handed back to dev after a PUID/PGID change; and, as
-dev, checked usable. Docker's own restarts skip `make up`, so all of it runs at every start.
+/proc/self/mountinfo, then, as root, refused when a mount could hand dev what is not dev's, and
+dev's volumes made dev's where that changes no file; as dev, checked usable. Docker's own
+restarts skip `make up`, so all of it runs at every start.
+
+The start walks no folder and hands over no file: an empty volume (Docker just made it) becomes
+dev's, and a volume that holds files of other ids (a PUID/PGID change) stops the start with the
+fix. A host folder is never changed here: it is the host's (`make up`) to hand over.
 """
 
 from __future__ import annotations
@@ -17,15 +21,6 @@ MOUNTINFO = Path("/proc/self/mountinfo")
 # Mount point -> the compose variable that chooses its host side (for error messages).
 WRITABLE_MOUNTS = mounts.binds_dev_writes()
 READABLE_MOUNTS = mounts.binds_dev_writes(False)
-# What Docker may have made empty as root: a bind mount's missing host folder (PACKAGES_DIR's
-# too), a fresh cache.
-FRESH_MOUNT_CANDIDATES = (
-    *(bind.point for bind in mounts.BINDS),
-    mounts.CACHE.point,
-    mounts.PACKAGES.point,
-)
-# The volumes dev writes to: after a PUID/PGID change they are handed to dev's new ids.
-DEV_VOLUMES = tuple(Path(volume.point) for volume in mounts.VOLUMES if volume.reclaimed)
 
 # Mount point -> what is mounted there.
 Table = dict[str, mounts.Mounted]
@@ -46,58 +41,41 @@ def refuse_problems(table: Table) -> None:
         raise SetupError("\n".join(problems))
 
 
-def claim_fresh_mounts(table: Table, who: accounts.Identity) -> None:
-    for mount in FRESH_MOUNT_CANDIDATES:
-        if may_claim(table.get(mount)) and accounts.claim_if_fresh_mount(
-            Path(mount), who.uid, who.gid
-        ):
-            VOICE.note(f"{mount} was created empty by Docker as root: handed to dev")
-
-
-def may_claim(mounted: mounts.Mounted | None) -> bool:
-    """Whether an empty root-owned mount may be what Docker just made: not a host folder in a
-    system directory (an empty /usr/local/sbin is root's, not Docker's new folder)."""
-    if mounted is None or mounted.named_volume:
-        return True
-    return mounts.system_directory(mounted.root) is None
-
-
-def reclaim_volumes(table: Table, who: accounts.Identity) -> None:
-    for volume in DEV_VOLUMES:
-        reclaim_volume(volume, who, table.get(str(volume)))
-
-
-def reclaim_volume(
-    volume: Path, who: accounts.Identity, mounted: mounts.Mounted | None = None
+def claim_volumes(
+    table: Table, who: accounts.Identity, volumes: tuple[mounts.Volume, ...] = mounts.VOLUMES
 ) -> None:
-    """A volume whose top is not dev's is handed to dev whole; one that is dev's is left as it
-    is: no walk over a large cache at every start. A host folder mounted there (PACKAGES_DIR) is
-    never walked: it is the host's to hand over (`make up` does, as root)."""
-    try:
-        status = volume.lstat()
-    except FileNotFoundError:
-        return
-    if not volume.is_dir() or volume.is_symlink():
-        return
-    if (status.st_uid, status.st_gid) == (who.uid, who.gid):
-        return
-    if mounted is not None and not mounted.named_volume:
-        VOICE.note(
-            f"{volume} is a host folder ({mounts.name_of(mounted.point)}) owned by uid "
-            f"{status.st_uid}, gid {status.st_gid}: not handed to dev by the start"
+    """Each volume dev fills: left as it is when its top is dev's, made dev's when it is empty,
+    else the start stops, saying what to do (every such volume, one line each)."""
+    full = []
+    for volume in volumes:
+        mounted = table.get(volume.point)
+        if mounted is not None and mounted.volume_name is None:
+            continue  # a host folder (PACKAGES_DIR): the kept packages say when dev cannot write
+        top = accounts.hand_top_to(Path(volume.point), who, only_if_empty=True)
+        if top is None:
+            continue
+        uid, gid = top.owner
+        if top.changed:
+            VOICE.note(f"{volume.point} is an empty volume of uid {uid}, gid {gid}: made it dev's")
+            continue
+        name = mounted.volume_name if mounted else f"<project>_{volume.name}"
+        full.append(
+            f"{volume.point} (volume {name}) holds files of uid {uid}, gid {gid}, and dev is uid "
+            f"{who.uid}, gid {who.gid} now (PUID/PGID changed since): the start hands no files "
+            f"over. Set PUID={uid} PGID={gid} again, or start the volume afresh, losing "
+            f"{volume.holds}: `make down && docker volume rm {name} && make up`."
         )
-        return
-    accounts.hand_to_dev(volume, who)
-    VOICE.note(
-        f"{volume} belonged to uid {status.st_uid}, gid {status.st_gid}: handed it, and all "
-        f"in it, to dev ({who.uid}:{who.gid})"
-    )
+    if full:
+        raise SetupError("\n".join(full))
 
 
 def check_usable(table: Table) -> None:
     """Mounted work directories must be usable by dev; unmounted image dirs are not checked."""
     who = f"uid {os.getuid()}, gid {os.getgid()}"
-    ids = ", or set PUID/PGID to its owner's ids (`make up` writes yours to .env)"
+    ids = (
+        ", or set PUID/PGID to its owner's ids (`make up` writes yours to .env); a folder Docker "
+        "made because it was missing is root's: `make prepare` makes them for you"
+    )
     for binds, access, adjective, more in (
         (WRITABLE_MOUNTS, os.W_OK, "writable", ids),
         (READABLE_MOUNTS, os.R_OK, "readable", ""),

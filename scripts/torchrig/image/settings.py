@@ -3,6 +3,7 @@ module of the start-up that reads variables by name, so a typo stops the start w
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Mapping
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from torchrig.facts.container_runtime import CPU_ONLY, TRUE_WORDS
-from torchrig.shared import ownership
+from torchrig.shared import ownership, ports
 from torchrig.shared.voice import IN_OTHERS_OUTPUT, Voice
 
 # The start's voice: `[torchrig]` lines in `docker logs`.
@@ -53,6 +54,7 @@ class Settings:
     ssh_authorized_keys_file: Path
     home: Path | None  # HOME as started; None when unset (the entrypoint then uses dev's home)
     path: str  # PATH as started (the image's venv first); dev's comes from it
+    bind_addr: str = ports.BIND_ADDR[1]  # where Jupyter and sshd listen
     stop_grace_s: float = STOP_GRACE_DEFAULT_S
     start_hook_timeout_s: float = START_HOOK_TIMEOUT_DEFAULT_S
 
@@ -136,6 +138,19 @@ def parse_hostnames(name: str, value: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(raw.lower() for raw in names))
 
 
+def bind_address(environ: Mapping[str, str]) -> str:
+    """Where Jupyter and sshd listen: BIND_ADDR, an IPv4 address; unset or empty, loopback."""
+    name, default = ports.BIND_ADDR
+    text = environ.get(name, "").strip() or default
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        raise SetupError(
+            f"{name}={text!r} is not an IPv4 address: give {default} (this machine alone), "
+            "0.0.0.0 (every interface) or one address of this machine."
+        ) from None
+
+
 def read_settings(environ: Mapping[str, str]) -> Settings:
     token = environ.get("JUPYTER_TOKEN")
     keys_file = environ.get("SSH_AUTHORIZED_KEYS_FILE")
@@ -161,6 +176,7 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         ),
         home=parse_absolute_path("HOME", environ.get("HOME")),
         path=environ.get("PATH") or SYSTEM_PATH,
+        bind_addr=bind_address(environ),
         stop_grace_s=parse_seconds("STOP_GRACE", environ.get("STOP_GRACE"), STOP_GRACE_DEFAULT_S),
         start_hook_timeout_s=parse_seconds(
             "START_HOOK_TIMEOUT", environ.get("START_HOOK_TIMEOUT"), START_HOOK_TIMEOUT_DEFAULT_S

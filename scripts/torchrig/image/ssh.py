@@ -301,6 +301,8 @@ def export_environment(home: Path, state: Path) -> None:
     write_private(state / ENVIRONMENT_FILE, shell_exports_text(variables))
 
 
-def sshd_command() -> list[str]:
-    # -D: stay in the foreground for the supervisor; -e: log to stderr (docker logs).
-    return [SSHD, "-D", "-e", "-f", SSHD_CONFIG, "-p", str(ports.SSH.container)]
+def sshd_command(address: str) -> list[str]:
+    """sshd listening on `address`. -D: in the foreground for the supervisor; -e: its log to
+    stderr (docker logs)."""
+    listen = f"ListenAddress={address}"
+    return [SSHD, "-D", "-e", "-f", SSHD_CONFIG, "-o", listen, "-p", str(ports.SSH.container)]

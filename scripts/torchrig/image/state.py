@@ -21,8 +21,6 @@ STATE_DIR = Path(startup.STATE_DIR)
 TOKEN_FILE = "jupyter-token"
 SERVICES_FILE = "services"
 ENVIRONMENT_FILE = "environment.sh"
-# The start hook running now (its name), while the entrypoint runs /workspace/start.d.
-HOOK_FILE = "start-hook"
 # A services list is a few words, a token a few dozen characters: anything longer is not the
 # entrypoint's, and is not read.
 MAX_SERVICES_FILE_BYTES = 4096
@@ -113,12 +111,11 @@ def read_token(state: Path) -> str | None:
     return None if read is None else read.text.strip()
 
 
-def record_start_error(message: str, folder: Path = STATE_DIR) -> None:
+def record_start_error(message: str, record: Path = Path(startup.START_ERROR)) -> None:
     """Why this start fails, for `make up` to read from the stopped container (the protocol in
-    torchrig.shared.startup). Root's steps fail before dev's state folder is made this start's,
-    so the record goes to the folder Docker's starts use, written as write_private writes; where
-    that folder is not this user's to write (`--user`, Apptainer), there is no `make up` to tell,
-    and the error in the log is all."""
+    torchrig.shared.startup), written as write_private writes. Only root can write the record's
+    folder, so only root's steps record: what dev's steps say could be any of dev's processes'
+    words (and under `--user` or Apptainer there is no `make up` to tell); the log says it."""
     text = message.encode("utf-8", errors="replace")[: startup.MAX_START_ERROR_BYTES]
     with contextlib.suppress(OSError):
-        write_private(folder / startup.START_ERROR, text.decode("utf-8", errors="ignore"))
+        write_private(record, text.decode("utf-8", errors="ignore"))

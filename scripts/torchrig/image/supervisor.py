@@ -50,7 +50,7 @@ def service_specs(
             argv, env = jupyter.prepare_jupyter(settings, state, dict(os.environ), reach)
             specs.append(ServiceSpec("jupyter", argv, env))
         elif name == "sshd" and sshd_ok:
-            specs.append(ServiceSpec("sshd", ssh.sshd_command()))
+            specs.append(ServiceSpec("sshd", ssh.sshd_command(settings.bind_addr)))
     if settings.services == ("sshd",) and not sshd_ok:
         raise SetupError(
             "SERVICES=sshd but there is no SSH key, so nothing would run: set SSH_PUBLIC_KEY "

@@ -39,7 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dry-run", action="store_true", help="print the torchrun command, do not run it"
     )
     parser.add_argument(
-        "--standalone", action="store_true", help="accepted for torchrun habit; the default here"
+        "--standalone",
+        action="store_true",
+        help="accepted for torchrun habit: one machine is the default here (its rendezvous in a "
+        "private file, not on an open port)",
     )
     hostfile.add_host_arguments(parser)
 
@@ -77,7 +80,7 @@ RANK_EXIT_ON = (
 NOT_RESTARTED = (
     f"the job failed and was not restarted (--max-restarts is "
     f"{DEFAULT_MAX_RESTARTS} unless given: a restart runs the script again from its start). A "
-    "script that resumes from its checkpoints, as workspace/examples/train_ddp.py does, can ask "
+    "script that resumes from its checkpoints, as examples/train_ddp.py does, can ask "
     "for restarts: --max-restarts 3"
 )
 

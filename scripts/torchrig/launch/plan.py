@@ -26,7 +26,7 @@ from torchrig.launch.options import (
     LaunchError,
     LaunchRequest,
 )
-from torchrig.launch.torchrun import TorchrunFlags
+from torchrig.launch.torchrun import TorchrunFlags, conf_with
 
 # torch 2.13-2.15: with the workers sharing the agent's rendezvous store, a restart round finds
 # the keys of the round before (one machine: "Gloo connectFullMesh failed", or a hang), and a node
@@ -36,6 +36,12 @@ SHARED_STORE_BUG_FIX = ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
 # Both libraries pick an interface by their own rules unless told; in a container or on a machine
 # with several networks that is often one the other nodes cannot reach.
 SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+# One machine: torch's c10d rendezvous keeps its state, which torchrun's agent unpickles, in a file
+# only this user may write (torch makes it with mkstemp) instead of a TCP store, which would listen
+# on every interface whatever address it is given. The workers meet on loopback: their own store
+# (addresses and counters, never unpickled) at this address, gloo and NCCL on this interface.
+LOOPBACK = Route("127.0.0.1", "lo")
+FILE_STORE = ("store_type", "file")
 
 
 def pet_variable(flag: str) -> str:
@@ -121,7 +127,7 @@ def plan_here(request: LaunchRequest, environ: Mapping[str, str]) -> LaunchPlan:
     gpus = count_visible_gpus(environ)
     route = check_rendezvous(request.torchrun)
     made = build_plan(request, environ, gpus, os.cpu_count() or 1, route)
-    made.exposure = exposure_here(request.torchrun)
+    made.exposure = exposure_here(request.torchrun, environ)
     return made
 
 
@@ -148,7 +154,8 @@ def build_plan(
     flags = request.torchrun
     multi_node = flags.multi_node or multi_node_by_environment(environ)
     if not multi_node:
-        argv.append("--standalone")
+        one_machine, flags = one_machine_rendezvous(flags, environ)
+        argv += one_machine
     if request.nproc_per_node is not None or nproc_env is None:
         argv += ["--nproc-per-node", str(nproc)]
     if request.max_restarts is not None:
@@ -158,8 +165,7 @@ def build_plan(
     argv += rendezvous_defaults(flags, environ, route)
     argv += [*flags.argv(), request.script, *request.script_args]
     env = worker_environment(request, environ, nproc, cpu_count)
-    if multi_node:
-        env.update(socket_interfaces(environ, route))
+    env.update(socket_interfaces(environ, route if multi_node else LOOPBACK))
     defaulted = (
         request.max_restarts is None and set_by_environment("--max-restarts", environ) is None
     )
@@ -182,10 +188,27 @@ def rendezvous_defaults(
     return argv
 
 
+def one_machine_rendezvous(
+    flags: TorchrunFlags, environ: Mapping[str, str]
+) -> tuple[list[str], TorchrunFlags]:
+    """The flags for a rendezvous on this machine alone (LOOPBACK), and the user's flags left to
+    pass on; a backend other than c10d is the user's own choice, left as it is."""
+    backend = flags.rdzv_backend or set_by_environment("--rdzv-backend", environ)
+    if backend not in (None, "c10d"):
+        return [], flags
+    given = flags.rdzv_conf or set_by_environment("--rdzv-conf", environ)
+    argv = [] if backend else ["--rdzv-backend", "c10d"]
+    argv += ["--rdzv-conf", conf_with(given, *FILE_STORE)]
+    if flags.local_addr is None:
+        argv += ["--local-addr", LOOPBACK.address]
+    return argv, flags.without(["--rdzv-conf"])
+
+
 def socket_interfaces(environ: Mapping[str, str], route: Route | None) -> dict[str, str]:
-    """gloo/NCCL on the interface that reaches the endpoint of a multi-node launch."""
+    """gloo/NCCL on the interface that reaches the endpoint of a multi-node launch, or on
+    loopback for one machine alone."""
     env: dict[str, str] = {}
-    if route is not None and route.interface and not route.loopback:
+    if route is not None and route.interface and (route is LOOPBACK or not route.loopback):
         for variable in SOCKET_INTERFACE_VARIABLES:
             if variable not in environ:
                 env[variable] = route.interface
@@ -236,15 +259,13 @@ def check_rendezvous(flags: TorchrunFlags, timeout_s: float = 5.0) -> Route | No
     return route
 
 
-def exposure_here(flags: TorchrunFlags) -> str | None:
+def exposure_here(flags: TorchrunFlags, environ: Mapping[str, str]) -> str | None:
     """The warning for this machine, when it has a public address; else None."""
     public = network.public_addresses()
     if not public:
         return None
-    ports = "the rendezvous store on a free port, the workers' store on another"
-    if flags.rdzv_endpoint is not None:
-        ports = (
-            f"the rendezvous store on port {flags.rdzv_endpoint.port} of its host, the workers' "
-            "store on a free port"
-        )
+    if not (flags.multi_node or multi_node_by_environment(environ)):
+        return exposure_warning("this machine", public, "a free port", across_machines=False)
+    where = f"port {flags.rdzv_endpoint.port}" if flags.rdzv_endpoint else "its port"
+    ports = f"the rendezvous store on {where} of its host, the workers' store on a free port"
     return exposure_warning("this machine", public, ports)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from torchrig.children import module_command
 from torchrig.facts import network
 from torchrig.launch.options import Launch, LaunchError, LaunchRequest, launch_argv
-from torchrig.launch.torchrun import TorchrunFlags
+from torchrig.launch.torchrun import TorchrunFlags, conf_with
 from torchrig.multihost import fanout
 from torchrig.multihost.fanout import JobPolicy, Printer
 from torchrig.multihost.hostfile import Host
@@ -72,22 +72,15 @@ def rendezvous_for(
     return Rendezvous(endpoint, run_id, node_range(flags.nnodes, len(hosts)))
 
 
-def rdzv_conf(flags: TorchrunFlags, is_host: bool) -> str:
-    """The user's --rdzv-conf with is_host added: the first host holds the store, whatever its
-    name resolves to (torchrun would otherwise guess from names and addresses)."""
-    given = flags.rdzv_conf or ""
-    parts = [part for part in given.split(",") if part and not part.startswith("is_host=")]
-    return ",".join([*parts, f"is_host={int(is_host)}"])
-
-
 def host_argv(
     request: LaunchRequest, host: Host, is_first: bool, rendezvous: Rendezvous
 ) -> list[str]:
-    """The `torchrig launch` arguments one host runs: its share of the job, explicitly."""
+    """The `torchrig launch` arguments one host runs: its share of the job, explicitly. The first
+    host holds the store, whatever its name resolves to (torchrun would otherwise guess)."""
     per_host = [
         "--nnodes", rendezvous.nnodes, "--rdzv-backend", "c10d",
         "--rdzv-endpoint", str(rendezvous.endpoint), "--rdzv-id", rendezvous.run_id,
-        "--rdzv-conf", rdzv_conf(request.torchrun, is_first),
+        "--rdzv-conf", conf_with(request.torchrun.rdzv_conf, "is_host", str(int(is_first))),
     ]  # fmt: skip
     share = replace(
         request,

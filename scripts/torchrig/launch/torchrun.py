@@ -102,6 +102,12 @@ class TorchrunFlags:
         return TorchrunFlags.parse(flag for flag in self.given if flag[0] not in names)
 
 
+def conf_with(given: str | None, key: str, value: str) -> str:
+    """--rdzv-conf's `key=value,...` as given, with `key` set to `value`."""
+    parts = [part for part in (given or "").split(",") if part and not part.startswith(f"{key}=")]
+    return ",".join([*parts, f"{key}={value}"])
+
+
 class PassThrough(argparse.Action):
     """Collects torchrun flags, in order, as (flag, value) pairs."""
 

@@ -4,9 +4,9 @@ whether dev writes there. Both sides of Docker ask here; docker-compose.yml moun
 
 The one guard for the host folders they mount: compose mounts each of them read-write, so dev may
 change anything in any of them. A mounted folder that lies inside another one could be a symlink
-to any host folder by the next start, which Docker (root) then mounts; a system directory would
-give dev root's files. `make up` checks the folders compose names (host/bind_mounts.py); every
-start, Docker's own restarts included, checks what Docker mounted (`start_problems`)."""
+to any host folder by the next start, which Docker (root) then mounts. `make up` checks the
+folders compose names (host/bind_mounts.py); every start, Docker's own restarts included, checks
+what Docker mounted (`start_problems`)."""
 
 from __future__ import annotations
 
@@ -25,20 +25,19 @@ class Bind:
     point: str  # in the container
     variable: str  # the compose variable that chooses the host folder
     default: str  # the host folder when the variable is unset, relative to the project
-    # dev must be able to write everywhere in it (the start checks; `make up` as root hands it
-    # root's entries); else dev needs only read it (a dataset). Mounted read-write either way.
+    # dev must be able to write everywhere in it (the start checks); else dev needs only read it
+    # (a dataset). Mounted read-write either way.
     dev_must_write: bool
 
 
 @dataclass(frozen=True)
 class Volume:
-    """A named volume of the compose project."""
+    """A named volume of the compose project: dev fills it. The start makes an empty one dev's;
+    one that holds files of other ids (a PUID/PGID change) stops it (image/mounted.py)."""
 
     name: str
     point: str  # in the container
-    # dev fills it (caches, packages): when its top is not dev's (made under other PUID/PGID),
-    # the start hands all of it to dev.
-    reclaimed: bool
+    holds: str  # what is lost when it is removed, in words
     variable: str | None = None  # a compose variable that may put a host folder in its place
 
 
@@ -47,12 +46,14 @@ CHECKPOINTS = Bind("/checkpoints", "CHECKPOINT_DIR", "./checkpoints", dev_must_w
 DATA = Bind("/data", "DATA_DIR", "./data", dev_must_write=False)  # often a dataset
 BINDS = (WORKSPACE, CHECKPOINTS, DATA)
 
-# The container's SSH host keys, made once (the start hands their folder to dev every time).
-SSH_HOST_KEYS = Volume("ssh-host-keys", "/var/lib/torchrig/ssh", reclaimed=False)
+# The container's SSH host keys, made once by dev.
+SSH_HOST_KEYS = Volume(
+    "ssh-host-keys", "/var/lib/torchrig/ssh", "the SSH host keys (clients then see new ones)"
+)
 # pip/uv, torch.compile and Hugging Face caches.
-CACHE = Volume("cache", "/home/dev/.cache", reclaimed=True)
+CACHE = Volume("cache", "/home/dev/.cache", "the caches")
 # What dev installs (torchrig.packages): the volume, or the host folder PACKAGES_DIR names.
-PACKAGES = Volume("packages", KEPT_ROOT, reclaimed=True, variable="PACKAGES_DIR")
+PACKAGES = Volume("packages", KEPT_ROOT, "the packages you installed", variable="PACKAGES_DIR")
 VOLUMES = (SSH_HOST_KEYS, CACHE, PACKAGES)
 
 
@@ -68,22 +69,6 @@ HOST_FOLDER_VARIABLES = {
     **{bind.point: bind.variable for bind in BINDS},
     **{volume.point: volume.variable for volume in VOLUMES if volume.variable},
 }
-
-# Trees that hold the system's own files, and directories that hold everyone's: none of them is
-# a project folder, and handing their root-owned files to dev would give dev the machine.
-SYSTEM_TREES = (
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
-    "/run", "/sbin", "/sys", "/usr", "/var",
-)  # fmt: skip
-SHARED_DIRS = ("/", "/home", "/media", "/mnt", "/opt", "/srv", "/tmp")
-
-
-def system_directory(real: str) -> str | None:
-    """The system directory a resolved path is, or lies in; else None."""
-    for tree in SYSTEM_TREES:
-        if real == tree or real.startswith(tree + "/"):
-            return tree
-    return real if real in SHARED_DIRS else None
 
 
 def lies_inside(inner: str, outer: str) -> bool:
@@ -104,13 +89,14 @@ class Mounted:
     writable: bool
 
     @property
-    def named_volume(self) -> bool:
-        """A volume of the engine (Docker's and Podman's keep each in `volumes/<name>/_data`),
-        not a folder of the user's machine."""
-        return NAMED_VOLUME.search(self.root) is not None
+    def volume_name(self) -> str | None:
+        """The engine's name of the volume mounted here (Docker's and Podman's keep each in
+        `volumes/<name>/_data`), or None for a folder of the user's machine."""
+        found = NAMED_VOLUME.search(self.root)
+        return found.group(1) if found else None
 
 
-NAMED_VOLUME = re.compile(r"/volumes/[^/]+/_data$")
+NAMED_VOLUME = re.compile(r"/volumes/([^/]+)/_data$")
 
 
 def unescape(field: str) -> str:

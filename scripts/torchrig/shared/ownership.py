@@ -1,12 +1,6 @@
-"""Handing a tree to another owner as root: the one rule both sides of Docker follow.
-
-The tree's owner may have prepared it, so:
-- no symlink is followed: each directory is held open (os.fwalk) and its entries are changed by
-  name inside it; a symlink itself changes owner, not its target;
-- a regular file with more than one hard link is left alone: it may be another's file (root's
-  code, /etc/shadow) linked in, where `fs.protected_hardlinks=0` lets users do that;
-- a file is checked and changed through one descriptor opened without following a symlink, so
-  the file whose links were counted is the file that changes.
+"""Whose a file is, on both sides of Docker: the numeric ids dev takes (PUID/PGID), and how root
+reads a small file someone else controls. Root never walks a tree of dev's to change its owners:
+the host and the start change a folder's top alone (host/bind_mounts.py, image/accounts.py).
 Standard library only: both sides import it."""
 
 from __future__ import annotations
@@ -15,7 +9,7 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 # PUID/PGID, the numeric ids the container's `dev` takes, parsed one way on both sides of
@@ -43,82 +37,10 @@ def parse_id(name: str, value: str | None) -> int | None:
     return int(text)
 
 
-# Open for fstat/fchown only: never block (a FIFO), never take a terminal, never follow a symlink.
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-
-@dataclass
-class Handover:
-    changed: int = 0
-    # Multiply-linked regular files, relative to the top: possibly another's file linked in.
-    left_alone: list[str] = field(default_factory=list)
-
-
-def linked_elsewhere(entry: os.stat_result) -> bool:
-    """A regular file with more than one hard link: it may be another's file linked in here."""
-    return stat.S_ISREG(entry.st_mode) and entry.st_nlink > 1
-
-
-def hand_over_tree(
-    top: int, uid: int, gid: int, *, only_owner: int | None = None, one_filesystem: bool = True
-) -> Handover:
-    """Hand every entry below the open directory `top` (not `top` itself) to uid:gid, by the
-    rules in the module docstring.
-
-    `only_owner`: change only the entries that uid owns (the host side hands over root's only).
-    `one_filesystem`: do not descend into a mount point below `top` (a volume: its top directory
-    changes, its content is not this walk's to change)."""
-    handover = Handover()
-    device = os.fstat(top).st_dev
-    for where, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
-        for name in [*dirnames, *filenames]:
-            outcome = hand_over_entry(name, dirfd, uid, gid, only_owner)
-            if outcome == CHANGED:
-                handover.changed += 1
-            elif outcome == LINKED:
-                handover.left_alone.append(os.path.normpath(os.path.join(where, name)))
-        if one_filesystem:
-            dirnames[:] = [
-                name
-                for name in dirnames
-                if os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_dev == device
-            ]
-    return handover
-
-
-CHANGED, KEPT, LINKED = "changed", "kept", "linked"
-
-
-def hand_over_entry(name: str, dirfd: int, uid: int, gid: int, only_owner: int | None) -> str:
-    """One entry of a walked directory: CHANGED, KEPT (not `only_owner`'s, or it changed type
-    under the walk) or LINKED (left alone: other hard links)."""
-    entry = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-    if only_owner is not None and entry.st_uid != only_owner:
-        return KEPT
-    if not (stat.S_ISREG(entry.st_mode) or stat.S_ISDIR(entry.st_mode)):
-        # A symlink, socket or FIFO: its own owner, by name. None of them can be a hard link
-        # to a regular file, and opening them would follow, fail or block.
-        os.chown(name, uid, gid, dir_fd=dirfd, follow_symlinks=False)
-        return CHANGED
-    try:
-        fd = os.open(name, _OPEN_FLAGS, dir_fd=dirfd)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENXIO):
-            return KEPT  # swapped for a symlink or socket since the lstat: not what was checked
-        raise
-    try:
-        opened = os.fstat(fd)
-        if only_owner is not None and opened.st_uid != only_owner:
-            return KEPT
-        if linked_elsewhere(opened):
-            return LINKED
-        os.fchown(fd, uid, gid)
-    finally:
-        os.close(fd)
-    return CHANGED
-
-
 # --- reading a file someone else controls -------------------------------------------------------
+
+# Open to read: never block (a FIFO), never take a terminal, never follow a symlink.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
 class FileNotRead(Exception):

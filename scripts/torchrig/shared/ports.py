@@ -17,6 +17,12 @@ class Port:
     variable: str  # the compose variable that chooses the host port (default: `container`)
 
 
+# Where Jupyter and sshd can be reached: on the host, the address compose publishes their ports
+# on; in a container on the machine's own network (Apptainer, pyxis, compose's multi-node mode),
+# the address they listen on. Docker's port publishing reaches a container's own network from
+# outside it, so there compose has them listen on every interface of that network (0.0.0.0).
+BIND_ADDR = ("BIND_ADDR", "127.0.0.1")  # the variable and its default
+
 JUPYTER = Port("jupyter", 8888, "JUPYTER_PORT")
 SSH = Port("ssh", 2222, "SSH_PORT")
 PORTS = (JUPYTER, SSH)

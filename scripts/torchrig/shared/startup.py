@@ -11,10 +11,11 @@ and the answer is lines on stdout and an exit code:
 - WAITED_OUT: `not ready: <why>`, the time ran out (the container still runs);
 - NOT_THE_STARTS: `not ready: <what>`, its state folder holds what the start did not write.
 
-A start that fails records its error (START_ERROR in the state folder) and exits: the container
-stops, and the exec with it. The host then reads the record from the stopped container (`docker
-cp` reads a stopped container's files); a container that stopped without one crashed, and its
-exit code is all there is to say.
+A start that fails in root's steps records its error (START_ERROR: root's, where dev cannot
+write) and exits: the container stops, and the exec with it. The host then reads the record from
+the stopped container (`docker cp` reads a stopped container's files). A container that stopped
+without one crashed, or failed in dev's steps: what those say is dev's (its processes could say
+anything), so the host says only the exit code, and `make logs` has the rest.
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ class Answer(IntEnum):
     NOT_THE_STARTS = 4
 
 
-# The start's state folder under Docker (torchrig.image.state), and the record of why the start
-# failed: a few lines, the first said after `[torchrig] error:` as the start said them.
+# The start's state folder under Docker (torchrig.image.state), dev's; and the record of why
+# root's steps of the start failed, root's alone (dev cannot write /run): a few lines, the first
+# said after `[torchrig] error:` as the start said them.
 STATE_DIR = "/run/torchrig"
-START_ERROR = "start-error"
+START_ERROR = "/run/torchrig-start-error"
 MAX_START_ERROR_BYTES = 8192

@@ -1,4 +1,6 @@
-"""The `torchrig status` command: gather, then print the report as text or JSON."""
+"""The `torchrig status` command: gather, then print the report as text or JSON. The text holds
+others' words (every process's arguments, a GPU process's name): it reaches the terminal through
+voice.harmless; JSON escapes every control character itself."""
 
 from __future__ import annotations
 
@@ -8,9 +10,9 @@ from functools import partial
 from pathlib import Path
 
 from torchrig.checkpoint import location
-from torchrig.facts import processes
+from torchrig.facts import container_runtime, processes
 from torchrig.facts.nvml import read_snapshot
-from torchrig.shared.voice import Voice
+from torchrig.shared.voice import Voice, harmless
 from torchrig.status import jobs, report
 
 
@@ -28,6 +30,7 @@ def run(args: argparse.Namespace, proc: Path = processes.PROC, nvml: object = No
         )
         return 1
     running = jobs.find_jobs(found, partial(location.recorded_directories, proc=proc))
-    result = report.build_report(read_snapshot(nvml), running)
-    print(json.dumps(result, indent=2) if args.json else report.render(result))
+    snapshot = None if container_runtime.cpu_only_mode() else read_snapshot(nvml)
+    result = report.build_report(snapshot, running)
+    print(json.dumps(result, indent=2) if args.json else harmless(report.render(result)))
     return 0

@@ -10,10 +10,9 @@ from pathlib import Path
 
 from torchrig.checkpoint import location
 from torchrig.facts.processes import PROC, Process, Reading, read_processes
+from torchrig.shared.torchrun import is_agent
 
-AGENT_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
-INTERPRETER_OPTIONS_WITH_VALUE = ("-X", "-W")
 
 
 @dataclass(frozen=True)
@@ -44,25 +43,6 @@ def ranks(process: Process) -> dict[str, int]:
 
 
 # --- recognising jobs -----------------------------------------------------------------------------
-
-
-def is_agent(argv: tuple[str, ...]) -> bool:
-    """torchrun itself (run as a script, or by its interpreter), or python -m torch.distributed.*"""
-    if Path(argv[0]).name == "torchrun":
-        return True
-    if not Path(argv[0]).name.startswith("python"):
-        return False
-    args = iter(argv[1:])
-    for arg in args:
-        if arg == "-m":
-            return next(args, None) in AGENT_MODULES
-        if arg.startswith("-m"):
-            return arg[2:] in AGENT_MODULES
-        if arg in INTERPRETER_OPTIONS_WITH_VALUE:
-            next(args, None)
-        elif not arg.startswith("-"):  # the script: the interpreter's options end here
-            return Path(arg).name == "torchrun"
-    return False
 
 
 def find_jobs(

@@ -22,11 +22,25 @@ NOT_RECORDED = (
 # --- gathering ------------------------------------------------------------------------------------
 
 
-def build_report(snapshot: NvmlSnapshot, jobs: list[TorchrunJob], now: float | None = None) -> dict:
+def build_report(
+    snapshot: NvmlSnapshot | None, jobs: list[TorchrunJob], now: float | None = None
+) -> dict:
+    """`snapshot` None: NVML was not asked, since the container runs in CPU mode (started
+    without GPUs on purpose, where no NVIDIA library is what is expected)."""
     now = time.time() if now is None else now
     owners = {worker.pid: job.agent.pid for job in jobs for worker in job.workers}
     owners.update({job.agent.pid: job.agent.pid for job in jobs})
-    return {"gpus": gpu_section(snapshot, owners), "jobs": [job_entry(job, now) for job in jobs]}
+    gpus = dict(CPU_MODE_GPUS) if snapshot is None else gpu_section(snapshot, owners)
+    return {"gpus": gpus, "jobs": [job_entry(job, now) for job in jobs]}
+
+
+CPU_MODE_GPUS: dict[str, Any] = {
+    "available": False,
+    "cpu_mode": True,
+    "error": None,
+    "no_driver": True,
+    "devices": [],
+}
 
 
 def gpu_section(snapshot: NvmlSnapshot, owners: dict[int, int]) -> dict[str, Any]:
@@ -122,8 +136,10 @@ def render(report: dict[str, Any]) -> str:
 
 def render_gpus(gpus: dict[str, Any]) -> list[str]:
     if not gpus["available"]:
+        if gpus.get("cpu_mode"):
+            return ["GPUs: none (CPU mode)"]
         if gpus["no_driver"]:
-            return [f"GPUs: none: no NVIDIA GPU here (CPU mode). {gpus['error']}"]
+            return [f"GPUs: none: no NVIDIA GPU here ({gpus['error']})"]
         return [f"GPUs: the driver does not answer: {gpus['error']}"]
     lines = [
         f"GPUs: {len(gpus['devices'])} (driver {gpus['driver_version']}, "

@@ -1,4 +1,4 @@
-"""One rank of the all-reduce probe: in the parent's TCPStore (--rank, --world, --port), or in
+"""One rank of the all-reduce probe: in the parent's store file (--rank, --world, --store), or in
 torchrun's group (`verify --hostfile`); rank 0 prints the sweep as one JSON line."""
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="allreduce_worker")
     parser.add_argument("--rank", type=int, help="without: under torchrun, from its variables")
     parser.add_argument("--world", type=int)
-    parser.add_argument("--port", type=int)
+    parser.add_argument("--store", help="the store file the parent made the folder for")
     parser.add_argument("--backend", choices=("nccl", "gloo"), required=True)
     parser.add_argument("--device", type=int, default=-1, help="CUDA device index (NCCL)")
     parser.add_argument("--sizes", required=True, help="comma-separated message sizes in bytes")
     parser.add_argument("--timeout", type=float, required=True)
     args = parser.parse_args(argv)
-    given = [name for name in ("rank", "world", "port") if getattr(args, name) is not None]
+    given = [name for name in ("rank", "world", "store") if getattr(args, name) is not None]
     if given and len(given) < 3:
-        parser.error("--rank, --world and --port go together (or none of them, under torchrun)")
+        parser.error("--rank, --world and --store go together (or none of them, under torchrun)")
     return args
 
 
@@ -62,7 +62,7 @@ def join_group(torch: Any, dist: Any, args: argparse.Namespace) -> tuple[int, in
     if args.backend == "nccl":
         device = torch.device("cuda", args.device)
         torch.cuda.set_device(device)
-    store = dist.TCPStore("127.0.0.1", args.port, is_master=False, timeout=timeout)
+    store = dist.FileStore(args.store, args.world)
     dist.init_process_group(
         args.backend, store=store, rank=args.rank, world_size=args.world, timeout=timeout
     )

@@ -1,18 +1,20 @@
 """The all-reduce probe: one process per GPU (NCCL) or a few CPU ranks (gloo), a size sweep.
-The parent hosts the rendezvous on a free loopback port and kills a hung run at the deadline.
+The ranks meet in a store file in the parent's private folder (a TCP store would listen on every
+interface) and talk over loopback; the parent kills a hung run at the deadline.
 """
 
 from __future__ import annotations
 
-import datetime
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 from torchrig import children
 from torchrig.children import module_command
 from torchrig.facts.verdict import Check, failed, passed, warned
+from torchrig.launch.plan import LOOPBACK, socket_interfaces
 from torchrig.shared import voice
 from torchrig.shared.voice import KIB, MIB
 from torchrig.verify.probes import last_line
@@ -53,33 +55,25 @@ def cpu_plan(timeout: float, cpu_count: int) -> Plan:
 def run_allreduce(
     plan: Plan, nvlink_everywhere: bool = False, module: str = "torchrig.verify.allreduce_worker"
 ) -> Check:
-    import torch.distributed as dist
-
-    store = dist.TCPStore(
-        "127.0.0.1",
-        0,
-        is_master=True,
-        wait_for_workers=False,
-        timeout=datetime.timedelta(seconds=plan.timeout),
-    )
     env = dict(os.environ)
     if plan.backend == "gloo":
         # One thread per rank: the ranks share few cores with each other.
         env.setdefault("OMP_NUM_THREADS", "1")
-    shared = [
-        f"--world={plan.world}",
-        f"--port={store.port}",
-        f"--backend={plan.backend}",
-        "--sizes=" + ",".join(str(size) for size in plan.sizes),
-        f"--timeout={plan.timeout:g}",
-    ]
-    helpers = []
-    for rank in range(plan.world):
-        device = [f"--device={plan.devices[rank]}"] if plan.devices else []
-        command = module_command(sys.executable, module, f"--rank={rank}", *shared, *device)
-        helpers.append(children.start(command, env))
-    outcomes = children.wait_all(helpers, plan.timeout)
-    del store
+    env.update(socket_interfaces(env, LOOPBACK))
+    with tempfile.TemporaryDirectory(prefix="torchrig-allreduce-") as folder:
+        shared = [
+            f"--world={plan.world}",
+            f"--store={folder}/store",
+            f"--backend={plan.backend}",
+            "--sizes=" + ",".join(str(size) for size in plan.sizes),
+            f"--timeout={plan.timeout:g}",
+        ]
+        helpers = []
+        for rank in range(plan.world):
+            device = [f"--device={plan.devices[rank]}"] if plan.devices else []
+            command = module_command(sys.executable, module, f"--rank={rank}", *shared, *device)
+            helpers.append(children.start(command, env))
+        outcomes = children.wait_all(helpers, plan.timeout)
     return allreduce_verdict(plan, outcomes, nvlink_everywhere)
 
 

@@ -135,7 +135,7 @@ def test_every_pod_gets_shm_checkpoints_gpus_and_a_non_root_user(manifest: str) 
             "launch",
             "--max-restarts",
             "3",  # the example resumes: restarts pay off (launch's default is 0)
-            "/workspace/examples/train_ddp.py",
+            "/opt/torchrig/examples/train_ddp.py",
         ]
 
 

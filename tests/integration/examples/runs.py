@@ -21,11 +21,10 @@ import torch
 from torchrig.facts.processes import Reading, read_descendants, running
 from torchrig.launch.plan import SHARED_STORE_BUG_FIX
 
-from testbed import committed, traced_train
+from testbed import EXAMPLE, traced_train
 from testbed.image_hook import with_image_hook
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-EXAMPLE = committed.example()  # never ./workspace, which the container writes
 
 # A run that finishes in seconds on two shared cores yet crosses epoch boundaries and accumulates
 # gradients (so DDP's no_sync is in play): 96 samples; 2 ranks x batch 4 x 2 micro-steps = 16

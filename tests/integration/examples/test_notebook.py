@@ -8,9 +8,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from testbed import committed
+from testbed import EXAMPLE
 
-NOTEBOOK = committed.committed_workspace() / "notebooks" / "train_ddp.ipynb"  # not ./workspace
+NOTEBOOK = EXAMPLE.with_suffix(".ipynb")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -78,6 +78,18 @@ def test_inspect_shows_step_epoch_config_tensors(
     assert "step:      200" in text and '"model": "tiny"' in text
 
 
+def test_what_a_checkpoint_holds_reaches_the_terminal_without_its_escapes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its writer chose its step (any string loads under weights_only=True): root inspects it."""
+    crafted = tmp_path / "step_00000001.pt"
+    step = "one\x1b]52;c;cHduZWQ=\x07\x1b[2J"
+    torch.save({"format": "torchrig-checkpoint/1", "model": {}, "step": step}, crafted)
+    assert ckpt("inspect", crafted) == 0
+    out = capsys.readouterr().out
+    assert "step:      one\n" in out and "\x1b" not in out
+
+
 def test_export_writes_plain_prefix_free_weights(
     run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -182,20 +182,55 @@ def test_the_first_run_adds_the_caller_s_lines(
     assert asked == []  # an existing .env: the lines are not even asked for
 
 
-def test_a_key_made_after_the_env_file_is_offered_as_the_line_to_add(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """`.env` from a first run without a key, then `ssh-keygen`: `make up` says so, once."""
+def a_key_made_after_the_env_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env_text: str
+) -> tuple[Path, str]:
+    """`.env` from a first run (`env_text`), then `ssh-keygen`: the file and the new key's line."""
     monkeypatch.setattr(Path, "home", lambda: tmp_path)
     env_file = tmp_path / ".env"
-    env_file.write_text("PUID=1000\n")
+    env_file.write_text(env_text)
     env_file.chmod(0o600)
     (tmp_path / ".ssh").mkdir()
-    (tmp_path / ".ssh" / "id_ed25519.pub").write_text("ssh-ed25519 AAAAC3Nza me@box\n")
+    key = "ssh-ed25519 AAAAC3Nza me@box"
+    (tmp_path / ".ssh" / "id_ed25519.pub").write_text(f"{key}\n")
+    return env_file, key
+
+
+def test_a_key_made_after_the_env_file_is_added_when_it_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The newcomer's first `make up` wrote .env without a key (none existed yet); after
+    `ssh-keygen`, the next `make up` adds it, as the first run would have, and says so."""
+    first_run = dotenv.dotenv_text(1000, 1000, None)
+    env_file, key = a_key_made_after_the_env_file(tmp_path, monkeypatch, first_run)
+    assert not dotenv.write_on_first_run(env_file)
+    err = capsys.readouterr().err
+    assert f"added your key {tmp_path}/.ssh/id_ed25519.pub to {env_file} as SSH_PUBLIC_KEY" in err
+    assert "is not in SSH_PUBLIC_KEY" not in err
+    text = env_file.read_text()
+    assert dotenv.parse(text)["SSH_PUBLIC_KEY"] == key
+    assert "SSH_PUBLIC_KEY not set" not in text  # the first run's comment went with it
+    assert (dotenv.parse(text)["PUID"], stat.S_IMODE(env_file.stat().st_mode)) == ("1000", 0o600)
+    dotenv.write_on_first_run(env_file)
+    assert "SSH_PUBLIC_KEY" not in capsys.readouterr().err  # said once
+
+
+def test_a_key_the_user_chose_is_never_replaced_only_offered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chosen = "SSH_PUBLIC_KEY='ssh-ed25519 AAAAOther laptop'\n"
+    env_file, key = a_key_made_after_the_env_file(tmp_path, monkeypatch, chosen)
     assert not dotenv.write_on_first_run(env_file)
     err = capsys.readouterr().err
     assert f"your key {tmp_path}/.ssh/id_ed25519.pub is not in SSH_PUBLIC_KEY" in err
-    assert "\n  SSH_PUBLIC_KEY='ssh-ed25519 AAAAC3Nza me@box'\n" in err
-    env_file.write_text("SSH_PUBLIC_KEY='ssh-ed25519 AAAAC3Nza me@box'\n")
-    dotenv.write_on_first_run(env_file)
-    assert "SSH_PUBLIC_KEY" not in capsys.readouterr().err
+    assert f"\n  SSH_PUBLIC_KEY='{key}'\n" in err
+    assert env_file.read_text() == chosen
+
+
+def test_a_key_in_the_environment_is_the_one_compose_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env_file, key = a_key_made_after_the_env_file(tmp_path, monkeypatch, "PUID=1000\n")
+    monkeypatch.setenv("SSH_PUBLIC_KEY", key)
+    assert not dotenv.write_on_first_run(env_file)
+    assert env_file.read_text() == "PUID=1000\n" and "SSH_PUBLIC_KEY" not in capsys.readouterr().err

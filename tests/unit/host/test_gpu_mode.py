@@ -114,8 +114,10 @@ def test_the_mode_is_decided_once_by_up_and_no_other_target_names_the_cpu_overri
     """The Makefile passes CPU to `up` alone; the CPU override is added by `decide` only."""
     makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
     assert gpu_mode.CPU_OVERRIDE not in makefile
-    uses = [line.strip() for line in makefile.splitlines() if "$(CPU)" in line]
-    assert uses == ['$(HOST_PY) torchrig.host.up --cpu "$(CPU)" -- $(COMPOSE)']
+    uses = [line.strip().lstrip("@") for line in makefile.splitlines() if "$(CPU)" in line]
+    assert uses == [
+        '$(HOST_PY) torchrig.host.up --cpu "$(CPU)" --recreate "$(RECREATE)" -- $(COMPOSE)'
+    ]
 
 
 def test_decide_adds_the_cpu_override_in_cpu_mode_alone(monkeypatch: pytest.MonkeyPatch) -> None:

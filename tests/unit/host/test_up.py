@@ -11,12 +11,14 @@ import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path, PurePath
 
 import pytest
 from torchrig.host import gpu_mode, up, workstations
 from torchrig.host.workstations import Compose
 from torchrig.shared import startup
 from torchrig.shared.startup import Answer
+from torchrig.shared.voice import MAX_LINE_BYTES
 
 SETTING_ERROR = "SSH_PUBLIC_KEY (line 1): there is text before the key type"
 
@@ -30,6 +32,8 @@ class FakeCompose(Compose):
     calls: list[tuple[str, ...]] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     copied: dict[str, bytes] = field(default_factory=dict)  # `docker cp` of a container's file
+    deadlines: list[float] = field(default_factory=list)  # each `ask`'s own time limit
+    times_out: bool = False  # `ask` runs past its time limit
 
     def answer(self, args: tuple[str, ...]) -> tuple[int, str]:
         self.calls.append(args)
@@ -47,23 +51,33 @@ class FakeCompose(Compose):
     def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
         return self.run(*args)
 
-    def ask(self, *args: str, on_line: Callable[[str], None]) -> subprocess.CompletedProcess[str]:
+    def ask(self, *args: str, on_line: Callable[[str], None], timeout_s: float) -> int:
+        self.deadlines.append(timeout_s)
         code, out = self.answer(args)
+        if self.times_out:
+            raise subprocess.TimeoutExpired(list(args), timeout_s)
         for line in out.splitlines():
             on_line(line)
-        return subprocess.CompletedProcess(args, code, "", out if code else "")
+        return code
 
     def with_file(self, name: str) -> Compose:
         self.files.append(name)
         return self
 
-    def copy_out(self, container: str, path: str) -> bytes | None:
+    def copy_out(self, container: str, path: str, limit: int, timeout_s: float) -> bytes | None:
         self.calls.append(("cp", f"{container}:{path}", "-"))
-        return self.copied.get(path)
+        return self.copied.get(path, b"")[:limit] or None
 
 
 NO_GPU = gpu_mode.HostGpus(device_nodes=(), nvidia_smi=None, hook=None)
 GPUS = gpu_mode.HostGpus(device_nodes=("/dev/nvidia0",), nvidia_smi=None, hook=None)
+
+
+RECREATE_CHECKS: list[str] = []  # the compose commands `recreate.check` was asked about
+
+
+def checked_recreate(compose: Compose, config_json: str, inspected: object) -> None:
+    RECREATE_CHECKS.append(" ".join(compose.command))
 
 
 def run_main(
@@ -71,6 +85,7 @@ def run_main(
     compose: FakeCompose,
     cpu: str = "",
     host: gpu_mode.HostGpus = NO_GPU,
+    recreate: str = "",
 ) -> int:
     """up.main with compose, the machine's GPUs, .env/bind mounts and the build check faked."""
     monkeypatch.setattr(up, "Compose", lambda command: compose)
@@ -78,8 +93,10 @@ def run_main(
     monkeypatch.setattr(up.prepare, "prepare", lambda run_compose: 0)
     monkeypatch.setattr(up, "claim", lambda compose, cpu: 0)  # test_up_claim.py
     monkeypatch.setattr(up.settings, "check_names", lambda *args: None)  # test_settings.py
+    monkeypatch.setattr(up.recreate, "check", checked_recreate)  # test_recreate.py
     monkeypatch.setattr(up.buildcheck, "checked_torch_version", lambda environ: ("2.13.0", []))
-    argv = ["--timeout", "60", "--cpu", cpu, "--", "docker", "compose", "-f", "docker-compose.yml"]
+    argv = ["--timeout", "60", "--cpu", cpu, "--recreate", recreate,
+            "--", "docker", "compose", "-f", "docker-compose.yml"]  # fmt: skip
     return up.main(argv)
 
 
@@ -88,10 +105,14 @@ def inspected(status: str, exit_code: int = 0, restarts: int = 0, health: str = 
     return json.dumps([{"Name": "/x-workstation-1", "State": state, "RestartCount": restarts}])
 
 
-def archive(text: str, written: float | None = None, symlink: bool = False) -> bytes:
-    """What `docker cp CONTAINER:FILE -` writes: a tar of the file (a symlink stays one)."""
+def archive(
+    text: str, written: float | None = None, symlink: bool = False, folder: bool = False
+) -> bytes:
+    """What `docker cp CONTAINER:FILE -` writes: a tar of the file (a symlink stays one; a
+    folder comes first, then what is in it)."""
     data = text.encode()
-    member = tarfile.TarInfo(startup.START_ERROR)
+    name = PurePath(startup.START_ERROR).name
+    member = tarfile.TarInfo(f"{name}/forged" if folder else name)
     member.mtime = int(time.time() + 1 if written is None else written)
     if symlink:
         member.type, member.linkname = tarfile.SYMTYPE, "/etc/shadow"
@@ -99,6 +120,10 @@ def archive(text: str, written: float | None = None, symlink: bool = False) -> b
         member.size = len(data)
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as tar:
+        if folder:
+            made = tarfile.TarInfo(name)
+            made.type, made.mtime = tarfile.DIRTYPE, member.mtime
+            tar.addfile(made)
         tar.addfile(member, None if symlink else io.BytesIO(data))
     return out.getvalue()
 
@@ -112,7 +137,7 @@ def listed(*publishers: tuple[str, int, int]) -> str:
 
 RUNNING = listed(("0.0.0.0", 8888, 18888), ("127.0.0.1", 2222, 12222))
 ENDPOINT_LINES = (
-    "status: setting up (user, mounts, checks)\n"
+    "status: setting up (user, mounts, checks, start hooks)\n"
     "status: starting jupyter\n"
     "Jupyter: http://127.0.0.1:18888/lab?token=abc\n"
     "SSH:     ssh -p 12222 dev@127.0.0.1\n"
@@ -148,7 +173,10 @@ def test_ready_prints_how_to_connect(
     assert "  SSH:     ssh -p 12222 dev@127.0.0.1\n" in captured.out
     assert "status:" not in captured.out
     # What the container says it is doing, as it changes, while `make up` waits.
-    assert "waiting: setting up (user, mounts, checks)\nwaiting: starting jupyter\n" in captured.err
+    assert (
+        "waiting: setting up (user, mounts, checks, start hooks)\nwaiting: starting jupyter\n"
+        in captured.err
+    )
     assert os.environ["PYTORCH_VERSION"] == "2.13.0"  # for compose, should it build the image
 
 
@@ -209,9 +237,9 @@ def test_an_engine_that_does_not_answer_when_asked_for_its_runtimes(
 def test_a_failed_start_says_its_recorded_error_and_stops_the_container(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The container stopped under the waiting command; its start recorded why.
+    # The container stopped under the waiting command; its start (root) recorded why.
     compose = waiting_ends((137, ""), inspected("restarting", exit_code=1, restarts=2))
-    compose.copied[up.START_ERROR_PATH] = archive(f"{SETTING_ERROR}\n  set it in .env\n")
+    compose.copied[startup.START_ERROR] = archive(f"{SETTING_ERROR}\n  set it in .env\n")
     assert run_main(monkeypatch, compose, cpu="1") == 1
     err = capsys.readouterr().err
     assert err.startswith(
@@ -220,7 +248,7 @@ def test_a_failed_start_says_its_recorded_error_and_stops_the_container(
         "Stopped it, so it does not restart into the same error"
     )
     stop = compose.calls.index(("stop", "workstation"))
-    copy = compose.calls.index(("cp", "x-workstation-1:/run/torchrig/start-error", "-"))
+    copy = compose.calls.index(("cp", "x-workstation-1:/run/torchrig-start-error", "-"))
     assert stop < copy  # stopped first: no restart of Docker's writes the record meanwhile
     assert not any(call[0] == "logs" for call in compose.calls)  # nothing scrapes the log
 
@@ -228,9 +256,10 @@ def test_a_failed_start_says_its_recorded_error_and_stops_the_container(
 @pytest.mark.parametrize(
     "record",
     [
-        None,  # it crashed before it could record anything
+        None,  # it crashed before it could record anything, or failed as dev
         archive(SETTING_ERROR, written=1),  # an earlier start's, not this one's
-        archive("", symlink=True),  # dev planted a symlink in its place
+        archive("", symlink=True),  # a symlink in its place
+        archive(SETTING_ERROR, folder=True),  # a folder in its place, a record inside
         archive("x" * (startup.MAX_START_ERROR_BYTES + 1)),
         b"not a tar",
     ],
@@ -240,20 +269,38 @@ def test_a_start_that_stopped_without_its_record_is_said_by_its_exit_code(
 ) -> None:
     compose = waiting_ends((126, "container is restarting"), inspected("exited", exit_code=139))
     if record is not None:
-        compose.copied[up.START_ERROR_PATH] = record
+        compose.copied[startup.START_ERROR] = record
     assert run_main(monkeypatch, compose, cpu="1") == 1
     err = capsys.readouterr().err
     assert err.startswith(
         "error: the workstation did not start:\n"
-        "  its start exited with status 139 before it said why (`make logs` shows its output)\n"
+        "  its start exited with status 139 (`make logs` shows why)\n"
     )
     assert SETTING_ERROR not in err and "shadow" not in err
     assert ("stop", "workstation") in compose.calls
 
 
 def test_the_record_reaches_the_terminal_without_escape_sequences() -> None:
-    said = up.start_error(archive("hook failed\x1b]0;owned\x07 \x9b2J\n"), since=0)
-    assert said == "hook failed\\x1b]0;owned\\x07 \\x9b2J"
+    said = up.start_error(archive("PUID=x\x1b]0;owned\x07 \x9b2Jis not a number\n"), since=0)
+    assert said == "PUID=x is not a number"
+
+
+def fake_docker(folder: Path, body: str) -> Compose:
+    """A `docker` whose every command runs `body` (a line of shell)."""
+    docker = folder / "docker"
+    docker.write_text(f"#!/bin/sh\n{body}\n")
+    docker.chmod(0o755)
+    return Compose([str(docker), "compose"])
+
+
+@pytest.mark.timeout(120)
+def test_what_docker_cp_writes_is_read_only_up_to_its_limit_and_its_time(tmp_path: Path) -> None:
+    """A record the size of a disk (a sparse file, /dev/zero), or one that never comes: read no
+    further than the limit, waited on no longer than the time limit."""
+    endless = fake_docker(tmp_path, "exec cat /dev/zero")
+    assert endless.copy_out("c", startup.START_ERROR, limit=4096, timeout_s=60) == bytes(4096)
+    silent = fake_docker(tmp_path, "exec sleep 600")
+    assert silent.copy_out("c", startup.START_ERROR, limit=4096, timeout_s=1) is None
 
 
 @pytest.mark.parametrize(("status", "health", "says"), [
@@ -368,9 +415,79 @@ def test_when_asking_the_running_container_fails_that_is_what_is_said(
 def test_what_the_container_says_reaches_the_terminal_without_escape_sequences() -> None:
     # A token or status line the container prints while `make up` waits, through a real pipe.
     heard: list[str] = []
-    done = Compose(["sh"]).ask(
-        "-c", r"printf 'status: \033[2Jwaiting\n'; printf '\033]52;c;eA==\007' >&2",
-        on_line=heard.append,
+    code = Compose(["sh"]).ask(
+        "-c", r"printf 'status: \033[2Jwaiting\r\n'; printf 'x\033]52;c;eA==\007' >&2; exit 3",
+        on_line=heard.append, timeout_s=60,
     )  # fmt: skip
-    assert heard == ["status: \\x1b[2Jwaiting"]
-    assert done.stderr == "\\x1b]52;c;eA==\\x07"
+    assert (code, heard) == (3, ["status: waiting", "x"])
+
+
+@pytest.mark.timeout(120)
+def test_the_answer_to_the_wait_is_bounded_in_size_and_in_time() -> None:
+    """`make up` never holds a line whole, nor waits past its own limit, whatever answers."""
+    heard: list[str] = []
+    flood = "head -c 50000000 /dev/zero | tr '\\0' x; echo; exec sleep 600"
+    with pytest.raises(subprocess.TimeoutExpired):
+        Compose(["sh"]).ask("-c", flood, on_line=heard.append, timeout_s=5)
+    assert len(heard) == 1 and len(heard[0]) < 2 * MAX_LINE_BYTES
+
+
+def test_a_wait_that_outlives_its_limit_is_said_as_not_ready_in_time(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    compose = waiting_ends((0, ""), inspected("running", health="starting"))
+    compose = FakeCompose(compose.command, compose.answers, times_out=True)
+    assert run_main(monkeypatch, compose, cpu="1") == 1
+    err = capsys.readouterr().err
+    assert "the workstation was not ready within 60 s (still starting)" in err
+    assert 60 < compose.deadlines[0] <= 60 + up.ASK_GRACE_S  # the container's wait, then docker's
+
+
+RLIMIT_REFUSED = "error during container init: error setting rlimit type 8: operation not permitted"
+
+
+def memlock_engine(limit: int, **answers: tuple[int, str]) -> FakeCompose:
+    """compose asking for unlimited memlock (its default), on an engine that refuses all above
+    `limit`: the throwaway containers of torchrig.host.memlock answer so."""
+    config = {"services": {"workstation": {"ulimits": {"memlock": {"soft": -1, "hard": -1}}}}}
+    probes = {
+        f"run --rm --network none --pull never --log-driver none --ulimit memlock={n}:{n}": (
+            (127, "no such file") if 0 <= n <= limit else (125, RLIMIT_REFUSED)
+        )
+        for n in [-1, *(2**power for power in range(10, 45))]
+    }
+    return ready_compose(
+        config=(0, json.dumps(config)), **{"import": (0, "sha256:empty\n")}, **probes, **answers
+    )
+
+
+def test_memlock_the_engine_refuses_is_settled_before_compose_builds_or_makes_anything(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """MEMLOCK set and refused: stopped before `compose up`; unset: written, then up."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MEMLOCK", "-1")
+    compose = memlock_engine(8 * 1024 * 1024)
+    assert run_main(monkeypatch, compose, cpu="1") == 1
+    assert "it grants 8 MiB" in capsys.readouterr().err
+    assert not any(call[:2] == ("up", "-d") for call in compose.calls)
+
+    monkeypatch.delenv("MEMLOCK")
+    compose = memlock_engine(8 * 1024 * 1024)
+    assert run_main(monkeypatch, compose, cpu="1") == 0
+    assert (tmp_path / ".env").read_text().endswith("\nMEMLOCK=8388608\n")
+    assert "wrote MEMLOCK=8388608 to .env" in capsys.readouterr().err
+    assert ("up", "-d") in compose.calls
+
+
+def test_the_recreate_check_runs_before_compose_unless_the_word_was_given(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    RECREATE_CHECKS.clear()
+    assert run_main(monkeypatch, ready_compose(), cpu="1") == 0
+    assert len(RECREATE_CHECKS) == 1
+    assert run_main(monkeypatch, ready_compose(), cpu="1", recreate="1") == 0
+    assert len(RECREATE_CHECKS) == 1  # `make up RECREATE=1`: not asked
+    compose = ready_compose()
+    assert run_main(monkeypatch, compose, cpu="1", recreate="yes") == 1
+    assert "RECREATE='yes' is not 1" in capsys.readouterr().err and compose.calls == []

@@ -94,75 +94,58 @@ def test_identity_lists_supplementary_groups(tmp_path: Path) -> None:
     assert (who.uid, who.gid, who.groups, who.home) == (1000, 1000, (100,), "/home/dev")
 
 
-def test_fresh_mount_claim_only_takes_empty_root_owned_dirs(tmp_path: Path) -> None:
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    if os.geteuid() == 0:
-        os.chown(empty, 1234, 1234)  # owned by someone: not Docker's fresh root-owned dir
-    assert not accounts.claim_if_fresh_mount(empty, 4321, 4321)
-    assert not accounts.claim_if_fresh_mount(tmp_path / "missing", 4321, 4321)
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+DEV = accounts.Identity(4321, 4322, (), "/home/dev", "/bin/bash")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
-def test_chown_tree_as_root(tmp_path: Path) -> None:
-    (tmp_path / "a" / "b").mkdir(parents=True)
-    (tmp_path / "a" / "b" / "f").write_text("x")
-    accounts.chown_tree(tmp_path / "a", 4321, 4322)
-    for path in (tmp_path / "a", tmp_path / "a" / "b", tmp_path / "a" / "b" / "f"):
-        assert (path.stat().st_uid, path.stat().st_gid) == (4321, 4322)
-    fresh = tmp_path / "fresh"
-    fresh.mkdir()
-    os.chown(fresh, 0, 0)
-    assert accounts.claim_if_fresh_mount(fresh, 4321, 4321)
-    assert fresh.stat().st_uid == 4321
-    (tmp_path / "full").mkdir()
-    (tmp_path / "full" / "x").write_text("x")
-    assert not accounts.claim_if_fresh_mount(tmp_path / "full", 4321, 4321)
+def owner(path: Path) -> tuple[int, int]:
+    found = path.lstat()
+    return found.st_uid, found.st_gid
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
-def test_fresh_mount_claim_never_follows_a_symlink(tmp_path: Path) -> None:
-    # dev owns /home/dev: a symlink planted at ~/.cache must not hand root's dir to dev.
-    target = tmp_path / "roots-empty-dir"
-    target.mkdir()
-    os.chown(target, 0, 0)
-    link = tmp_path / "cache"
-    link.symlink_to(target)
-    assert not accounts.claim_if_fresh_mount(link, 4321, 4321)
-    assert target.stat().st_uid == 0
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
-def test_chown_tree_changes_links_not_what_they_point_to(tmp_path: Path) -> None:
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    (outside / "secret").write_text("x")
-    home = tmp_path / "home"
-    (home / "sub").mkdir(parents=True)
-    (home / "sub" / "to-dir").symlink_to(outside)
-    (home / "to-file").symlink_to(outside / "secret")
-    accounts.chown_tree(home, 4321, 4322)
-    assert os.lstat(home / "sub" / "to-dir").st_uid == 4321
-    assert os.lstat(home / "to-file").st_uid == 4321
-    for path in (outside, outside / "secret"):
-        assert path.stat().st_uid == 0, path
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
-def test_chown_tree_leaves_a_root_file_hard_linked_into_the_tree_to_root(tmp_path: Path) -> None:
+@needs_root
+def test_only_the_top_changes_owner_never_what_is_in_it(tmp_path: Path) -> None:
     # dev hard-links root's file into /run/torchrig (fs.protected_hardlinks=0), then makes the
-    # container restart: the start's chown_tree must not hand root's file to dev.
+    # container restart: the start changes the folder's top, so root's file stays root's.
     roots = tmp_path / "roots-start-up-module.py"
     roots.write_text("root's code")
-    os.chown(roots, 0, 0)
     state = tmp_path / "run-torchrig"
-    state.mkdir()
-    (state / "services").write_text("jupyter")
+    (state / "sub").mkdir(parents=True)
     os.link(roots, state / "planted")
-    left = accounts.chown_tree(state, 4321, 4322)
-    assert left == [state / "planted"]
-    assert roots.stat().st_uid == 0
-    assert (state / "services").stat().st_uid == 4321
+    assert accounts.hand_top_to(state, DEV) == accounts.Top((0, 0), changed=True)
+    assert owner(state) == (4321, 4322)
+    assert {owner(path) for path in (roots, state / "planted", state / "sub")} == {(0, 0)}
+    assert accounts.hand_top_to(state, DEV) is None  # dev's already: nothing to do
+
+
+@needs_root
+def test_a_symlink_is_never_followed_and_a_folder_with_files_is_left_when_asked(
+    tmp_path: Path,
+) -> None:
+    # dev owns /home/dev: a symlink planted at ~/.cache must not hand root's folder to dev.
+    roots = tmp_path / "roots-empty-dir"
+    roots.mkdir()
+    (tmp_path / "cache").symlink_to(roots)
+    assert accounts.hand_top_to(tmp_path / "cache", DEV) is None
+    assert accounts.hand_top_to(tmp_path / "missing", DEV) is None
+    assert owner(roots) == (0, 0)
+    (roots / "file").write_text("x")
+    assert accounts.hand_top_to(roots, DEV, only_if_empty=True) == accounts.Top((0, 0), False)
+    assert owner(roots) == (0, 0)
+
+
+@needs_root
+def test_after_a_remap_the_home_the_image_made_is_devs_and_nothing_more(tmp_path: Path) -> None:
+    skel, home = tmp_path / "skel", tmp_path / "home"
+    skel.mkdir()
+    (skel / ".bashrc").write_text("# skel\n")
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".cache").mkdir()  # a volume's mount point: its own rule
+    (home / ".bashrc").write_text("# skel\n")
+    (home / "other").write_text("not the image's")
+    accounts.hand_home_to(DEV, home, skel)
+    changed = {path.name for path in (home, *home.iterdir()) if owner(path) == (4321, 4322)}
+    assert changed == {"home", ".ssh", ".bashrc"}
 
 
 STATUS = "Name:\tpython3\nUmask:\t0022\nNoNewPrivs:\t{flag}\nSeccomp:\t2\n"
@@ -200,24 +183,6 @@ def test_grant_sudo_under_no_new_privileges_is_refused_with_the_fix(tmp_path: Pa
         accounts.check_sudo_possible(True, status_file(tmp_path, 1))
     accounts.check_sudo_possible(True, status_file(tmp_path, 0))
     accounts.check_sudo_possible(False, status_file(tmp_path, 1))
-
-
-def test_each_file_left_to_its_owner_is_said(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    dev = accounts.Identity(4321, 4322, (), "/home/dev", "/bin/bash")
-    asked: list[tuple[Path, int, int]] = []
-
-    def chown_tree(root: Path, uid: int, gid: int) -> list[Path]:
-        asked.append((root, uid, gid))
-        return [root / "planted"]
-
-    monkeypatch.setattr(accounts, "chown_tree", chown_tree)
-    accounts.hand_to_dev(tmp_path, dev)
-    assert asked == [(tmp_path, 4321, 4322)]
-    assert f"warning: left {tmp_path}/planted to its owner: it has other hard links" in (
-        capsys.readouterr().err
-    )
 
 
 def test_sudo_is_set_up_only_while_it_is_granted(

@@ -43,7 +43,7 @@ def test_only_the_services_that_run_are_probed(tmp_path: Path) -> None:
 
 
 def test_jupyter_probe_reports_a_closed_port() -> None:
-    assert healthcheck.jupyter_answers(port=1) is not None
+    assert healthcheck.jupyter_answers("127.0.0.1", port=1) is not None
 
 
 class FakeJupyter(http.server.BaseHTTPRequestHandler):
@@ -78,7 +78,11 @@ def test_jupyter_with_its_host_check_is_healthy(
     fake_jupyter: tuple[int, type[FakeJupyter]],
 ) -> None:
     port, _ = fake_jupyter
-    assert healthcheck.jupyter_answers(port) is None
+    assert healthcheck.jupyter_answers("127.0.0.1", port) is None
+    # Listening on every interface (compose's own network) is listening on loopback too.
+    assert healthcheck.jupyter_answers("0.0.0.0", port) is None
+    # Listening on another address alone, loopback does not answer: that address is asked.
+    assert healthcheck.jupyter_answers("127.0.0.2", port) is not None
 
 
 def test_jupyter_that_answers_a_foreign_host_is_unhealthy(
@@ -86,7 +90,7 @@ def test_jupyter_that_answers_a_foreign_host_is_unhealthy(
 ) -> None:
     port, handler = fake_jupyter
     handler.host_check = False  # the extension did not load
-    assert healthcheck.jupyter_answers(port) == (
+    assert healthcheck.jupyter_answers("127.0.0.1", port) == (
         "it answers a request for Host 'rebinding-check.invalid' with 200 instead of 403: its Host "
         "check (torchrig.image.jupyter_hosts) is off, so a DNS-rebinding web page could reach it"
     )

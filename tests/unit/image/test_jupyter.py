@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from torchrig.image import jupyter, jupyter_url
+from torchrig.image import jupyter
 from torchrig.image.settings import read_settings
 from torchrig.image.state import TOKEN_FILE
 
@@ -48,14 +48,14 @@ def test_lab_url() -> None:
 
 
 def test_command_pins_the_contract() -> None:
-    command = " ".join(jupyter.jupyter_command())
+    command = " ".join(jupyter.jupyter_command("127.0.0.1"))
     assert "--ServerApp.root_dir=/workspace" in command
-    assert "--ServerApp.port=8888" in command and "--ServerApp.ip=0.0.0.0" in command
+    assert "--ServerApp.port=8888" in command and "--ServerApp.ip=127.0.0.1" in command
     assert "token" not in command  # the token travels in the environment, not in `ps`
 
 
 def test_the_host_check_is_torchrigs_with_localhost_and_the_listed_names() -> None:
-    command = jupyter.jupyter_command(("gpubox", "gpubox.lan"))
+    command = jupyter.jupyter_command("0.0.0.0", ("gpubox", "gpubox.lan"))
     assert "--ServerApp.jpserver_extensions={'torchrig.image.jupyter_hosts': True}" in command
     # jupyter_server's own check (loopback addresses only) is replaced, not just dropped.
     assert "--ServerApp.allow_remote_access=True" in command
@@ -87,9 +87,9 @@ def test_kernels_are_not_torchrun_workers() -> None:
 
 
 def test_url_printer_maps_wildcard_binds_to_loopback() -> None:
-    assert jupyter_url.browser_address("0.0.0.0:8899") == "127.0.0.1:8899"
-    assert jupyter_url.browser_address("[::]:8899") == "127.0.0.1:8899"
-    assert jupyter_url.browser_address("192.168.1.5:8888\n") == "192.168.1.5:8888"
+    assert jupyter.browser_address("0.0.0.0:8899") == "127.0.0.1:8899"
+    assert jupyter.browser_address("[::]:8899") == "127.0.0.1:8899"
+    assert jupyter.browser_address("192.168.1.5:8888\n") == "192.168.1.5:8888"
 
 
 def test_jupyter_opt_out_passes_an_empty_token_and_warns(
@@ -126,10 +126,13 @@ def test_jupyter_answers_to_the_hostnames_the_user_listed(tmp_path: Path) -> Non
 def test_started_as_another_uid_the_start_says_how_to_reach_jupyter_without_make(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    reach = jupyter.reach_note(tmp_path, "node07")
+    reach = jupyter.reach_note(tmp_path, "node07", "127.0.0.1")
     jupyter.prepare_jupyter(read_settings({"SERVICES": "jupyter"}), tmp_path, {}, reach)
     said = capsys.readouterr().err
     assert "make" not in said
-    assert "port 8888 of this machine (node07)" in said
+    assert "it listens on 127.0.0.1:8888 of this machine (node07)" in said
     assert "ssh -L 8888:127.0.0.1:8888 node07" in said
+    opened = jupyter.reach_note(tmp_path, "node07", "0.0.0.0")  # every interface: loopback too
+    assert "open http://127.0.0.1:8888/lab there" in opened
+    assert "ssh -L 8888:10.0.0.5:8888 node07" in jupyter.reach_note(tmp_path, "node07", "10.0.0.5")
     assert f"{tmp_path}/jupyter-token" in said

@@ -79,96 +79,78 @@ def test_a_mount_the_start_refuses_stops_it_with_every_problem(
     assert seen == [{}, table("/workspace", "/data")]
 
 
-def spied_handover(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The trees the start hands to dev, recorded instead of changed."""
-    handed: list[Path] = []
-    monkeypatch.setattr(accounts, "hand_to_dev", lambda tree, who: handed.append(tree))
-    return handed
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+DEV = accounts.Identity(4242, 4343, (), "/home/dev", "/bin/bash")
 
 
-def other_ids(volume: Path, more: int = 1) -> accounts.Identity:
-    """dev's ids: the volume's owner's plus `more` (0: the volume is dev's)."""
-    owner = volume.stat()
-    return accounts.Identity(owner.st_uid + more, owner.st_gid, (), "/home/dev", "/bin/bash")
+def volumes_in(tmp_path: Path, *names: str) -> tuple[mounts.Volume, ...]:
+    """Volumes of these names, each an empty folder of root's in tmp_path."""
+    made = []
+    for name in names:
+        (tmp_path / name).mkdir()
+        os.chown(tmp_path / name, 0, 0)
+        made.append(mounts.Volume(name, str(tmp_path / name), f"the {name}"))
+    return tuple(made)
 
 
-def test_a_volume_left_by_other_ids_is_handed_to_dev_and_devs_own_is_not_walked(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def volume_table(*volumes: mounts.Volume) -> mounted.Table:
+    """Each volume as the engine mounts it: /var/lib/docker/volumes/p_<name>/_data."""
+    return {v.point: mounts.Mounted(v.point, "254:0", f"/var/lib/docker/volumes/p_{v.name}/_data",
+                                    True) for v in volumes}  # fmt: skip
+
+
+@needs_root
+def test_an_empty_volume_becomes_devs_and_one_of_devs_is_left_as_it_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    handed = spied_handover(monkeypatch)
-    volume = tmp_path / "cache"
-    volume.mkdir()
-    owner = volume.stat()
-    mounted.reclaim_volume(volume, other_ids(volume, 0))
-    assert handed == []
-    new_ids = other_ids(volume)
-    mounted.reclaim_volume(volume, new_ids)
-    assert handed == [volume]
-    assert f"{volume} belonged to uid {owner.st_uid}, gid {owner.st_gid}: handed it" in (
-        capsys.readouterr().err
+    volumes = volumes_in(tmp_path, "cache", "packages")
+    os.chown(volumes[1].point, DEV.uid, DEV.gid)
+    (Path(volumes[1].point) / "kept").write_text("dev's")  # not walked: it is dev's already
+    mounted.claim_volumes(volume_table(*volumes), DEV, volumes)
+    assert [Path(v.point).stat().st_uid for v in volumes] == [DEV.uid, DEV.uid]
+    assert (Path(volumes[1].point) / "kept").stat().st_uid == 0
+    assert capsys.readouterr().err == (
+        f"[torchrig] {volumes[0].point} is an empty volume of uid 0, gid 0: made it dev's\n"
     )
-    # A symlink in a volume's place (dev owns /home/dev) is not followed; a missing one is fine.
-    (tmp_path / "link").symlink_to(volume)
-    mounted.reclaim_volume(tmp_path / "link", new_ids)
-    mounted.reclaim_volume(tmp_path / "absent", new_ids)
-    assert handed == [volume]
 
 
-def test_a_host_folder_in_place_of_a_volume_is_never_walked_by_the_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@needs_root
+def test_a_volume_that_holds_files_of_other_ids_stops_the_start_with_the_fix_and_is_not_walked(
+    tmp_path: Path,
+) -> None:
+    volumes = volumes_in(tmp_path, "cache", "packages")
+    for volume in volumes:
+        os.chown(volume.point, 4242, 4343)  # written by dev before a PUID/PGID change
+        (Path(volume.point) / "file").write_text("x")
+        os.chown(Path(volume.point) / "file", 4242, 4343)
+    with pytest.raises(SetupError) as raised:
+        mounted.claim_volumes(volume_table(*volumes), accounts.Identity(5151, 5252, (), "", ""),
+                              volumes)  # fmt: skip
+    first, second = str(raised.value).splitlines()
+    assert first == (
+        f"{volumes[0].point} (volume p_cache) holds files of uid 4242, gid 4343, and dev is uid "
+        "5151, gid 5252 now (PUID/PGID changed since): the start hands no files over. Set "
+        "PUID=4242 PGID=4343 again, or start the volume afresh, losing the cache: `make down && "
+        "docker volume rm p_cache && make up`."
+    )
+    assert second.startswith(f"{volumes[1].point} (volume p_packages) holds files of uid 4242")
+    for volume in volumes:
+        assert {p.stat().st_uid for p in (Path(volume.point), Path(volume.point) / "file")} == {
+            4242
+        }
+
+
+@needs_root
+def test_a_host_folder_in_place_of_a_volume_or_a_symlink_there_is_never_changed(
+    tmp_path: Path,
 ) -> None:
     """PACKAGES_DIR: the folder Docker mounted may be any host folder dev pointed a symlink at."""
-    handed = spied_handover(monkeypatch)
-    volume = tmp_path / "packages"
-    volume.mkdir()
-    owner = volume.stat()
-    new_ids = other_ids(volume)
-    host_folder = mounts.Mounted("/opt/packages", "254:0", "/srv/standin-etc", True)
-    mounted.reclaim_volume(volume, new_ids, host_folder)
-    assert handed == []
-    assert f"{volume} is a host folder (PACKAGES_DIR) owned by uid {owner.st_uid}" in (
-        capsys.readouterr().err
-    )
-    named = mounts.Mounted("/opt/packages", "254:0", "/var/lib/docker/volumes/p/_data", True)
-    mounted.reclaim_volume(volume, new_ids, named)
-    assert handed == [volume]
-
-
-def test_each_volume_is_reclaimed_as_what_the_table_says_is_mounted_there(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    volumes = [tmp_path / "cache", tmp_path / "packages"]
-    for volume in volumes:
-        volume.mkdir()
-    monkeypatch.setattr(mounted, "DEV_VOLUMES", tuple(volumes))
-    handed = spied_handover(monkeypatch)
-    host_folder = mounts.Mounted(str(volumes[1]), "254:0", "/srv/standin-etc", True)
-    mounted.reclaim_volumes({str(volumes[1]): host_folder}, other_ids(volumes[0]))
-    assert handed == [volumes[0]]
-
-
-def test_an_empty_root_owned_system_folder_is_never_claimed_as_dockers_new_one() -> None:
-    assert not mounted.may_claim(mounts.Mounted("/data", "254:0", "/usr/local/sbin", True))
-    assert mounted.may_claim(mounts.Mounted("/data", "254:0", "/home/me/data", True))
-    assert mounted.may_claim(None)
-
-
-def test_only_what_may_be_dockers_new_folder_is_claimed_and_said(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    claimed: list[Path] = []
-
-    def claim(path: Path, uid: int, gid: int) -> bool:
-        claimed.append(path)
-        return True
-
-    monkeypatch.setattr(mounted, "FRESH_MOUNT_CANDIDATES", ("/data", "/workspace"))
-    monkeypatch.setattr(accounts, "claim_if_fresh_mount", claim)
-    system = mounts.Mounted("/data", "254:0", "/usr/local/sbin", True)
-    dev = accounts.Identity(4242, 4343, (), "/home/dev", "/bin/bash")
-    mounted.claim_fresh_mounts({"/data": system}, dev)
-    assert claimed == [Path("/workspace")]
-    assert capsys.readouterr().err.count("created empty by Docker as root: handed to dev") == 1
+    (packages, cache) = volumes_in(tmp_path, "packages", "cache")
+    host_folder = mounts.Mounted(packages.point, "254:0", "/srv/standin-etc", True)
+    Path(cache.point).rmdir()
+    Path(cache.point).symlink_to(tmp_path / "packages")  # dev owns /home/dev: a planted link
+    mounted.claim_volumes({packages.point: host_folder}, DEV, (packages, cache))
+    assert Path(packages.point).stat().st_uid == 0
 
 
 def table(*points: str) -> mounted.Table:

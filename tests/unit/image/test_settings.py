@@ -27,6 +27,14 @@ def test_defaults_run_both_services_with_image_ids() -> None:
     assert settings.jupyter_token is None
 
 
+@pytest.mark.parametrize("value", ["localhost", "::", "10.0.0.300", "0.0.0.0:8888"])
+def test_a_bind_addr_that_is_not_an_ipv4_address_says_what_to_give(value: str) -> None:
+    with pytest.raises(
+        SetupError, match=rf"BIND_ADDR='{re.escape(value)}' is not an IPv4 address: give 127.0.0.1"
+    ):
+        read_settings({"BIND_ADDR": value})
+
+
 def test_services_are_trimmed_deduplicated_and_ordered() -> None:
     assert parse_services(" sshd , Jupyter,sshd,") == ("sshd", "jupyter")
     assert parse_services("") == ()

@@ -93,16 +93,18 @@ def test_state_files_are_made_new_never_written_through_a_fifo_or_symlink(tmp_pa
 
 
 def test_a_failed_start_records_its_error_where_make_up_reads_it(tmp_path: Path) -> None:
-    state.record_start_error("PUID=0 would make dev root", tmp_path)
-    assert (tmp_path / startup.START_ERROR).read_text() == "PUID=0 would make dev root"
-    assert oct((tmp_path / startup.START_ERROR).stat().st_mode)[-3:] == "600"
-    state.record_start_error("x" * (startup.MAX_START_ERROR_BYTES + 9), tmp_path)
-    assert len((tmp_path / startup.START_ERROR).read_bytes()) == startup.MAX_START_ERROR_BYTES
+    record = tmp_path / "torchrig-start-error"
+    state.record_start_error("PUID=0 would make dev root", record)
+    assert record.read_text() == "PUID=0 would make dev root"
+    assert oct(record.stat().st_mode)[-3:] == "600"
+    state.record_start_error("x" * (startup.MAX_START_ERROR_BYTES + 9), record)
+    assert len(record.read_bytes()) == startup.MAX_START_ERROR_BYTES
     assert Path(startup.STATE_DIR) == state.STATE_DIR
 
 
 def test_a_start_that_cannot_record_its_error_still_fails_with_it(tmp_path: Path) -> None:
-    """No state folder of Docker's to write (`--user`, Apptainer): the log alone says it."""
+    """Not root (dev's own steps, `--user`, Apptainer): /run is not its to write, and the log
+    alone says it."""
     (tmp_path / "file").write_text("")
-    state.record_start_error("refused", tmp_path / "file")  # not a folder: nothing raised
+    state.record_start_error("refused", tmp_path / "file" / "record")  # nothing raised
     assert (tmp_path / "file").read_text() == ""

@@ -200,6 +200,23 @@ def test_the_services_run_in_the_order_services_names_them(tmp_path: Path) -> No
     assert specs[1].env is not None and "JUPYTER_TOKEN" in specs[1].env
 
 
+@pytest.mark.parametrize(
+    ("environ", "address"),
+    [
+        ({}, "127.0.0.1"),
+        ({"BIND_ADDR": "0.0.0.0"}, "0.0.0.0"),
+        ({"BIND_ADDR": " 10.0.0.5"}, "10.0.0.5"),
+    ],
+)
+def test_jupyter_and_sshd_listen_on_loopback_unless_bind_addr_says_otherwise(
+    tmp_path: Path, environ: dict[str, str], address: str
+) -> None:
+    settings = read_settings({**environ, "SERVICES": "jupyter,sshd"})
+    jupyter, sshd = (spec.argv for spec in supervisor.service_specs(settings, True, tmp_path))
+    assert f"--ServerApp.ip={address}" in jupyter
+    assert sshd[sshd.index("-o") : sshd.index("-o") + 2] == ["-o", f"ListenAddress={address}"]
+
+
 def test_sshd_only_without_a_key_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(SetupError, match="SERVICES=sshd but there is no SSH key"):
         supervisor.service_specs(read_settings({"SERVICES": "sshd"}), sshd_ok=False, state=tmp_path)

@@ -27,6 +27,11 @@ from torchrig.launch.torchrun import TorchrunFlags
 from ..facts.fake_nvml import FakeNvml, board
 
 STORE_FIX = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+# One machine: c10d with its state in a private file, the workers on loopback.
+ONE_MACHINE = [
+    "--rdzv-backend", "c10d", "--rdzv-conf", "store_type=file", "--local-addr", "127.0.0.1",
+]  # fmt: skip
+ON_LOOPBACK = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
 NO_NVML = NvmlSnapshot(error="NVML did not initialise: NVML Shared Library Not Found")
 
 
@@ -56,13 +61,14 @@ def torchrun_part(argv: list[str]) -> list[str]:
 def test_defaults_on_one_gpu_machine() -> None:
     plan = plan_for("train.py", "--lr", "0.1", gpus=4, cpus=32)
     assert torchrun_part(plan.argv) == [
-        "--standalone", "--nproc-per-node", "4", "--max-restarts", "0", "train.py", "--lr", "0.1",
+        *ONE_MACHINE, "--nproc-per-node", "4", "--max-restarts", "0", "train.py", "--lr", "0.1",
     ]  # fmt: skip
     assert plan.env_updates == {
         "OMP_NUM_THREADS": "8",
         STORE_FIX: "1",  # restart rounds re-form the group, on one machine too
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
         TIMEOUT_ENV: str(DEFAULT_TIMEOUT_S),
+        **ON_LOOPBACK,
     }
 
 
@@ -80,11 +86,12 @@ def test_explicit_choices_win_over_defaults() -> None:
     plan = plan_for(
         "--nproc-per-node", "2", "--max_restarts", "0", "--threads", "3",
         "--collective-timeout", "45", "--tee", "3", "train.py",
-        environ={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "OMP_NUM_THREADS": "7", STORE_FIX: "0"},
+        environ={"TORCH_NCCL_ASYNC_ERROR_HANDLING": "0", "OMP_NUM_THREADS": "7", STORE_FIX: "0",
+                 **ON_LOOPBACK},
         gpus=8,
     )  # fmt: skip
     assert torchrun_part(plan.argv) == [
-        "--standalone", "--nproc-per-node", "2", "--max-restarts", "0", "--tee", "3", "train.py",
+        *ONE_MACHINE, "--nproc-per-node", "2", "--max-restarts", "0", "--tee", "3", "train.py",
     ]  # fmt: skip
     # The user's own environment is left alone; explicit flags are applied.
     assert plan.env_updates == {"OMP_NUM_THREADS": "3", TIMEOUT_ENV: "45"}
@@ -92,10 +99,10 @@ def test_explicit_choices_win_over_defaults() -> None:
 
 def test_environment_already_set_by_the_user_is_kept() -> None:
     env = {"OMP_NUM_THREADS": "5", TIMEOUT_ENV: "99", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
-    assert plan_for("t.py", environ={**env, STORE_FIX: "1"}).env_updates == {}
+    assert plan_for("t.py", environ={**env, STORE_FIX: "1", **ON_LOOPBACK}).env_updates == {}
 
 
-def test_multi_node_flags_drop_standalone_and_pass_through_in_order() -> None:
+def test_multi_node_flags_drop_the_one_machine_rendezvous_and_pass_through_in_order() -> None:
     plan = plan_for(
         "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv-endpoint", "head:29400",
         "-m", "pkg.train", "--epochs", "3", gpus=8,
@@ -110,7 +117,28 @@ def test_script_arguments_are_never_taken_for_launch_flags() -> None:
     plan = plan_for("train.py", "--max-restarts", "9", "--dry-run", "--nnodes", "4")
     tail = ["train.py", "--max-restarts", "9", "--dry-run", "--nnodes", "4"]
     assert torchrun_part(plan.argv)[-len(tail) :] == tail
-    assert "--standalone" in plan.argv  # --nnodes 4 belonged to the script
+    assert torchrun_part(plan.argv)[:6] == ONE_MACHINE  # --nnodes 4 belonged to the script
+
+
+def test_one_machine_keeps_the_users_rendezvous_settings_and_its_state_in_a_file() -> None:
+    plan = plan_for(
+        "--rdzv-conf", "join_timeout=30,store_type=tcp", "--rdzv-backend", "c10d",
+        "--local-addr", "127.0.0.2", "t.py",
+    )  # fmt: skip
+    assert torchrun_part(plan.argv) == [
+        "--rdzv-conf", "join_timeout=30,store_type=file", "--nproc-per-node", "4",
+        "--max-restarts", "0", "--rdzv-backend", "c10d", "--local-addr", "127.0.0.2", "t.py",
+    ]  # fmt: skip
+    conf = plan_for("t.py", environ={"PET_RDZV_CONF": "join_timeout=30"}).argv
+    assert conf[conf.index("--rdzv-conf") + 1] == "join_timeout=30,store_type=file"
+
+
+def test_another_backend_on_one_machine_is_the_users_choice() -> None:
+    plan = plan_for("--rdzv-backend", "static", "--rdzv-conf", "rank=0", "t.py")
+    assert torchrun_part(plan.argv) == [
+        "--nproc-per-node", "4", "--max-restarts", "0", "--rdzv-backend", "static",
+        "--rdzv-conf", "rank=0", "t.py",
+    ]  # fmt: skip
 
 
 def test_display_is_a_copyable_shell_line() -> None:
@@ -241,7 +269,7 @@ def test_explicit_flags_still_win_over_the_environment() -> None:
 
 def test_max_restarts_from_the_environment_is_left_to_torchrun() -> None:
     plan = plan_for("t.py", environ={"PET_MAX_RESTARTS": "7"}, gpus=1)
-    assert torchrun_part(plan.argv) == ["--standalone", "--nproc-per-node", "1", "t.py"]
+    assert torchrun_part(plan.argv) == [*ONE_MACHINE, "--nproc-per-node", "1", "t.py"]
 
 
 @pytest.mark.parametrize(
@@ -321,11 +349,15 @@ def test_this_machine_warns_of_its_public_addresses_for_any_launch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(network, "public_addresses", lambda: [("203.0.114.9", "eth0")])
-    by_hand = exposure_here(given("--rdzv-endpoint", "head:29555"))
+    by_hand = exposure_here(given("--rdzv-endpoint", "head:29555"), {})
     assert by_hand is not None
     assert by_hand.startswith("this machine has public address(es) 203.0.114.9 (eth0)")
     assert "the rendezvous store on port 29555 of its host" in by_hand
-    alone = exposure_here(given())  # --standalone: its store on a free port, all interfaces
-    assert alone is not None and "the rendezvous store on a free port" in alone
+    assert "which torch unpickles" in by_hand
+    # One machine: its rendezvous is a file; only the workers' store listens beyond loopback.
+    alone = exposure_here(given(), {})
+    assert alone is not None and "the workers' store listens on every interface" in alone
+    assert "rendezvous" not in alone and "unpickle" not in alone
+    assert "the rendezvous store" in str(exposure_here(given(), {"PET_NNODES": "2"}))
     monkeypatch.setattr(network, "public_addresses", lambda: [])
-    assert exposure_here(given("--rdzv-endpoint", "head:29555")) is None
+    assert exposure_here(given("--rdzv-endpoint", "head:29555"), {}) is None

@@ -52,8 +52,8 @@ def test_sshd_reads_its_host_keys_from_their_volume() -> None:
 
 
 def test_both_sides_of_docker_read_the_same_table() -> None:
-    """What `make prepare` hands to dev on the host is what the start checks dev can write, and
-    the host folder that may replace the packages volume (the start never walks it)."""
+    """What `make prepare` checks dev can write on the host is what the start checks, and the
+    host folder that may replace the packages volume."""
     packages = {mounts.PACKAGES.point: mounts.PACKAGES.variable}
     assert {**mounted.WRITABLE_MOUNTS, **packages} == bind_mounts.WRITABLE_TARGETS
     assert mounted.WRITABLE_MOUNTS == {
@@ -61,14 +61,6 @@ def test_both_sides_of_docker_read_the_same_table() -> None:
         "/checkpoints": "CHECKPOINT_DIR",
     }
     assert mounted.READABLE_MOUNTS == {"/data": "DATA_DIR"}
-    assert set(mounted.FRESH_MOUNT_CANDIDATES) == {
-        "/workspace",
-        "/checkpoints",
-        "/data",
-        "/home/dev/.cache",
-        "/opt/packages",
-    }
-    assert [str(path) for path in mounted.DEV_VOLUMES] == ["/home/dev/.cache", "/opt/packages"]
 
 
 # A container's mountinfo: binds of host folders, the engine's named volumes, its own root.
@@ -92,8 +84,8 @@ def test_mountinfo_says_what_is_mounted_where_and_which_are_the_engines_volumes(
     assert mounted["/opt/packages"] == mounts.Mounted("/opt/packages", "254:0",
                                                       "/home/me/ws/pkgs", True)  # fmt: skip
     assert not mounted["/data"].writable
-    assert mounted["/home/dev/.cache"].named_volume
-    assert not mounted["/opt/packages"].named_volume
+    assert mounted["/home/dev/.cache"].volume_name == "p_cache"
+    assert mounted["/opt/packages"].volume_name is None
     assert mounted["/srv/x"].root == "/home/me/my data"
 
 

@@ -25,10 +25,13 @@ def test_the_image_exposes_exactly_the_table() -> None:
 
 def test_compose_publishes_each_port_where_its_variable_says() -> None:
     (service,) = yaml.safe_load(read("docker-compose.yml"))["services"].values()
+    name, default = ports.BIND_ADDR
     assert service["ports"] == [
-        f"${{BIND_ADDR:-127.0.0.1}}:${{{port.variable}:-{port.container}}}:{port.container}"
+        f"${{{name}:-{default}}}:${{{port.variable}:-{port.container}}}:{port.container}"
         for port in ports.PORTS
     ]
+    # Docker's publishing reaches the container's own network: the services listen on all of it.
+    assert f"{name}=0.0.0.0" in service["environment"]
 
 
 def test_the_makefile_asks_for_ports_by_their_names_never_their_numbers() -> None:

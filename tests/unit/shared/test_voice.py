@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+import tracemalloc
 
 import pytest
 from torchrig.shared.voice import (
@@ -13,10 +14,13 @@ from torchrig.shared.voice import (
     IN_OTHERS_OUTPUT,
     KIB,
     MAKEFILE,
+    MAX_LINE_BYTES,
+    MAX_SHOWN_CHARS,
     MIB,
     CannotGoOn,
     Voice,
     harmless,
+    harmless_lines,
     size_figure,
     size_text,
 )
@@ -72,12 +76,37 @@ def test_importing_it_loads_nothing_new() -> None:
     assert result.stdout.strip() == "[]"
 
 
-def test_others_text_reaches_a_terminal_with_no_control_character_left_to_act() -> None:
-    # OSC 52 (set the clipboard), a CSI that clears the screen, a C1 CSI, a bell.
-    planted = "token\x1b]52;c;ZXZpbA==\x07 \x1b[2J\x9b31m\x07"
-    shown = harmless(f"{planted}\nnext\tline")
-    assert all(c.isprintable() or c in "\n\t" for c in shown)
-    assert shown == "token\\x1b]52;c;ZXZpbA==\\x07 \\x1b[2J\\x9b31m\\x07\nnext\tline"
+def test_others_text_reaches_a_terminal_as_text_with_no_sequence_left_to_act() -> None:
+    # OSC 52 (sets the clipboard), a title ended by ST, a CSI that clears the screen, a C1 CSI,
+    # colour, a bell, a right-to-left override; compose's erase-line before each line of `make
+    # logs`, sshd's carriage return after it. Each is dropped whole: never spelled out as text.
+    planted = (
+        "token\x1b]52;c;ZXZpbA==\x07 \x1b]0;title\x1b\\\x1b[2J\x9b31m"
+        "\x1b[32mok\x1b[0m\x07 \u202eevil"
+    )
+    assert harmless(f"{planted}\nnext\tline") == "token ok evil\nnext\tline"
+    sshd = "\x1b[2Kworkstation-1  | Server listening on :: port 2222.\r"
+    assert harmless(sshd) == "workstation-1  | Server listening on :: port 2222."
+    assert harmless("100\xa0MB in 東京, an OSC never ended\x1b]2;x\nnext") == (
+        "100 MB in 東京, an OSC never ended\nnext"
+    )
+
+
+def test_harmless_holds_no_object_per_character_and_shows_a_bounded_part() -> None:
+    endless, long = "\x1b]" + "x" * (16 * MIB), "y" * (16 * MIB)  # an OSC that never ends
+    tracemalloc.start()
+    shown = harmless(endless) + harmless(long)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2 * MIB  # a list of 16 Mi one-character strings took 128 MiB
+    assert shown.endswith(f"y [... {16 * MIB - MAX_SHOWN_CHARS} more characters not shown]")
+
+
+def test_lines_are_shown_as_they_come_each_cut_at_its_limit() -> None:
+    long = b"x" * (4 * MAX_LINE_BYTES)
+    source = io.BytesIO(b"first\r\n" + long + b"\nlast \x1b[2Jline")
+    lines = list(harmless_lines(source))
+    assert lines == ["first", f"{'x' * MAX_LINE_BYTES} [... line cut at 64 KiB]", "last line"]
 
 
 def test_the_units_are_binary() -> None:

@@ -31,13 +31,39 @@ def test_json_holds_the_gpus_and_the_jobs(
     assert [(job["pid"], len(job["workers"])) for job in result["jobs"]] == [(100, 2)]
 
 
-def test_text_is_one_screen(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_text_is_one_screen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TORCHRIG_CPU_ONLY", raising=False)
     no_driver = FakeNvml(board(), init_error="NVML Shared Library Not Found", init_code=12)
     assert status(a_job(tmp_path / "proc"), no_driver) == 0
     out = capsys.readouterr().out
-    assert out.startswith("GPUs: none: no NVIDIA GPU here (CPU mode).")
+    assert out.startswith("GPUs: none: no NVIDIA GPU here (NVML did not initialise: NVML Shared")
     assert "torchrun jobs: 1" in out
     assert len(out.splitlines()) < 25
+
+
+def test_a_process_s_arguments_reach_the_terminal_without_its_escapes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Root's `torchrig status` shows every process's arguments: another user's choice."""
+    argv = ["torchrun", "--nproc-per-node", "2", "train.py", "\x1b]52;c;cHduZWQ=\x07\x1b[2J"]
+    assert status(a_job(tmp_path / "proc", argv=argv), FakeNvml(board(1))) == 0
+    out = capsys.readouterr().out
+    assert "torchrun --nproc-per-node 2 train.py \n" in out and "\x1b" not in out
+
+
+def test_cpu_mode_says_no_gpus_in_one_plain_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workstation started without GPUs on purpose (`make up` in CPU mode): no NVIDIA
+    library there is what is expected, not an error to show."""
+    monkeypatch.setenv("TORCHRIG_CPU_ONLY", "1")
+    no_driver = FakeNvml(board(), init_error="NVML Shared Library Not Found", init_code=12)
+    assert status(a_job(tmp_path / "proc"), no_driver) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "GPUs: none (CPU mode)"
+    assert "NVML" not in out
 
 
 def test_an_unreadable_process_table_is_a_clear_error(

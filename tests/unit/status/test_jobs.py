@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from torchrig.shared.torchrun import is_agent
 from torchrig.status import jobs
-from torchrig.status.jobs import CheckpointDir, find_jobs, is_agent
+from torchrig.status.jobs import CheckpointDir, find_jobs
 
 from ..facts.fake_proc import fake_proc
 

@@ -62,6 +62,18 @@ def test_without_a_driver_the_report_says_there_is_no_gpu() -> None:
     assert report.render(result).startswith("GPUs: none: no NVIDIA GPU")
 
 
+def test_cpu_mode_is_no_gpus_and_nothing_else() -> None:
+    result = report.build_report(None, [], NOW)  # CPU mode: NVML not asked
+    assert result["gpus"] == {
+        "available": False,
+        "cpu_mode": True,
+        "error": None,
+        "no_driver": True,
+        "devices": [],
+    }
+    assert report.render(result).splitlines()[0] == "GPUs: none (CPU mode)"
+
+
 def test_a_driver_that_fails_is_not_called_cpu_mode() -> None:
     broken = NvmlSnapshot(error="NVML did not initialise: Driver/library version mismatch")
     text = report.render(report.build_report(broken, [], NOW))

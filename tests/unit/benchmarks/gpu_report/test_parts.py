@@ -1,11 +1,15 @@
 """What the parts read back from their children: pytest's JUnit with what a test recorded,
-verify's JSON, the example's loss curves."""
+verify's JSON, the example's loss curves, each compile mode's run."""
 
 from __future__ import annotations
 
-import pytest
+import time
+from pathlib import Path
 
-from benchmarks.gpu_report import parts
+import pytest
+from torchrig.children import Outcome
+
+from benchmarks.gpu_report import parts, runner
 
 
 def test_junit_gives_each_tests_outcome_and_what_it_recorded() -> None:
@@ -67,3 +71,42 @@ def test_a_resumed_curve_is_compared_step_by_step() -> None:
 def test_the_losses_come_from_the_examples_step_lines() -> None:
     output = "step    1 | loss 2.5 | 100 samples/s\nresuming from step 4\nstep   12 | loss 0.75 |\n"
     assert parts.losses(output) == {1: 2.5, 12: 0.75}
+
+
+def test_each_compile_mode_gets_a_share_of_the_time_left_and_a_failure_stops_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The modes part: a child per mode under DDP, each limited to an even share of what is
+    left (what one leaves goes to those after it); one that breaks or runs out of time is its
+    figure, and the next mode still runs."""
+    (tmp_path / "logs").mkdir()
+    run = runner.Run(tmp_path, runner.CPU, {}, tmp_path, 0, tmp_path)
+    run.deadline = time.monotonic() + 90
+    asked: list[tuple[str, float, list[str]]] = []
+    ran = {
+        "modes-default": Outcome(0, '{"images_per_s": 900.0}', ""),
+        "modes-reduce-overhead": Outcome(1, "", "RuntimeError: boom"),
+        "modes-max-autotune": Outcome(None, "", "autotuning"),
+    }
+
+    def child(name: str, argv: list[str], env: dict, limit_s: float) -> Outcome:
+        asked.append((name, limit_s, argv))
+        if name == "modes-default":  # it took 30 of its 30 s: the others share 60
+            run.deadline -= 30
+        return ran[name]
+
+    monkeypatch.setattr(run, "child", child)
+    figures = parts.part_modes(run)
+    assert [name for name, _, _ in asked] == list(ran)
+    assert [round(limit) for _, limit, _ in asked] == [30, 30, 60]
+    assert all("--ddp" in argv and argv[argv.index("--compile-mode") + 1] == name[6:]
+               for name, _, argv in asked)  # fmt: skip
+    assert figures["default"] == {"images_per_s": 900.0, "skip_reason": None}
+    broken = {"failed": "exit 1: RuntimeError: boom", "timed_out": False}
+    assert figures["reduce-overhead"] == broken
+    assert figures["max-autotune"]["timed_out"] is True
+
+
+def test_a_graph_that_skipped_cuda_graphs_says_why() -> None:
+    stderr = "[__cudagraphs] skipping cudagraphs due to cpu device (convolution). Found from :\n  x"
+    assert parts.SKIP_LINE.search(stderr).group(1) == "cpu device (convolution). Found from :"

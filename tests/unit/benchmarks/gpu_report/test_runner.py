@@ -1,5 +1,6 @@
 """How the report runs its children: the log written as a child runs, a child killed at its
-part's deadline, a part not started without time left, a part's failure as its reason."""
+part's deadline or its own limit, a part not started without time left, a part's failure as its
+reason."""
 
 from __future__ import annotations
 
@@ -45,6 +46,14 @@ def test_a_child_past_its_parts_deadline_is_killed_and_its_log_says_so(tmp_path:
     log = (tmp_path / "logs" / "hang.log").read_text()
     assert "killed at the deadline" in log and "before the hang" in log
     assert runner.why(done) == "killed at its deadline: before the hang"
+
+
+def test_a_child_with_a_limit_of_its_own_is_killed_at_it_before_the_parts_deadline(
+    tmp_path: Path,
+) -> None:
+    run = a_run(tmp_path, 60)
+    done = run.child("limited", [sys.executable, "-c", "import time; time.sleep(60)"], limit_s=1)
+    assert done.timed_out and done.seconds < 15
 
 
 def test_a_part_without_time_left_is_not_started(tmp_path: Path) -> None:

@@ -94,20 +94,64 @@ def test_the_gpu_tests_give_their_counts_and_the_nvml_comparison_its_own_row() -
     assert rows["NVML verdicts vs nvidia-smi"]["verdict"] == "SKIP"
 
 
-def test_the_best_plain_pytorch_gives_is_shown_with_the_defaults_against_it() -> None:
-    best = {"mode": "max-autotune", "images_per_s": 4800.0, "first_step_s": 190.0}
-    parts = {
-        "training": {"status": "ok", "reason": None, "figures": {
-            "images_per_s_defaults": 4215.0, "images_per_s_naive_fp32_eager": 834.0,
-            "speedup_defaults_vs_naive": 5.06, "ddp_overhead_percent": 1.0}},
-        "best": {"status": "ok", "reason": None, "figures": best},
-    }  # fmt: skip
-    rows = {row["name"]: row for row in targets.targets(parts, H100, cpu=False)}
-    against = rows["example defaults vs plain PyTorch at its best"]
-    assert against["verdict"] == "INFO" and against["measured"] == "88% (4215 vs 4800 images/s)"
-    shown = rows["plain PyTorch at its best, torch.compile(mode='max-autotune')"]
-    assert shown["verdict"] == "INFO" and shown["measured"] == "4800 images/s"
-    # A cold max-autotune compile that did not fit the time left is no failure of the card.
-    parts["best"] = {"status": "failed", "reason": "best: killed at its deadline", "figures": {}}
-    [row] = [r for r in targets.targets(parts, H100, cpu=False) if r["part"] == "best"]
+def modes_figures(graphs: int = 12, skips: int = 0, reason: str | None = None) -> dict[str, Any]:
+    def ran(rate: float, first: float) -> dict[str, Any]:
+        cudagraphs = {"graphs": graphs, "recordings": graphs, "skipped": skips}
+        cache = {"fxgraph_cache_hit": 0, "fxgraph_cache_miss": 2}
+        return {"images_per_s": rate, "first_step_s": first, "cudagraphs": cudagraphs,
+                "cache": cache, "skip_reason": reason}  # fmt: skip
+
+    return {"default": ran(3000.0, 31.0), "reduce-overhead": ran(3600.0, 35.0),
+            "max-autotune": ran(3900.0, 190.0)}  # fmt: skip
+
+
+def modes_rows(figures: dict[str, Any], cpu: bool = False) -> dict[str, dict]:
+    parts = {"modes": {"status": "ok", "reason": None, "figures": figures}}
+    return {row["name"]: row for row in targets.targets(parts, H100, cpu)}
+
+
+def test_each_compile_mode_is_shown_against_the_default_and_its_cuda_graphs_judged() -> None:
+    rows = modes_rows(modes_figures())
+    default, autotune = rows["`--compile-mode default` under DDP"], rows[
+        "`--compile-mode max-autotune` under DDP"]  # fmt: skip
+    assert default["verdict"] == "INFO" and default["measured"] == "3000 images/s (1.00x default)"
+    assert autotune["measured"] == "3900 images/s (1.30x default)"
+    assert autotune["note"] == "first step (a cold compile) 190.0 s"
+    # On a CPU the compile part compiled the default's graph already (the same tiny model).
+    figures = modes_figures()
+    figures["default"]["cache"] = {"fxgraph_cache_hit": 2, "fxgraph_cache_miss": 0}
+    note = modes_rows(figures)["`--compile-mode default` under DDP"]["note"]
+    assert note == "first step (from the cache) 31.0 s"
+    assert "`--compile-mode default` CUDA graphs" not in rows  # the default mode has none
+    for mode in ("reduce-overhead", "max-autotune"):
+        graphs = rows[f"`--compile-mode {mode}` CUDA graphs"]
+        assert graphs["verdict"] == "PASS"
+        assert graphs["measured"] == "12 graph(s) in CUDA graphs (12 recording(s)), 0 without"
+
+
+def test_a_mode_that_runs_without_its_cuda_graphs_fails_on_a_gpu_and_is_shown_on_a_cpu() -> None:
+    reason = "mutated inputs (2 instances)"
+    rows = modes_rows(modes_figures(graphs=10, skips=2, reason=reason))
+    graphs = rows["`--compile-mode reduce-overhead` CUDA graphs"]
+    assert (graphs["verdict"], graphs["note"]) == ("FAIL", reason)
+    assert rows["`--compile-mode max-autotune` CUDA graphs"]["verdict"] == "FAIL"
+    # None at all, as on a CPU, where such a mode compiles as the default without a word.
+    assert modes_rows(modes_figures(graphs=0))[
+        "`--compile-mode reduce-overhead` CUDA graphs"]["verdict"] == "FAIL"  # fmt: skip
+    on_cpu = modes_rows(modes_figures(graphs=0), cpu=True)
+    assert on_cpu["`--compile-mode reduce-overhead` CUDA graphs"]["verdict"] == "INFO"
+
+
+def test_a_mode_that_breaks_fails_one_out_of_time_is_shown_and_so_is_an_unstarted_part() -> None:
+    figures = modes_figures()
+    figures["reduce-overhead"] = {"failed": "exit 1: RuntimeError: boom", "timed_out": False}
+    figures["max-autotune"] = {"failed": "killed at its deadline: autotuning", "timed_out": True}
+    rows = modes_rows(figures)
+    broken = rows["`--compile-mode reduce-overhead` under DDP"]
+    assert (broken["verdict"], broken["note"]) == ("FAIL", "exit 1: RuntimeError: boom")
+    assert rows["`--compile-mode max-autotune` under DDP"]["verdict"] == "INFO"
+    # Last in the report, with the time left: not started is no failure of the card.
+    parts = {"modes": {"status": "failed", "reason": "not started: the report's 410 s were "
+                       "spent", "figures": {}}}  # fmt: skip
+    [row] = targets.targets(parts, H100, cpu=False)
     assert row["verdict"] == "INFO"

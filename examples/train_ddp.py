@@ -2,9 +2,9 @@
 
 Run it with torchrun (or `torchrig launch`, which picks the process count and thread defaults):
 
-    torchrun --nproc-per-node 4 workspace/examples/train_ddp.py                  # GPUs, resnet18
-    torchrun --nproc-per-node 2 workspace/examples/train_ddp.py --steps 100      # CPU: tiny, 32 px
-    torchrun --nproc-per-node 4 --max-restarts 3 workspace/examples/train_ddp.py # survive crashes
+    torchrun --nproc-per-node 4 /workspace/examples/train_ddp.py                  # GPUs, resnet18
+    torchrun --nproc-per-node 2 /workspace/examples/train_ddp.py --steps 100      # CPU: tiny
+    torchrun --nproc-per-node 4 --max-restarts 3 /workspace/examples/train_ddp.py # survive crashes
 
 Started again after a crash, it goes on from the newest good checkpoint in --checkpoint-dir,
 mid-epoch, with optimizer, LR schedule, gradient scaler, sampler position and RNG states: on CPU
@@ -54,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--amp", choices=["auto", "bf16", "fp16", "off"], default="auto")
     p.add_argument("--channels-last", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--compile-mode", choices=["default", "reduce-overhead", "max-autotune"],
+                   help="torch.compile's mode; implies --compile (default: default)")  # fmt: skip
     p.add_argument("--sync-bn", action="store_true", help="synchronise BatchNorm across ranks")
     p.add_argument("--fsdp", action="store_true", help="shard the model with FSDP2 (fully_shard)")
     p.add_argument("--workers", type=int, default=None, help="DataLoader workers per process")
@@ -73,6 +75,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.warmup_steps = min(100, args.steps // 10)
     if args.lr <= 0 or args.warmup_steps < 0:
         p.error("--lr must be > 0 and --warmup-steps >= 0")
+    if args.compile_mode is not None:
+        if args.compile is False:
+            p.error(f"--compile-mode {args.compile_mode} needs torch.compile: drop --no-compile")
+        args.compile = True
+    if args.fsdp and args.compile_mode in ("reduce-overhead", "max-autotune"):
+        # FSDP2 gathers and frees each unit's parameters around its compiled graph, under
+        # hooks CUDA graphs cannot hold (pytorch/pytorch#127225).
+        p.error(f"--compile-mode {args.compile_mode} records CUDA graphs, which PyTorch does not "
+                "support under --fsdp (FSDP2): use --compile-mode default")  # fmt: skip
     if args.data is not None and not args.data.is_dir():
         p.error(f"--data {args.data}: not a directory")
     # Fail now, not at the first checkpoint an hour in.
@@ -105,6 +116,7 @@ if args.sync_bn and not on_gpu:
 # The GPU speed-ups are on by default on a GPU and off on a CPU, where they do not pay.
 args.channels_last = on_gpu if args.channels_last is None else args.channels_last
 args.compile = on_gpu if args.compile is None else args.compile
+args.compile_mode = args.compile_mode or "default"
 sized_for = GPU_SIZES if on_gpu else CPU_SIZES
 picked = {name: value for name, value in sized_for.items() if getattr(args, name) is None}
 for name, value in picked.items():
@@ -130,6 +142,8 @@ if picked:
     found = "a GPU found" if on_gpu else "no GPU found"
     why = found if device_was_picked else f"--device {args.device}"
     log(f"sized for {'a GPU' if on_gpu else 'a CPU'} ({why}): {chosen}; flags override these")
+if args.compile and args.compile_mode == "reduce-overhead" and not on_gpu:
+    log("note: --compile-mode reduce-overhead compiles as default on a CPU: CUDA graphs need a GPU")
 
 if on_gpu:
     torch.backends.cudnn.benchmark = True  # picks the fastest conv kernels for these shapes
@@ -211,7 +225,7 @@ if args.fsdp:
     train_model = ddp_model = model
 else:
     ddp_model = distributed.wrap_ddp(model, [dist_info.local_rank] if on_gpu else None)
-    train_model = torch.compile(ddp_model) if args.compile else ddp_model
+    train_model = torch.compile(ddp_model, mode=args.compile_mode) if args.compile else ddp_model
 
 # Per-rank seed for anything random from here on (augmentation, dropout).
 torch.manual_seed(args.seed + rank)
@@ -274,8 +288,8 @@ else:
 
 log(
     f"{args.model} on {world_size} x {device.type} ({dist_info.backend}), amp={args.amp}, "
-    f"channels_last={args.channels_last}, compile={args.compile}, fsdp={args.fsdp}, "
-    f"global batch {global_batch}, peak lr {peak_lr:.4g}, {len(dataset)} samples"
+    f"channels_last={args.channels_last}, compile={args.compile and args.compile_mode}, "
+    f"fsdp={args.fsdp}, global batch {global_batch}, peak lr {peak_lr:.4g}, {len(dataset)} samples"
 )
 writer = progress = None
 if is_main:

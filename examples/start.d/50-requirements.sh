@@ -1,8 +1,8 @@
 #!/bin/bash
-# An example start hook. Every executable file in start.d runs as dev, in name order, at each
-# start of the workstation, before JupyterLab and sshd. Its output shows in `make logs` under
-# its name; a hook that fails (or outlasts START_HOOK_TIMEOUT) is named there and the services
-# start anyway. `chmod -x` a hook to keep it without running it (the log says it is skipped).
+# An example start hook: copy it to /workspace/start.d/ to run it. Every executable file there
+# runs as dev, in name order, at each start of the workstation, before JupyterLab and sshd. Its
+# output shows in `make logs` under its name; a hook that fails (or outlasts START_HOOK_TIMEOUT)
+# is named there and the services start anyway. `chmod -x` a hook to keep it without running it (the log says it is skipped).
 #
 # This one installs the workspace's requirements.txt, if there is one, into your kept packages
 # (they live on the `packages` volume and survive `make down`/`make up` and rebuilds). Once
