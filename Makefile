@@ -30,15 +30,21 @@ $(VENV)/.installed: pyproject.toml entrypoint/torchrig-rank-exit.pth
 .PHONY: venv
 venv: $(VENV)/.installed ## create the local test environment (.venv)
 
+# What `make test` takes on two cores, said before it starts; docs/benchmarks.md ("Test suite")
+# has where the time goes. pytest's own lines then show each file's progress.
+TEST_MINUTES := 15
+
 .PHONY: test
-test: $(VENV)/.installed ## run every test this machine can (container tests need Docker; REQUIRE_DOCKER=1 makes that a must)
+test: $(VENV)/.installed ## run every test this machine can, saying first how long (container tests need Docker; REQUIRE_DOCKER=1 makes that a must)
+	@echo "make test: about $(TEST_MINUTES) minutes on two cores, most of it building the image and the container tests"
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 # The test folders by kind (docs/architecture.md, "Tests"): unit tests and the offline checks of
-# deploy/ take about a minute; integration tests start real processes (torchrun, the example).
+# deploy/ take about a minute, spread over the machine's cores (many wait on a child process or
+# a deadline); integration tests start real processes (torchrun, the example).
 .PHONY: test-unit
 test-unit: $(VENV)/.installed ## run the fast unit tests only (about a minute)
-	$(PYTHON) -m pytest tests/unit tests/deploy $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -n auto tests/unit tests/deploy $(PYTEST_ARGS)
 
 .PHONY: test-integration
 test-integration: $(VENV)/.installed ## run the integration tests: real processes, torchrun, the example (minutes)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import secrets
 import shlex
 import tarfile
 import time
@@ -20,7 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from docker.models.containers import Container
 
-from testbed import EXAMPLE, traced_train, wait_until
+from testbed import EXAMPLE, engine, leftovers, traced_train, wait_until
 
 WORKSPACE = "/workspace"
 SCRIPT = "examples/train_ddp.py"
@@ -114,11 +113,12 @@ class Node:
 
 @dataclass
 class Cluster:
-    """The nodes, their network and their shared checkpoint volume; `remove` deletes all."""
+    """The nodes, their network and their shared checkpoint volume, all named `tag` (a name of
+    testbed.leftovers); `remove` deletes all, a node that failed to start too."""
 
     image: str
     keys: KeyPair
-    tag: str = field(default_factory=lambda: f"trmn-{secrets.token_hex(4)}")
+    tag: str = field(default_factory=leftovers.name)
     nodes: dict[str, Node] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -136,7 +136,7 @@ class Cluster:
         }
         if WITHOUT_REJOIN_FIX:
             environment["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "0"
-        memlock = int(os.environ.get("MEMLOCK", "-1"))
+        memlock = engine.memlock()
         container = self.client.containers.run(
             self.image,
             name=f"{self.tag}-{name}",
@@ -189,8 +189,9 @@ class Cluster:
         self.wait_for_sshd(node)
 
     def remove(self) -> None:
-        for node in self.nodes.values():
-            node.container.remove(force=True, v=True)
+        # By name, not self.nodes: a node whose start failed (created, never started) is there.
+        for container in self.client.containers.list(all=True, filters={"name": self.tag}):
+            container.remove(force=True, v=True)
         self.network.remove()
         self.volume.remove(force=True)
 

@@ -2,20 +2,28 @@
 no project name, image, ports or ids from the test machine's environment, only the checkout's
 own `.env`. Every project a checkout ran is torn down with its volumes, and every image tag
 given to it removed, even on failure.
+
+A checkout's folder is named by testbed.leftovers, so the workstation `make up` names from it
+(`torchrig-<user>-<folder>`) is never a person's own: the person's image tag, containers and
+volumes stay as they were (`a_persons_own_workstation` checks it around every checkout test).
 """
 
 from __future__ import annotations
 
-import contextlib
+import io
 import json
 import os
-import secrets
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
+from torchrig.host import project
+
+from testbed import leftovers
 
 from .stack import ANSI_CONTROL, COMPOSE_TIMEOUT_S, REPO_ROOT
 
@@ -31,6 +39,7 @@ NOT_INHERITED = (
     "PUID",
     "PGID",
     "JUPYTER_TOKEN",
+    "MEMLOCK",  # `make up` finds the engine's limit itself, as on a newcomer's machine
 )
 CPU_FILES = ["-f", "docker-compose.yml", "-f", "docker-compose.cpu.yml"]
 
@@ -59,11 +68,18 @@ class Checkout:
     image: str  # the image under test, tagged as this checkout's own before it starts
     ssh_public_line: str
     names: set[str] = field(default_factory=set)  # every project name it used
+    claimed: set[str] = field(default_factory=set)  # names of no run's, a test's own all the same
     tags: set[str] = field(default_factory=set)
 
     @classmethod
-    def copy(cls, folder: Path, image: str, ssh_public_line: str) -> Checkout:
-        return cls(copy_checkout(folder), image, ssh_public_line)
+    def copy(
+        cls, parent: Path, image: str, ssh_public_line: str, folder: str | None = None
+    ) -> Checkout:
+        """A checkout in `parent`/<a name of this run>; `folder`: such a name (leftovers.name())
+        shared by several checkouts, people's folders of one name."""
+        name = folder or leftovers.name()
+        assert leftovers.MADE_BY.search(name), f"{name}: a person's checkout could be named so"
+        return cls(copy_checkout(parent / name), image, ssh_public_line)
 
     @property
     def env_file(self) -> Path:
@@ -126,15 +142,16 @@ class Checkout:
 
     def give_image(self, name: str | None = None) -> None:
         """Tag the image under test as the checkout's own (what its `make build` would make), for
-        the name in its .env or `name`."""
+        the name in its .env or `name`; never over a tag that is not this run's."""
         tag = f"{name or self.name}/workstation:latest"
+        assert leftovers.MADE_BY.search(tag), f"{tag} may be a person's own: not retagged"
         docker.from_env().images.get(self.image).tag(tag)
         self.tags.add(tag)
 
-    def new_name(self, prefix: str) -> str:
+    def new_name(self) -> str:
         """A name for a first `make up COMPOSE_PROJECT_NAME=<name>`, its image already there (no
-        build), removed at the end with the rest."""
-        name = f"{prefix}-{secrets.token_hex(4)}"
+        build), removed at the end with the rest (and by the sweep, were the run killed)."""
+        name = leftovers.name()
         self.names.add(name)
         self.give_image(name)
         return name
@@ -188,9 +205,15 @@ class Checkout:
         assert run.returncode == 0, run.stdout + run.stderr
         return run.stdout.strip()
 
+    def claim(self, name: str) -> None:
+        """A project name the test made sure is its own, though not one of this run's names
+        (the old shared `torchrig`): removed at the end all the same."""
+        self.claimed.add(name)
+
     def remove(self) -> None:
-        """Every project it ran, with its volumes; every tag it was given."""
-        for name in self.names:
+        """Every project it ran that is this run's (or claimed), with its volumes; every tag it
+        was given."""
+        for name in {*filter(leftovers.MADE_BY.search, self.names), *self.claimed}:
             subprocess.run(
                 [
                     "docker",
@@ -211,5 +234,42 @@ class Checkout:
             )
         client = docker.from_env()
         for tag in self.tags:
-            with contextlib.suppress(docker.errors.ImageNotFound):  # one a test made sure of
+            with suppress(docker.errors.ImageNotFound):  # one a test made sure of
                 client.images.remove(tag)
+
+
+def things_of(client: docker.DockerClient, name: str) -> dict[str, list[str]]:
+    """What the engine holds under a workstation name: its image, containers and volumes."""
+    label = {"label": f"com.docker.compose.project={name}"}
+    try:
+        images = [client.images.get(f"{name}/workstation:latest").id]
+    except docker.errors.ImageNotFound:
+        images = []
+    return {
+        "image": images,
+        "containers": sorted(c.id for c in client.containers.list(all=True, filters=label)),
+        "volumes": sorted(v.name for v in client.volumes.list(filters=label)),
+    }
+
+
+@contextmanager
+def a_persons_own_workstation(image: str) -> Iterator[str]:
+    """The workstation of the person running the tests, had they a checkout in a folder named
+    `torchrig` (`torchrig-<user>`): its image as it is, or a decoy made here when there is none.
+    After the block, its image tag, containers and volumes must be as they were."""
+    person = project.readable_name(project.user_name(), Path("torchrig"))
+    client = docker.from_env()
+    decoy = None
+    if not things_of(client, person)["image"]:
+        # Not the image under test: a retag to it would show. Labelled for the sweep.
+        dockerfile = f"FROM {image}\nLABEL {leftovers.LABEL}={leftovers.name()}\n"
+        decoy = f"{person}/workstation:latest"
+        client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=decoy, rm=True)
+    before = things_of(client, person)
+    try:
+        yield person
+        assert things_of(client, person) == before, f"the tests touched {person}'s workstation"
+    finally:
+        if decoy is not None:
+            with suppress(docker.errors.ImageNotFound):
+                client.images.remove(decoy)

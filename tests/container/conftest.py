@@ -2,12 +2,13 @@
 
 The image is built once per session the way `make build CPU=1` builds it (compose, with the
 CPU override: the tests need no GPU and no NVIDIA runtime). Every stack is torn down with
-`down --volumes`, even on failure.
+`down --volumes`, even on failure; what a teardown could not remove (a second Ctrl-C, a killed
+run) the session's sweep does, at its end and at the next run's start (testbed.leftovers). Each
+container gets the memlock limit the engine grants, found out as `make up` finds it
+(testbed.engine).
 
 Environment knobs:
   BASE_IMAGE, EXTRA_CA_CERT, CUDA_FLAVOUR  passed to the build by `make build`
-  MEMLOCK               the memlock ulimit every stack gets (engines without CAP_SYS_RESOURCE
-                        cannot raise it: set the host's hard limit in bytes)
   TORCHRIG_TEST_IMAGE   reuse this image tag and skip the build (fast local iteration)
   CHROMIUM              the Chromium binary for the browser test (default: `chromium` on PATH)
   TEST_ARTIFACTS_DIR    where the browser test saves a screenshot when it fails
@@ -17,7 +18,6 @@ Environment knobs:
 from __future__ import annotations
 
 import os
-import secrets
 import shlex
 import shutil
 import subprocess
@@ -28,6 +28,8 @@ from pathlib import Path
 import docker
 import paramiko
 import pytest
+
+from testbed import leftovers
 
 from . import ssh
 from .ssh import KeyPair, new_key_pair
@@ -54,6 +56,26 @@ CHROMIUM_ARGS = [
 ]
 
 StackFactory = Callable[..., Stack]
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """A line on the terminal now, past pytest's capture: what the session is doing."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind(request: pytest.FixtureRequest) -> Iterator[None]:
+    """What earlier runs of this checkout left (killed, or a fixture that failed half way) is
+    removed first; at the end, whatever this run's teardowns missed (tests/slurm shares it)."""
+    earlier = leftovers.sweep()
+    if earlier:
+        say(request.config, "removed what an earlier test run left: " + ", ".join(earlier))
+    yield
+    missed = leftovers.sweep(own_pid=os.getpid())
+    if missed:
+        say(request.config, "removed what this run's tests left: " + ", ".join(missed))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -105,19 +127,25 @@ def _image_tag(file_args: list[str]) -> str:
 
 
 @pytest.fixture(scope="session")
-def image(cpu_compose_files: list[Path], tmp_path_factory: pytest.TempPathFactory) -> str:
+def image(
+    cpu_compose_files: list[Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> str:
     """The image under test: TORCHRIG_TEST_IMAGE if given, else built once for the session."""
     given = os.environ.get("TORCHRIG_TEST_IMAGE")
     if given:
         return given
     log_path = tmp_path_factory.mktemp("build") / "build.log"
+    # The longest silence of the run otherwise: minutes on a cold cache.
+    say(request.config, f"building the image for the container tests (`make build`): {log_path}")
     return _build_image(cpu_compose_files, log_path)
 
 
 @pytest.fixture
 def published_name(image: str) -> Iterator[str]:
     """The image under test, also tagged as if it had been pulled from a registry."""
-    name = f"{PUBLISHED_REGISTRY}:{secrets.token_hex(4)}-cu130"
+    name = f"{PUBLISHED_REGISTRY}:{leftovers.name()}-cu130"
     client = docker.from_env()
     client.images.get(image).tag(name)
     yield name

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ import docker
 import requests
 from docker.models.containers import Container
 
+from testbed import leftovers
 from testbed.docker_nodes import tar_of
 
 from ..deploy.k8s.operators import EmulationError, Pod
@@ -160,6 +160,7 @@ class Cluster:
         """A one-off command in our image with a PVC mounted (to read what the job wrote)."""
         output = self.client.containers.run(
             self.image,
+            name=f"{self.network}-reader",
             entrypoint=command,
             volumes={self.claims[claim]: {"bind": mount_path, "mode": "ro"}},
             remove=True,
@@ -199,7 +200,7 @@ def cluster(
     """A fresh network and one fresh volume per PVC the pods name; all removed afterwards.
     `files` are put into every pod's container before it starts."""
     client = docker.from_env()
-    name = f"torchrig-k8s-{secrets.token_hex(4)}"
+    name = leftovers.name()
     network = client.networks.create(name, driver="bridge")
     volumes = {claim: client.volumes.create(f"{name}-{claim}") for claim in claim_names(pods)}
     try:

@@ -1,7 +1,8 @@
 """One compose project under test: its variables, its temp dirs, its containers.
 
-Every test stack gets its own project name, host ports, bind-mount dirs and named volumes, so
-stacks never share state with each other or with a developer's own `make up`.
+Every test stack gets its own project name (testbed.leftovers: this run's), host ports, bind-mount
+dirs and named volumes, so stacks never share state with each other or with a developer's own
+`make up`; and the memlock limit the engine grants, found out as `make up` finds it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import docker
 import paramiko
 from docker.models.containers import Container
 
-from testbed import DEFAULT_TIMEOUT_S, wait_until
+from testbed import DEFAULT_TIMEOUT_S, engine, leftovers, wait_until
 from testbed.docker_nodes import LIST_PROCESSES
 
 from . import ssh
@@ -356,9 +357,10 @@ def new_stack(
     unset: tuple[str, ...] = (),
     **overrides: str,
 ) -> Stack:
-    """A stack with its own name, free ports, bind dirs and token; `overrides` win and `unset`
-    names variables to leave out entirely (to test the image's own defaults)."""
-    name = f"trtest-{secrets.token_hex(4)}"
+    """A stack with its own name, free ports, bind dirs and token, and the memlock the engine
+    grants; `overrides` win and `unset` names variables to leave out entirely (to test the
+    image's own defaults)."""
+    name = leftovers.name()
     dirs = {key: root / key.lower() for key in ("WORKSPACE_DIR", "CHECKPOINT_DIR", "DATA_DIR")}
     for path in dirs.values():
         path.mkdir(parents=True, exist_ok=True)
@@ -371,11 +373,9 @@ def new_stack(
         "JUPYTER_PORT": str(free_port()),
         "SSH_PORT": str(free_port()),
         "JUPYTER_TOKEN": secrets.token_hex(16),
+        "MEMLOCK": str(engine.memlock()),
         **{key: str(path) for key, path in dirs.items()},
     }
-    # The engine here cannot raise memlock; CI passes the highest value it allows.
-    if os.environ.get("MEMLOCK"):
-        variables["MEMLOCK"] = os.environ["MEMLOCK"]
     variables.update(overrides)
     for key in unset:
         variables.pop(key, None)

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from torchrig.host import buildcheck
 
+from testbed import leftovers
+
 from .checkouts import copy_checkout
 from .conftest import TEST_PGID, TEST_PUID
 from .stack import REPO_ROOT, Stack, new_stack
@@ -42,8 +44,9 @@ def cli() -> Path:
 
 @pytest.fixture(scope="module")
 def repo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A checkout's files (`checkouts.copy_checkout`): the build context is the session's."""
-    return copy_checkout(tmp_path_factory.mktemp("devcontainer") / "torchrig")
+    """A checkout's files (`checkouts.copy_checkout`): the build context is the session's; its
+    folder named as every test checkout's (testbed.leftovers)."""
+    return copy_checkout(tmp_path_factory.mktemp("devcontainer") / leftovers.name())
 
 
 def run_cli(cli: Path, stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .checkouts import Checkout
+from .checkouts import Checkout, a_persons_own_workstation
 from .ssh import KeyPair
 from .stack import http_status, wait_until
 
@@ -22,11 +22,12 @@ URL = re.compile(r"Jupyter: (http://[^\s]+/lab\?token=([0-9a-f]+))")
 
 @pytest.fixture
 def checkout(tmp_path: Path, image: str, ssh_keys: KeyPair) -> Iterator[Checkout]:
-    made = Checkout.copy(tmp_path / "torchrig", image, ssh_keys.public_line)
-    try:
-        yield made
-    finally:
-        made.remove()
+    with a_persons_own_workstation(image):
+        made = Checkout.copy(tmp_path, image, ssh_keys.public_line)
+        try:
+            yield made
+        finally:
+            made.remove()
 
 
 def url_of(checkout: Checkout, *make_args: str) -> tuple[str, str]:

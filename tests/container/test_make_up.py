@@ -23,6 +23,8 @@ import docker
 import pytest
 from torchrig.host import gpu_mode
 
+from testbed import leftovers
+
 from .conftest import PUBLISHED_REGISTRY, StackFactory
 from .stack import ANSI_CONTROL, REPO_ROOT
 
@@ -171,7 +173,7 @@ def test_an_engine_socket_the_user_may_not_open_names_the_docker_group(
                 **os.environ,
                 "HOME": str(home),
                 "DOCKER_HOST": f"unix://{path}",
-                "COMPOSE_PROJECT_NAME": f"trtest-{secrets.token_hex(4)}",
+                "COMPOSE_PROJECT_NAME": leftovers.name(),
                 "COMPOSE_ENV_FILES": str(env_file),
                 "PYTHONDONTWRITEBYTECODE": "1",
             },
@@ -246,7 +248,7 @@ def test_a_compose_too_old_for_the_files_is_said_so() -> None:
 def crashing_image(image: str) -> Iterator[str]:
     """The image under test with a start that dies at once, before it can record why: a crash,
     as a broken interpreter or a missing library would end it."""
-    tag = f"torchrig-test/crashing:{secrets.token_hex(4)}"
+    tag = f"{leftovers.name()}/crashing:latest"
     dockerfile = f'FROM {image}\nENTRYPOINT ["/bin/sh", "-c", "echo crashed >&2; exit 7"]\n'
     client = docker.from_env()
     client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, rm=True)

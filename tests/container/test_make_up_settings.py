@@ -5,7 +5,6 @@ shared name are never taken or left behind in silence."""
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import subprocess
@@ -14,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from testbed import engine, leftovers
+
 from . import ssh
-from .checkouts import Checkout
+from .checkouts import Checkout, a_persons_own_workstation
 from .ssh import KeyPair
 from .stack import ANSI_CONTROL, Stack, free_port
 
@@ -38,8 +39,14 @@ def refused(result: subprocess.CompletedProcess[str], *words: str) -> str:
     return output
 
 
+def limit_of_the_engine(image: str) -> int | None:
+    """The most memlock the engine grants, found out as `make up` does; None: unlimited."""
+    limit = engine.memlock()
+    return None if limit == engine.UNLIMITED else limit
+
+
 def test_a_refused_setting_leaves_the_running_workstation_as_it_was(
-    stack_factory: Callable[..., Stack],
+    stack_factory: Callable[..., Stack], image: str
 ) -> None:
     stack = stack_factory()
     up = stack.make_up("CPU=1")
@@ -61,8 +68,8 @@ def test_a_refused_setting_leaves_the_running_workstation_as_it_was(
             stack.make_up("CPU=1", f"SSH_PORT={taken}"),
             f"port {taken} on 127.0.0.1 is already taken on this machine (SSH_PORT={taken})",
         )
-    engine_limit = os.environ.get("MEMLOCK")  # set where the engine cannot grant unlimited
-    if engine_limit:
+    engine_limit = limit_of_the_engine(image)
+    if engine_limit is not None:
         refused(
             stack.make_up("CPU=1", "MEMLOCK=-1"),
             "may not raise the container's memlock limit to unlimited",
@@ -80,21 +87,22 @@ def test_a_refused_setting_leaves_the_running_workstation_as_it_was(
 
 @pytest.fixture
 def checkout(tmp_path: Path, image: str, ssh_keys: KeyPair) -> Iterator[Checkout]:
-    made = Checkout.copy(tmp_path / "torchrig", image, ssh_keys.public_line)
-    for name in ("workspace", "checkpoints", "data"):  # plain compose below makes none of them
-        (made.folder / name).mkdir(mode=0o777)
-        (made.folder / name).chmod(0o777)
-    try:
-        yield made
-    finally:
-        made.remove()
+    with a_persons_own_workstation(image):
+        made = Checkout.copy(tmp_path, image, ssh_keys.public_line)
+        for name in ("workspace", "checkpoints", "data"):  # plain compose below makes none of them
+            (made.folder / name).mkdir(mode=0o777, exist_ok=True)
+            (made.folder / name).chmod(0o777)
+        try:
+            yield made
+        finally:
+            made.remove()
 
 
 def test_a_lowercase_name_in_env_is_refused_with_the_one_meant(
     checkout: Checkout, tmp_path: Path
 ) -> None:
     person = {"HOME": str(tmp_path)}  # not the test machine's
-    name = f"trsettings-{os.urandom(4).hex()}"
+    name = leftovers.name()
     checkout.env_file.write_text(
         f"COMPOSE_PROJECT_NAME={name}\nPUID=4242\njupyter_port=9999\n"
         f"JUPYTER_PORT={free_port()}\nSSH_PORT={free_port()}\n"
@@ -118,7 +126,7 @@ def test_a_key_made_after_the_first_make_up_is_added_and_lets_ssh_in(
     home = tmp_path / "home"
     home.mkdir()
     person = {"HOME": str(home), "SSH_PUBLIC_KEY": ""}  # no key anywhere yet
-    name = checkout.new_name("trkey")
+    name = checkout.new_name()
     first = checkout.make("up", "CPU=1", f"COMPOSE_PROJECT_NAME={name}", **person)
     assert first.returncode == 0 and READY in first.stdout, first.stdout
     assert "SSH:     not started: no SSH public key" in first.stdout
@@ -179,7 +187,7 @@ def test_the_first_make_up_on_an_engine_that_limits_memlock_writes_what_it_grant
     the network, volumes and container came first, then compose's rlimit error and a hand edit
     of .env. Now the limit is found first, written to .env with one note, and the start goes on."""
     person = {"HOME": str(tmp_path), "MEMLOCK": ""}  # nothing set: compose's default, unlimited
-    name = checkout.new_name("trmemlock")
+    name = checkout.new_name()
     up = checkout.make("up", "CPU=1", f"COMPOSE_PROJECT_NAME={name}", **person)
     output = up.stdout
     assert up.returncode == 0 and READY in output, output
@@ -203,7 +211,7 @@ def test_a_first_start_with_memlock_the_engine_refuses_stops_before_anything_is_
     refused with the value that works; no image built, no network, volume or container made."""
     if engine_grants(checkout.image, -1):
         pytest.skip("this engine grants unlimited memlock: there is no refusal to see")
-    name = f"trmemlock-{os.urandom(4).hex()}"
+    name = leftovers.name()
     checkout.names.add(name)
     checkout.tags.add(f"{name}/workstation:latest")  # removed after, should a build have made it
     result = checkout.make(
@@ -238,7 +246,7 @@ def test_the_upgrade_after_make_down_asks_whose_the_old_volumes_are(checkout: Ch
     (checkout.folder / "old.yml").write_text(
         f"name: {LEGACY}\n" + (checkout.folder / "docker-compose.yml").read_text()
     )
-    checkout.names.add(LEGACY)  # removed with its volumes at the end, whatever happens
+    checkout.claim(LEGACY)  # removed with its volumes at the end, whatever happens
     old = ["-f", "old.yml", "-f", "docker-compose.cpu.yml"]
     started = subprocess.run(
         ["docker", "compose", *old, "up", "-d", "--no-build"],

@@ -8,7 +8,6 @@ Any uid the image does not know, a read-only root, the caller's HOME bound in, t
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ import pytest
 from torchrig.image import ssh
 from torchrig.shared import ports
 
-from testbed import apptainer_rules, wait_until
+from testbed import apptainer_rules, leftovers, wait_until
 
 from .ssh import KeyPair
 from .test_network_exposure import bridge_address, listening
@@ -141,7 +140,7 @@ def apptainer_run(image: str, home: Path, *options: str) -> Iterator[str]:
     """`apptainer run` of the image by uid 4242 (with `options` for docker run), removed after.
     On Docker's own network, so that the test's Jupyter takes no port of this machine; kept when
     it exits, for its logs."""
-    name = f"torchrig-apptainer-run-{secrets.token_hex(4)}"
+    name = leftovers.name()
     argv = apptainer(image, home, "run")
     argv.remove("--rm")
     argv[argv.index("--network") + 1] = "bridge"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import resource
-import secrets
 import shutil
 import subprocess
 import urllib.request
@@ -17,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from testbed import wait_until
+from testbed import leftovers, wait_until
 
 from . import ssh
 from .ssh import KeyPair
@@ -65,7 +64,7 @@ def hard_limit(which: int) -> str:
 @pytest.fixture
 def podman_workstation(podman_image: str, ssh_keys: KeyPair) -> Iterator[dict[str, object]]:
     """The workstation started with `podman run` as docs/runtimes.md shows it (no GPU here)."""
-    name = f"torchrig-podman-{secrets.token_hex(4)}"
+    name = leftovers.name()
     jupyter, sshd = free_port(), free_port()
     started = podman(
         "run", "--detach", "--name", name,

@@ -11,7 +11,6 @@ and here only as far as a workstation that asks for GPUs can be created and read
 from __future__ import annotations
 
 import dataclasses
-import secrets
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -23,7 +22,9 @@ from torchrig.host import gpus, project, workstations
 from torchrig.shared import mounts
 from torchrig.shared.voice import CannotGoOn
 
-from .checkouts import Checkout
+from testbed import leftovers
+
+from .checkouts import Checkout, a_persons_own_workstation
 from .ssh import KeyPair
 from .stack import free_port
 
@@ -55,16 +56,18 @@ def defaults_taken() -> Iterator[None]:
 
 @pytest.fixture
 def checkouts(tmp_path: Path, image: str, ssh_keys: KeyPair) -> Iterator[dict[str, Checkout]]:
-    """Alice's, Bob's and Carol's checkouts, each in a folder named `torchrig`."""
-    made = {
-        person: Checkout.copy(tmp_path / person / "torchrig", image, ssh_keys.public_line)
-        for person in ("alice", "bob", "carol")
-    }
-    try:
-        yield made
-    finally:
-        for checkout in made.values():
-            checkout.remove()
+    """Alice's, Bob's and Carol's checkouts, each in a folder of the same name."""
+    folder = leftovers.name()
+    with a_persons_own_workstation(image):
+        made = {
+            person: Checkout.copy(tmp_path / person, image, ssh_keys.public_line, folder)
+            for person in ("alice", "bob", "carol")
+        }
+        try:
+            yield made
+        finally:
+            for checkout in made.values():
+                checkout.remove()
 
 
 def started_as(checkout: Checkout, puid: str) -> None:
@@ -169,7 +172,7 @@ def test_a_checkout_from_before_keeps_its_packages_and_host_keys(
     """Before, every checkout was compose project `torchrig`; an isolated name stands in for it
     here (others on this engine may run a real `torchrig`), passed to the same logic."""
     carol, bob = checkouts["carol"], checkouts["bob"]
-    old_name = f"trlegacy-{secrets.token_hex(4)}"
+    old_name = leftovers.name()
     carol.names.add(old_name)
     # An .env from before: no name.
     carol.env_file.write_text(f"PUID=4242\nJUPYTER_PORT={free_port()}\nSSH_PORT={free_port()}\n")
@@ -202,7 +205,7 @@ def test_a_workstation_asking_for_gpus_is_read_back_from_the_engine(
     """Created, not started (no NVIDIA runtime here): its device request, as compose writes it,
     is what `make up` compares against another's GPUS."""
     bob = checkouts["bob"]
-    bob.env_file.write_text(f"COMPOSE_PROJECT_NAME=trgpus-{secrets.token_hex(4)}\n")
+    bob.env_file.write_text(f"COMPOSE_PROJECT_NAME={leftovers.name()}\n")
     bob.names.add(bob.name)
     created = bob.compose("create", "--no-build", cpu=False, TORCHRIG_IMAGE=bob.image, GPUS="0,2")
     assert created.returncode == 0, created.stderr

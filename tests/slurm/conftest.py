@@ -15,8 +15,9 @@ import pytest
 
 from testbed.slurm_cluster import ClusterError, SlurmCluster
 
-# The image, for the apptainer flavour's jobs (built once, or TORCHRIG_TEST_IMAGE).
-from ..container.conftest import cpu_compose_files, image  # noqa: F401
+# The image, for the apptainer flavour's jobs (built once, or TORCHRIG_TEST_IMAGE); and the
+# sweep of what containers those jobs leave.
+from ..container.conftest import cpu_compose_files, image, nothing_left_behind  # noqa: F401
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import REPO_ROOT, apptainer_rules
+from testbed import REPO_ROOT, apptainer_rules, leftovers
 from testbed.slurm_cluster import SlurmCluster
 from testbed.slurm_jobs import (
     JOB_TIMEOUT_S,
@@ -67,7 +66,7 @@ class Apptainer:
         )
         self.program.chmod(0o755)
         self.sif = apptainer_rules.sif_file(folder / "torchrig.sif", image)
-        self.tag = secrets.token_hex(6)
+        self.tag = leftovers.name()
 
     def job_environment(self) -> dict[str, str]:
         return {

@@ -104,38 +104,6 @@ def test_shard_model_makes_units_of_large_blocks_only() -> None:
         shutdown_distributed()
 
 
-def test_shard_model_compiles_units_without_units_inside_before_sharding() -> None:
-    from torch.distributed.fsdp import FSDPModule
-
-    model = torch.nn.Sequential(
-        torch.nn.Linear(40, 40),  # 1640: a unit
-        # 1230 (a unit), then 930 twice (left to their parent, which so becomes a unit too)
-        torch.nn.Sequential(
-            torch.nn.Linear(40, 30), torch.nn.Linear(30, 30), torch.nn.Linear(30, 30)
-        ),
-        torch.nn.ReLU(),
-        torch.nn.Linear(30, 4),  # 124: the root's
-    )
-    names = set(model.state_dict())
-    init_distributed("cpu", environ={})
-    try:
-        from torch._dynamo.eval_frame import OptimizedModule
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict
-        from torchrig.distributed import shard_model
-
-        shard_model(model, min_unit_params=1000, compile_units=True)
-        assert isinstance(model[0], OptimizedModule) and isinstance(model[0], FSDPModule)
-        # A unit with a unit inside is not compiled whole: its graph would break at the inner
-        # unit's hooks.
-        assert isinstance(model[1], FSDPModule) and not isinstance(model[1], OptimizedModule)
-        assert isinstance(model[1][0], OptimizedModule) and isinstance(model[1][0], FSDPModule)
-        assert not any(isinstance(model[k], OptimizedModule) for k in (2, 3))  # the root's: eager
-        assert model(torch.ones(2, 40)).shape == (2, 4)  # through the compiled, sharded units
-        assert set(get_model_state_dict(model)) == names
-    finally:
-        shutdown_distributed()
-
-
 def test_unit_threshold_gives_a_small_model_units_too() -> None:
     small = torch.nn.Linear(100, 100)  # 10100 parameters
     assert unit_threshold(small) == 10100 // 8

@@ -202,21 +202,3 @@ def test_importing_the_package_does_not_import_torch() -> None:
         "sys.exit(1 if 'torch' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
-
-
-@pytest.mark.slow
-def test_through_the_torchrig_command(run_dir: Path, tmp_path: Path) -> None:
-    """The dispatcher wiring: `python -m torchrig ckpt ...` as a user runs it."""
-    import subprocess
-    import sys
-
-    def torchrig(*argv: str | Path) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "torchrig", "ckpt", *map(str, argv)]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-
-    listing = torchrig("ls", run_dir)
-    assert listing.returncode == 0, listing.stderr
-    assert "step_00000200.pt" in listing.stdout
-    missing = torchrig("inspect", tmp_path / "nope.pt")
-    assert missing.returncode == 1
-    assert missing.stderr.startswith("torchrig ckpt: ") and "Traceback" not in missing.stderr

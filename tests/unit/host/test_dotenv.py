@@ -37,13 +37,13 @@ def test_dotenv_prefers_ed25519_and_skips_empty_files(tmp_path: Path) -> None:
 def test_dotenv_never_overwrites(tmp_path: Path) -> None:
     path = tmp_path / ".env"
     path.write_text("PUID=4242\n")
-    dotenv.write_on_first_run(str(path))
+    dotenv.write_on_first_run(path)
     assert path.read_text() == "PUID=4242\n"
 
 
 def test_dotenv_writes_when_absent(tmp_path: Path) -> None:
     path = tmp_path / ".env"
-    dotenv.write_on_first_run(str(path))
+    dotenv.write_on_first_run(path)
     assert path.read_text().startswith("# Written by `make up`")
 
 
@@ -56,7 +56,7 @@ def test_no_dotenv_when_compose_reads_other_env_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COMPOSE_ENV_FILES", str(tmp_path / "stack.env"))
-    dotenv.write_on_first_run(str(tmp_path / ".env"))
+    dotenv.write_on_first_run(tmp_path / ".env")
     assert not (tmp_path / ".env").exists()
 
 
@@ -74,7 +74,7 @@ def test_a_new_dotenv_is_readable_by_its_owner_alone_whatever_the_umask(tmp_path
     path = tmp_path / ".env"
     old = os.umask(0o002)  # a umask that would leave it world-readable
     try:
-        dotenv.write_on_first_run(str(path))
+        dotenv.write_on_first_run(path)
     finally:
         os.umask(old)
     assert mode_of(path) == 0o600
@@ -84,7 +84,7 @@ def test_an_existing_world_readable_dotenv_is_tightened_with_a_notice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = existing(tmp_path / ".env", "JUPYTER_TOKEN=secret\n", 0o644)
-    dotenv.write_on_first_run(str(path))
+    dotenv.write_on_first_run(path)
     assert mode_of(path) == 0o600
     assert path.read_text() == "JUPYTER_TOKEN=secret\n"
     notice = capsys.readouterr().err.splitlines()[0]
@@ -98,7 +98,7 @@ def test_a_private_dotenv_is_left_without_a_notice(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = existing(tmp_path / ".env", "PUID=4242\n", 0o600)
-    dotenv.write_on_first_run(str(path))
+    dotenv.write_on_first_run(path)
     assert mode_of(path) == 0o600
     assert "tightened" not in capsys.readouterr().err
 
@@ -108,14 +108,14 @@ def test_a_symlinked_dotenv_is_not_followed_and_said_so(
 ) -> None:
     target = existing(tmp_path / "shared.env", "PUID=4242\n", 0o644)
     (tmp_path / ".env").symlink_to(target)
-    dotenv.write_on_first_run(str(tmp_path / ".env"))
+    dotenv.write_on_first_run(tmp_path / ".env")
     assert mode_of(target) == 0o644  # what it points to is not ours to decide
     assert "is a symlink, left as it is" in capsys.readouterr().err
 
 
 def test_a_dangling_symlink_is_never_written_through(tmp_path: Path) -> None:
     (tmp_path / ".env").symlink_to(tmp_path / "elsewhere")
-    dotenv.write_on_first_run(str(tmp_path / ".env"))
+    dotenv.write_on_first_run(tmp_path / ".env")
     assert not (tmp_path / "elsewhere").exists()
 
 
@@ -145,8 +145,6 @@ def test_setting_prefers_the_environment_to_the_file(
 ) -> None:
     path = tmp_path / ".env"
     path.write_text("GPUS=0\n")
-    monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
-    monkeypatch.delenv("GPUS", raising=False)
     assert dotenv.setting("GPUS", path) == "0"
     monkeypatch.setenv("GPUS", "1")
     assert dotenv.setting("GPUS", path) == "1"
@@ -155,7 +153,6 @@ def test_setting_prefers_the_environment_to_the_file(
 def test_a_value_is_replaced_in_place_or_appended_and_the_rest_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
     path = tmp_path / ".env"
     dotenv.write_private(path, "# mine\nGPUS=free:2\nPUID=4242\n")
     assert dotenv.set_value(path, "GPUS", "0,1", comment="picked")
@@ -177,7 +174,6 @@ def test_nothing_is_written_where_compose_reads_other_files(
 def test_the_first_run_adds_the_caller_s_lines(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
     path = tmp_path / ".env"
     assert dotenv.write_on_first_run(path, lambda: ("COMPOSE_PROJECT_NAME=torchrig-me",))
     assert "\nCOMPOSE_PROJECT_NAME=torchrig-me\n" in path.read_text()
@@ -190,8 +186,6 @@ def a_key_made_after_the_env_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env_text: str
 ) -> tuple[Path, str]:
     """`.env` from a first run (`env_text`), then `ssh-keygen`: the file and the new key's line."""
-    monkeypatch.delenv("SSH_PUBLIC_KEY", raising=False)
-    monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
     monkeypatch.setattr(Path, "home", lambda: tmp_path)
     env_file = tmp_path / ".env"
     env_file.write_text(env_text)

@@ -9,12 +9,6 @@ import pytest
 from torchrig.host import dotenv, jupyter_token
 
 
-@pytest.fixture(autouse=True)
-def compose_reads_dotenv(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("COMPOSE_ENV_FILES", "JUPYTER_TOKEN"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def test_make_up_keeps_one_token_in_a_private_dotenv_and_hands_it_to_compose(
     tmp_path: Path,
 ) -> None:

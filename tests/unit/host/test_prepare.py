@@ -103,8 +103,6 @@ def test_a_port_a_closed_connection_lingers_on_is_free() -> None:
 def test_the_first_run_writes_the_ports_it_chose(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name in ("COMPOSE_ENV_FILES", "JUPYTER_PORT", "SSH_PORT"):
-        monkeypatch.delenv(name, raising=False)
     env_file = tmp_path / ".env"
     env_file.write_text("PUID=4242\n")
     with socket.socket() as holder:

@@ -18,11 +18,9 @@ ALICE = Path("/home/alice/torchrig")
 
 @pytest.fixture
 def alice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """Alice's checkout: her user name, a home without SSH keys, compose reading .env."""
+    """Alice's checkout: her user name (a home without SSH keys and compose reading .env, as
+    every unit test has)."""
     monkeypatch.setattr(project, "user_name", lambda: "alice")
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    for name in ("COMPOSE_ENV_FILES", "COMPOSE_PROJECT_NAME"):
-        monkeypatch.delenv(name, raising=False)
     return tmp_path
 
 

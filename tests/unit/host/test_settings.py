@@ -74,7 +74,6 @@ def test_check_names_refuses_with_every_problem_in_one_error(
 ) -> None:
     env_file = tmp_path / ".env"
     env_file.write_text("PUID=1000\njupyter_port=9999\n")
-    monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
     monkeypatch.setenv("MAKEFLAGS", "s -- SSH_PROT=1")
     with pytest.raises(CannotGoOn) as refused:
         settings.check_names(REPO_ROOT, env_file)

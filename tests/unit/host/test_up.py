@@ -95,7 +95,6 @@ def run_main(
     monkeypatch.setattr(up.settings, "check_names", lambda *args: None)  # test_settings.py
     monkeypatch.setattr(up.recreate, "check", checked_recreate)  # test_recreate.py
     monkeypatch.setattr(up.buildcheck, "checked_torch_version", lambda environ: ("2.13.0", []))
-    monkeypatch.delenv("PYTORCH_VERSION", raising=False)
     argv = ["--timeout", "60", "--cpu", cpu, "--recreate", recreate,
             "--", "docker", "compose", "-f", "docker-compose.yml"]  # fmt: skip
     return up.main(argv)

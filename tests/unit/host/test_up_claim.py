@@ -29,8 +29,6 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     # claim sets GPUS for compose itself: a copy, so that nothing leaks into other tests.
     monkeypatch.setattr(up.os, "environ", dict(up.os.environ))
-    for name in ("COMPOSE_ENV_FILES", "GPUS", "SHARE_GPUS"):
-        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(up.gpus, "read_host_table", lambda: TABLE)
     return tmp_path
 

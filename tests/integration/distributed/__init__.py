@@ -1,0 +1,1 @@
+"""The process-group helpers (torchrig.distributed) doing real work: compiling, sharding."""
