@@ -1,7 +1,10 @@
-"""docs/security.md backs every attack tried with named tests that exist, and each finding of the
-second security review is backed by the test that tries it."""
+"""docs/security.md backs every attack tried and every crossing with named tests that exist, each
+finding of the second and fifth security reviews is backed by the test that tries it, and the
+crossings' counts are the table's."""
 
 from __future__ import annotations
+
+import re
 
 from .named_tests import REPO_ROOT, missing_tests, named_tests, table_rows
 
@@ -47,6 +50,52 @@ TRIED_BY = {
     ),
 }
 
+# Each finding of the fifth security review, by a test that tries the attack for real.
+TRIED_BY_THE_FIFTH = {
+    "another user unpickles into a one-machine job": (
+        "tests/container/test_network_exposure.py",
+        "test_another_user_reaching_a_one_machine_job_runs_nothing_in_it",
+    ),
+    "a workspace that holds the checkout": (
+        "tests/container/test_host_ownership.py",
+        "test_a_workspace_that_holds_the_checkout_is_refused_and_dev_never_writes_host_code",
+    ),
+    "the image baked the workspace's example": (
+        "tests/container/test_example_copies.py",
+        "test_make_build_never_bakes_the_example_dev_edited",
+    ),
+    "a start error dev forges": (
+        "tests/container/test_root_isolation.py",
+        "test_a_start_error_dev_forges_never_reaches_make_up",
+    ),
+    "escapes and endless lines on the host's terminal": (
+        "tests/container/test_make_targets.py",
+        "test_what_dev_controls_reaches_the_host_terminal_harmless",
+    ),
+    "a line dev adds to the example runs on the host": (
+        "tests/container/test_example_copies.py",
+        "test_a_line_dev_adds_to_the_example_never_runs_on_the_host",
+    ),
+    "make prepare as root hands over a folder it did not make": (
+        "tests/container/test_host_ownership.py",
+        "test_make_prepare_as_root_never_hands_over_a_folder_it_did_not_make",
+    ),
+    "make up waits on what dev writes": (
+        "tests/container/test_root_isolation.py",
+        "test_make_up_never_waits_on_what_dev_writes_in_its_state",
+    ),
+    "the start-hook file": (
+        "tests/unit/image/test_endpoints.py",
+        "test_a_hook_file_from_before_this_start_or_not_a_hook_name_says_nothing",
+    ),
+    "Jupyter and sshd on every interface under Apptainer": (
+        "tests/container/test_other_runtimes.py",
+        "test_under_apptainers_rules_jupyter_and_sshd_listen_on_loopback_only",
+    ),
+}
+# "... there were 39 crossings; now there are 30.", then one "- removed: ..." line for each.
+COUNTS = re.compile(r"there were (\d+) crossings; now there are (\d+)\.")
+
 
 def test_every_attack_tried_names_tests_that_exist() -> None:
     rows = table_rows(DOC, "Attacks tried")
@@ -54,7 +103,25 @@ def test_every_attack_tried_names_tests_that_exist() -> None:
     assert missing_tests(rows) == []
 
 
-def test_each_finding_of_the_review_is_backed_by_the_test_that_tries_it() -> None:
+def test_each_finding_of_the_reviews_is_backed_by_the_test_that_tries_it() -> None:
     named = {test for row in table_rows(DOC, "Attacks tried") for test in named_tests(row)}
-    for finding, test in TRIED_BY.items():
+    for finding, test in {**TRIED_BY, **TRIED_BY_THE_FIFTH}.items():
         assert test in named, finding
+
+
+def test_every_crossing_says_from_where_to_where_and_names_tests_that_exist() -> None:
+    rows = table_rows(DOC, "Crossings")
+    assert len(rows) >= 20
+    crossing = [row.split(" | ")[0] for row in rows]
+    assert [cell[:60] for cell in crossing if "→" not in cell and "↔" not in cell] == []
+    assert missing_tests(rows) == []
+
+
+def test_the_crossings_counts_are_the_table_s_and_the_removed_ones() -> None:
+    section = DOC.read_text(encoding="utf-8").split("## Crossings\n", 1)[1].split("\n## ", 1)[0]
+    counts = COUNTS.search(section)
+    assert counts, "the line with the counts before and after"
+    before, after = map(int, counts.groups())
+    removed = [line for line in section.splitlines() if line.startswith("- removed: ")]
+    assert after == len(table_rows(DOC, "Crossings"))
+    assert before == after + len(removed)
