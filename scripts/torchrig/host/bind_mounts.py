@@ -25,6 +25,7 @@ from typing import Any
 
 from torchrig.shared import mounts, ownership
 from torchrig.shared.voice import MAKEFILE as VOICE
+from torchrig.shared.voice import harmless
 
 # The image's dev user before any PUID/PGID remap (the Dockerfile creates it with these ids).
 DEFAULT_DEV_IDS = (1000, 1000)
@@ -135,8 +136,8 @@ def unsafe_sources(config: dict[str, Any], checkout: Path) -> list[str]:
         variable, source = folder.variable, folder.source
         if source.is_symlink():
             problems.append(
-                f"{variable}={source} is a symlink (to {os.readlink(source)}): a folder the "
-                f"container writes could have swapped it. Set {variable} to the folder itself."
+                f"{variable}={source} is a symlink (to {harmless(os.readlink(source))}): a folder "
+                f"the container writes could have swapped it. Set {variable} to the folder itself."
             )
         if folder.writable and (where := in_checkout(source, checkout)):
             problems.append(f"{variable}={source} {where}")

@@ -47,11 +47,20 @@ def jupyter_answers(address: str, port: int = ports.JUPYTER.container) -> str | 
     return None
 
 
+class NoRedirects(urllib.request.HTTPRedirectHandler):
+    """dev runs Jupyter and root runs the check: a redirect is answered with its own status,
+    never followed to a URL dev chose."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
 def http_status(url: str, host: str | None = None) -> int | str:
     """A GET's HTTP status, or what went wrong."""
     request = urllib.request.Request(url, headers={"Host": host} if host else {})
+    opener = urllib.request.build_opener(NoRedirects)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as reply:
+        with opener.open(request, timeout=TIMEOUT_S) as reply:
             return int(reply.status)
     except urllib.error.HTTPError as error:
         return int(error.code)

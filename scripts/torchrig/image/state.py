@@ -16,6 +16,7 @@ from pathlib import Path
 from torchrig.image.settings import SetupError
 from torchrig.shared import startup
 from torchrig.shared.ownership import SmallFile, read_small_file
+from torchrig.shared.voice import harmless
 
 STATE_DIR = Path(startup.STATE_DIR)
 TOKEN_FILE = "jupyter-token"
@@ -66,7 +67,7 @@ def own_folder(folder: Path) -> Path:
 
 def not_own(folder: Path, error: OSError) -> str:
     if folder.is_symlink():
-        return f"a symlink (to {os.readlink(folder)})"
+        return f"a symlink (to {harmless(os.readlink(folder))})"  # its owner chose it
     return error.strerror or str(error)
 
 

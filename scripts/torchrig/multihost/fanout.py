@@ -22,7 +22,7 @@ from typing import IO, Any
 from torchrig import children
 from torchrig.multihost.hostfile import HostsError
 from torchrig.multihost.remote import STARTED
-from torchrig.shared.voice import Voice
+from torchrig.shared.voice import MAX_LINE_BYTES, Voice, harmless, size_text
 
 # BatchMode: fail instead of asking for a password or passphrase nobody will type. The keep-alive
 # notices a host that vanished (a killed container, a pulled cable) in about 15 s.
@@ -65,15 +65,29 @@ def ssh_hostname(host: str) -> str:
 
 
 def read_lines(stream: IO[bytes], emit: Callable[[str], None]) -> None:
-    """Hand over each line as soon as it is complete (\\n or \\r), decoded leniently."""
+    """Hand over each line as soon as it is complete (\\n or \\r), decoded leniently and made
+    harmless: another host's output reaches this terminal. A line longer than MAX_LINE_BYTES is
+    cut there and the rest of it dropped, so none is held whole."""
     pending = b""
+    cutting = False  # the start of the line that comes was shown already, cut
     while chunk := stream.read1(65536):  # type: ignore[attr-defined]
         *complete, pending = LINE_END.split(pending + chunk)
         for line in complete:
-            if line.strip():  # tqdm clears its line with spaces: nothing to show
-                emit(line.decode(errors="replace"))
-    if pending.strip():
-        emit(pending.decode(errors="replace"))
+            if not cutting:
+                emit_line(line, emit)
+            cutting = False
+        if len(pending) > MAX_LINE_BYTES:
+            if not cutting:
+                cut = harmless(pending[:MAX_LINE_BYTES].decode(errors="replace"))
+                emit(f"{cut} [... line cut at {size_text(MAX_LINE_BYTES, digits=None)}]")
+            cutting, pending = True, b""
+    if not cutting:
+        emit_line(pending, emit)
+
+
+def emit_line(line: bytes, emit: Callable[[str], None]) -> None:
+    if line.strip():  # tqdm clears its line with spaces: nothing to show
+        emit(harmless(line.decode(errors="replace")))
 
 
 @dataclass

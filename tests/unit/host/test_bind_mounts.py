@@ -132,6 +132,18 @@ def test_a_bind_source_dev_already_swapped_for_a_symlink_is_refused(
     )
 
 
+def test_a_symlink_target_dev_chose_reaches_the_terminal_harmless(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dev names the symlink's target: it is shown, but nothing in it acts on the terminal."""
+    (tmp_path / "data").symlink_to("/tmp/\x1b]52;c;Y3VybA==\x07\x1b[2Jx")
+    config = binds_config(WORKSPACE_DIR=tmp_path / "w", DATA_DIR=tmp_path / "data")
+    (tmp_path / "w").mkdir()
+    assert bind_mounts.prepare_mounts(config, ELSEWHERE) == 1
+    err = capsys.readouterr().err
+    assert "is a symlink (to /tmp/x)" in err and "\x1b" not in err and "\x07" not in err
+
+
 def test_folders_side_by_side_or_one_folder_twice_are_fine(tmp_path: Path) -> None:
     side_by_side = binds_config(
         WORKSPACE_DIR=tmp_path / "w", CHECKPOINT_DIR=tmp_path / "c", DATA_DIR=tmp_path / "w"

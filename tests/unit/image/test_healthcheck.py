@@ -85,6 +85,32 @@ def test_jupyter_with_its_host_check_is_healthy(
     assert healthcheck.jupyter_answers("127.0.0.2", port) is not None
 
 
+def test_a_redirect_from_dev_s_jupyter_is_not_followed() -> None:
+    """The healthcheck runs as root and dev runs Jupyter: a redirect would have root fetch a
+    URL dev chose. The redirect's own status is the answer."""
+    fetched: list[str] = []
+
+    class Redirecting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetched.append(self.path)
+            self.send_response(302)
+            self.send_header("Location", "/elsewhere")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/api"
+        assert healthcheck.http_status(url) == 302
+        assert fetched == ["/api"]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_jupyter_that_answers_a_foreign_host_is_unhealthy(
     fake_jupyter: tuple[int, type[FakeJupyter]],
 ) -> None:

@@ -83,6 +83,14 @@ def test_a_state_folder_another_user_made_first_or_a_symlink_is_refused(
         state.state_dir(tmp_path / "absent")
 
 
+def test_a_symlink_another_user_planted_is_named_harmless(tmp_path: Path) -> None:
+    """Its target is theirs to choose, and the refusal reaches this user's terminal."""
+    planted = tmp_path / "torchrig-4242"
+    planted.symlink_to("/tmp/\x1b]0;owned\x07\x1b[31mred")
+    said = state.not_own(planted, OSError(40, "Too many levels of symbolic links"))
+    assert said == "a symlink (to /tmp/red)"
+
+
 def test_state_files_are_made_new_never_written_through_a_fifo_or_symlink(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / SERVICES_FILE)
     (tmp_path / "target").write_text("root's\n")

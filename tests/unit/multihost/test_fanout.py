@@ -48,6 +48,17 @@ def test_lines_end_at_newlines_and_carriage_returns() -> None:
     assert lines == ["one", " 10%", " 20%", "two\ufffd", "last"]
 
 
+def test_a_host_s_lines_are_harmless_and_bounded() -> None:
+    """What a host prints reaches the launching terminal: nothing in it acts on the terminal,
+    and a line with no end is cut, never held whole."""
+    lines: list[str] = []
+    endless = b"y" * (3 * fanout.MAX_LINE_BYTES)
+    fanout.read_lines(io.BytesIO(b"\x1b]52;c;Y3VybA==\x07ok\n" + endless), lines.append)
+    assert lines[0] == "ok"
+    assert all(len(line) <= fanout.MAX_LINE_BYTES + 64 for line in lines[1:]), len(lines[1])
+    assert "line cut" in lines[1]
+
+
 def test_output_is_prefixed_per_host_and_aligned() -> None:
     code, out, err = run_job({"a": sh("echo hi; echo oops >&2"), "node-2": sh("echo there")})
     assert code == 0
