@@ -24,7 +24,7 @@ from torchrig.checkpoint.stop import (
     launch_status,
 )
 from torchrig.image.pth import rank_exit
-from torchrig.launch import options, plan, split, torchrun
+from torchrig.launch import options, plan, torchrun
 from torchrig.launch.options import DEFAULT_MAX_RESTARTS, LaunchError
 from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch = options.read(args)
         if launch.hosts is not None:
+            from torchrig.launch import split  # the SSH launcher, only for the hosts
+
             return split.run_on_hosts(launch, os.getcwd()).code
         environ = dict(os.environ)
         launch_plan = plan.plan_here(launch.request, environ)
