@@ -13,10 +13,8 @@ docs/benchmarks.md ("The launcher") records.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,6 +23,8 @@ from pathlib import Path
 
 from torchrig.cli import build_parser
 from torchrig.launch import options, plan, torchrun
+
+from benchmarks import print_medians
 
 HELLO = "print('hello')\n"
 NPROC = ("--nproc-per-node", "1")
@@ -82,14 +82,7 @@ def main() -> int:
                 run[f"over_{other}_s"] = run["launch_s"] - run[f"{other}_s"]
                 run[f"over_{other}_cpu_s"] = run["launch_cpu_s"] - run[f"{other}_cpu_s"]
             runs.append(run)
-    summary = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-    if args.json:
-        print(json.dumps({"runs": runs, "median": summary}, indent=2))
-    else:
-        for key, value in summary.items():
-            spread = ", ".join(f"{run[key]:.2f}" for run in runs)
-            print(f"{key:18s} median {value:.2f} s  (runs: {spread})")
-        print(f"load average: {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} cores")
+    print_medians(runs, args.json)
     return 0
 
 

@@ -1,8 +1,8 @@
 """Training throughput: what the example's defaults buy, and what DDP costs.
 
-    python benchmarks/train_throughput.py cpu     [--repeats 3] [--json]
-    python benchmarks/train_throughput.py gpu     [--model resnet18] [--batch-size 128] [--json]
-    python benchmarks/train_throughput.py compile [--model resnet18] [--batch-size 128]
+    python -m benchmarks.train_throughput cpu     [--repeats 3] [--json]
+    python -m benchmarks.train_throughput gpu     [--model resnet18] [--batch-size 128] [--json]
+    python -m benchmarks.train_throughput compile [--model resnet18] [--batch-size 128]
                                                   [--compile-mode MODE] [--ddp] [--json]
 
 cpu: the example with a GPU's defaults forced on (channels_last, compile, bf16 autocast), 1
