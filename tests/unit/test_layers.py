@@ -51,7 +51,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "shared",
         "image.pth",
     },
-    "verify": {"facts", "children", "distributed", "launch", "multihost", "shared"},
+    "verify": {"facts", "children", "distributed", "launch", "shared"},
     "status": {"facts", "checkpoint", "shared"},
     "cli": {"shared", "verify", "launch", "checkpoint", "status", "packages"},
     "__main__": {"cli"},
