@@ -200,13 +200,15 @@ def test_a_malformed_hostfile_is_refused(cluster: Cluster, a: Node) -> None:
 
 
 def test_an_unreachable_host_is_refused(cluster: Cluster, a: Node) -> None:
-    code, output = run_launch(a, "--hosts", "a,nosuchnode", *training_args("never"))
+    cluster.write_hostfile("unreachable", "a\nnosuchnode\n")
+    code, output = run_launch(a, "--hostfile", "unreachable", *training_args("never"))
     assert_refused(output, code, "nosuchnode: its name does not resolve", cluster)
 
 
 def test_a_host_without_the_key_is_refused(cluster: Cluster, a: Node, other_keys: KeyPair) -> None:
     cluster.add("stranger", public_key=other_keys.public_line)
-    code, output = run_launch(a, "--hosts", "a,stranger", *training_args("never"))
+    cluster.write_hostfile("stranger", "a\nstranger\n")
+    code, output = run_launch(a, "--hostfile", "stranger", *training_args("never"))
     assert_refused(output, code, "stranger: the SSH key was refused", cluster)
 
 
@@ -219,7 +221,8 @@ def test_a_host_with_another_torch_is_refused(cluster: Cluster, a: Node) -> None
         user="root",
     )
     assert code == 0, output
-    code, output = run_launch(a, "--hosts", "a,odd", *training_args("never"))
+    cluster.write_hostfile("odd", "a\nodd\n")
+    code, output = run_launch(a, "--hostfile", "odd", *training_args("never"))
     assert_refused(output, code, "torch differs between hosts", cluster)
     assert "2.12.0 on odd" in output
 
@@ -234,7 +237,7 @@ def test_a_busy_rendezvous_port_is_refused(cluster: Cluster, a: Node) -> None:
     a.container.exec_run(["python", "-c", squatter], user="dev", detach=True)
     wait_until("the squatter", lambda: any("29400" in args for _, args in a.processes()))
     try:
-        code, output = run_launch(a, "--hosts", "a,b", *training_args("never"))
+        code, output = run_launch(a, "--hostfile", "two", *training_args("never"))
     finally:
         for pid, args in a.processes():
             if "bind(('', 29400))" in args:

@@ -1,5 +1,5 @@
 """The `torchrig launch` command: parse, plan, print the torchrun command line, run it (a launch
-on `--hostfile` / `--hosts` is split across the hosts, `split`, and run by `multihost.job`).
+on `--hostfile` is split across the hosts, `split`, and run by `multihost.job`).
 
 torchrun runs as launch's child: it exits 1 even when every worker stopped with 75, which Slurm
 and Kubernetes need back (docs/training.md, "Stopping and preemption"). So launch passes each
