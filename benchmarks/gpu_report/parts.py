@@ -100,7 +100,7 @@ def part_compile(r: Run) -> dict[str, Any]:
 def part_training(r: Run) -> dict[str, Any]:
     s = r.sizes
     argv = [sys.executable, "-m", "benchmarks.train_throughput", "gpu", *throughput_args(s),
-            "--steps", str(s.steps), "--warmup", str(s.warmup), "--no-example"]  # fmt: skip
+            "--steps", str(s.steps), "--warmup", str(s.warmup)]  # fmt: skip
     # The compile part ran first, so the "defaults" loop starts from a warm cache.
     return r.json_of("training", argv, r.compiling_env())
 
