@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import engine, leftovers
+from tests.machines import engine, leftovers
 
 from . import ssh
 from .checkouts import Checkout, a_persons_own_workstation

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from torchrig.shared import ports
 
-from testbed.docker_nodes import Cluster, Node, file_exists, training_args
+from tests.machines.docker_nodes import Cluster, Node, file_exists, training_args
 
 from .multinode import (
     Background,

@@ -22,7 +22,7 @@ from torchrig.host import gpus, project, workstations
 from torchrig.shared import mounts
 from torchrig.shared.voice import CannotGoOn
 
-from testbed import leftovers
+from tests.machines import leftovers
 
 from .checkouts import Checkout, a_persons_own_workstation
 from .ssh import KeyPair
