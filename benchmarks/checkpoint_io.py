@@ -1,6 +1,6 @@
 """Checkpoint save/load time against raw sequential I/O of the same bytes on the same disk.
 
-    python benchmarks/checkpoint_io.py [--dir DIR] [--mb 100] [--repeats 5] [--device cpu] [--json]
+    python -m benchmarks.checkpoint_io [--dir DIR] [--mb 100] [--repeats 5] [--device cpu] [--json]
 
 Save and load of a `TrainingState` by `CheckpointManager` against the same bytes written and
 read raw, reads cold where the OS allows (docs/checkpoints.md, "Speed"; docs/benchmarks.md,

@@ -1,7 +1,7 @@
 """Time from `docker compose up -d` (or `make up`) to both services answering, and `import torch`.
 
-    python benchmarks/startup.py [--repeats 5] [--cpu] [--json]
-    python benchmarks/startup.py --make-up [--from stopped] [--repeats 5] [--cpu] [--json]
+    python -m benchmarks.startup [--repeats 5] [--cpu] [--json]
+    python -m benchmarks.startup --make-up [--from stopped] [--repeats 5] [--cpu] [--json]
 
 Each repeat takes the stack down (or stops it) and times its start to both services answering,
 then Jupyter's CPU time and `import torch` (docs/benchmarks.md, "Start-up"). Its own compose
@@ -11,11 +11,9 @@ project, free ports and temporary folders leave a running workstation alone; nee
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,10 +23,10 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchmarks import print_medians
+from testbed import free_port
 
-from testbed import free_port  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 # A second copy of the repository (another branch) benchmarks beside this one under its own name.
 PROJECT = os.environ.get("TORCHRIG_BENCH_PROJECT", "torchrig-bench")
@@ -199,14 +197,7 @@ def main() -> int:
                 runs.append(run)
         finally:
             compose(["down", "-v", "-t", "5"], env, args.cpu)
-    summary = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-    if args.json:
-        print(json.dumps({"runs": runs, "median": summary}, indent=2))
-    else:
-        for key, value in summary.items():
-            spread = ", ".join(f"{run[key]:.2f}" for run in runs)
-            print(f"{key:15s} median {value:.2f} s  (runs: {spread})")
-        print(f"load average: {os.getloadavg()[0]:.1f} (1 min)")
+    print_medians(runs, args.json)
     return 0
 
 

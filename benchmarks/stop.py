@@ -1,6 +1,6 @@
 """Time `docker compose stop`: idle, and with a training job that must save first.
 
-    python benchmarks/stop.py [--repeats 3] [--cpu]      # prints JSON: each run, medians
+    python -m benchmarks.stop [--repeats 3] [--cpu]      # prints JSON: each run, medians
 
 Steps lost: the last step any rank trained less the step the job saved (docs/benchmarks.md,
 "Stopping the container without losing training"). Needs a built image (`make build`).
@@ -20,9 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from startup import REPO, bench_env, compose, free_port  # startup puts REPO on sys.path
-
-from testbed import traced_train
+from benchmarks.startup import REPO, bench_env, compose
+from testbed import free_port, traced_train
 
 PROJECT = "torchrig-bench-stop"
 ARGS = (

@@ -1,17 +1,14 @@
 """Training throughput: what the example's defaults buy, and what DDP costs.
 
-    python benchmarks/train_throughput.py cpu     [--repeats 3] [--json]
-    python benchmarks/train_throughput.py gpu     [--model resnet18] [--batch-size 128] [--json]
-    python benchmarks/train_throughput.py compile [--model resnet18] [--batch-size 128]
+    python -m benchmarks.train_throughput gpu     [--model resnet18] [--batch-size 128] [--json]
+    python -m benchmarks.train_throughput compile [--model resnet18] [--batch-size 128]
                                                   [--compile-mode MODE] [--ddp] [--json]
 
-cpu: the example with a GPU's defaults forced on (channels_last, compile, bf16 autocast), 1
-process against 2 under DDP and under FSDP2; gpu: naive against the example's defaults, the cost
-of DDP, the example end to end; compile: the first step against later ones and their images/s,
-in one torch.compile mode, with or without the example's DDP wrap (a group of one), the compile
-caches and the graphs that skipped CUDA graphs (docs/benchmarks.md, "Training";
-docs/gpu-report.md). `--device cpu` proves the code path
-without a GPU; its figures say nothing about one.
+gpu: naive against the example's defaults, and the cost of DDP; compile: the first step against
+later ones and their images/s, in one torch.compile mode, with or without the example's DDP wrap
+(a group of one), the compile caches and the graphs that skipped CUDA graphs (docs/benchmarks.md,
+"Training"; docs/gpu-report.md). `--device cpu` proves the code path without a GPU; its figures
+say nothing about one.
 """
 
 from __future__ import annotations
@@ -20,68 +17,10 @@ import argparse
 import json
 import os
 import platform
-import re
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE = str(REPO_ROOT / "examples" / "train_ddp.py")
-THROUGHPUT_LINE = re.compile(r"step\s+(\d+) \|.*\|\s+([\d.]+) samples/s")
-
-
-def example_samples_per_s(nproc: int, example_args: list[str], threads: int = 1) -> float:
-    """Median samples/s over the example's throughput windows, the first one (warm-up) left out."""
-    with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
-        argv = [
-            sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc-per-node", str(nproc), str(EXAMPLE), *example_args,
-            "--checkpoint-dir", tmp, "--checkpoint-every", "100000",
-        ]  # fmt: skip
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TQDM_DISABLE": "1"}
-        result = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
-    output = result.stdout + result.stderr
-    if result.returncode != 0:
-        raise RuntimeError(f"the example failed ({result.returncode}):\n{output[-4000:]}")
-    rates = [float(m.group(2)) for m in THROUGHPUT_LINE.finditer(output)]
-    if len(rates) < 2:
-        raise RuntimeError(f"too few throughput lines in the example's output:\n{output[-4000:]}")
-    return statistics.median(rates[1:])
-
-
-# The example's CPU run with what a GPU turns on by itself forced on, so that what differs on a
-# GPU (channels_last, compile, autocast, FSDP2's sharding) runs here too.
-CPU_ARGS = [
-    "--device", "cpu", "--model", "tiny", "--image-size", "32", "--num-classes", "10",
-    "--batch-size", "32", "--synthetic-size", "20000", "--steps", "60", "--log-every", "10",
-    "--channels-last", "--compile", "--amp", "bf16",
-]  # fmt: skip
-CPU_CASES = {"1proc": (1, []), "2proc_ddp": (2, []), "2proc_fsdp": (2, ["--fsdp"])}
-
-
-def bench_cpu(repeats: int) -> dict:
-    # The final checkpoint is written after the last throughput line, so it is not timed; the
-    # first window (compilation) is left out.
-    runs: dict[str, list[float]] = {name: [] for name in CPU_CASES}
-    for _ in range(repeats):
-        for name, (nproc, extra) in CPU_CASES.items():  # interleaved: noise hits all alike
-            runs[name].append(example_samples_per_s(nproc, [*CPU_ARGS, *extra]))
-    rate = {name: statistics.median(values) for name, values in runs.items()}
-    return {
-        "benchmark": "cpu: training example with a GPU's defaults, gloo, 1 vs 2 processes",
-        "command": "torchrun --standalone --nproc-per-node {1,2} train_ddp.py "
-        + " ".join(CPU_ARGS)
-        + " [--fsdp]",
-        "cpu_count": os.cpu_count(),
-        **{f"samples_per_s_{name}": round(value, 1) for name, value in rate.items()},
-        "all_runs": {name: [round(v, 1) for v in values] for name, values in runs.items()},
-        "speedup_2_vs_1": round(rate["2proc_ddp"] / rate["1proc"], 3),
-    }
 
 
 def train_step(
@@ -184,7 +123,6 @@ def bench_gpu(
     *,
     warmup: int = 20,
     device_type: str = "cuda",
-    example: bool = True,
 ) -> dict:
     import torch
 
@@ -224,17 +162,6 @@ def bench_gpu(
         "ddp_rounds": {name: [round(r, 1) for r in values] for name, values in rates.items()},
         "ddp_overhead_percent": round(100 * (1 - ddp_one / plain), 2),
     }
-    if example:
-        example_args = ["--model", model_name, "--batch-size", str(batch_size), "--image-size",
-                        str(image_size), "--steps", "300", "--log-every", "50",
-                        "--device", device_type]  # fmt: skip
-        threads = max(1, (os.cpu_count() or 2) // 2)
-        result["samples_per_s_example_end_to_end"] = round(
-            example_samples_per_s(1, example_args, threads=threads), 1
-        )
-        result["example_command"] = "torchrun --standalone --nproc-per-node 1 train_ddp.py " + (
-            " ".join(example_args)
-        )
     return result
 
 
@@ -320,8 +247,7 @@ def cuda_graph_trees() -> dict[str, int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=["cpu", "gpu", "compile"])
-    parser.add_argument("--repeats", type=int, default=3, help="cpu: runs per process count")
+    parser.add_argument("what", choices=["gpu", "compile"])
     parser.add_argument("--model", default="resnet18", help="gpu/compile: model")
     parser.add_argument("--batch-size", type=int, default=128, help="gpu/compile: batch per step")
     parser.add_argument("--image-size", type=int, default=224, help="gpu/compile: image side")
@@ -331,25 +257,17 @@ def main() -> int:
         "--device", choices=["cuda", "cpu"], default="cuda", help="gpu/compile: where to run"
     )
     parser.add_argument(
-        "--example", action=argparse.BooleanOptionalAction, default=True,
-        help="gpu: also time the training example end to end",
-    )  # fmt: skip
-    parser.add_argument(
         "--compile-mode", choices=["default", "reduce-overhead", "max-autotune"],
         default="default", help="compile: torch.compile's mode",
     )  # fmt: skip
     parser.add_argument("--ddp", action="store_true", help="compile: the example's DDP wrap")
     parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
-    if min(args.repeats, args.batch_size, args.image_size, args.steps) < 1 or args.warmup < 0:
-        parser.error("--repeats, --batch-size, --image-size, --steps must be >= 1; --warmup >= 0")
+    if min(args.batch_size, args.image_size, args.steps) < 1 or args.warmup < 0:
+        parser.error("--batch-size, --image-size, --steps must be >= 1; --warmup >= 0")
     shape = (args.model, args.batch_size, args.image_size, args.steps)
-    if args.what == "cpu":
-        result = bench_cpu(args.repeats)
-    elif args.what == "gpu":
-        result = bench_gpu(
-            *shape, warmup=args.warmup, device_type=args.device, example=args.example
-        )
+    if args.what == "gpu":
+        result = bench_gpu(*shape, warmup=args.warmup, device_type=args.device)
     else:
         result = bench_compile(*shape, args.device, args.compile_mode, args.ddp)
     result["python"] = platform.python_version()

@@ -1,6 +1,7 @@
-"""What the tests and the benchmarks both stand on, outside the torchrig package: emulated
-machines on this one (containers of the image as nodes, a Slurm cluster of local daemons) and the
-training example with the knobs its tests need (traced_train.py). Never part of the image."""
+"""What the tests and the benchmarks both stand on, outside the torchrig package: the training
+example with the knobs its tests need (traced_train.py), the image's `.pth` hook in every
+interpreter started here (image_hook.py), a free port and a wait. Never part of the image; what
+the tests alone use (emulated machines) is in tests/machines/."""
 
 import socket
 import time

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.slurm_cluster import missing_programs as missing_slurm_programs
+from tests.machines.slurm_cluster import missing_programs as missing_slurm_programs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -40,11 +40,9 @@ def part_verify(r: Run) -> dict[str, Any]:
         if done.returncode not in (0, 1):  # 1: a check FAILed, which is a verdict
             raise Failed(f"verify {flavour}: {why(done)}")
         figures[flavour] = verify_run(document, done.seconds)
-    figures["allreduce"] = allreduce_figures(json.loads((r.out / "verify-full.json").read_text()))
-    # verify's matmul and triad method beside a plain torch loop, in one process.
-    argv = [sys.executable, "-m", "benchmarks.gpu_report.verify_figures", "--device",
-            r.sizes.device, "--json"]  # fmt: skip
-    figures["figures"] = r.json_of("verify-figures", argv)
+    full = json.loads((r.out / "verify-full.json").read_text())
+    figures["allreduce"] = allreduce_figures(full)
+    figures["figures"] = probe_figures(full)
     return figures
 
 
@@ -59,6 +57,18 @@ def verify_run(document: dict[str, Any], seconds: float) -> dict[str, Any]:
             if c.get("verdict") == "FAIL"
         ],
     }
+
+
+def probe_figures(document: dict[str, Any]) -> dict[str, Any] | None:
+    """The first device's matmul TFLOP/s per dtype and triad GB/s from verify's JSON (its
+    `probes` rows: `GPU0 matmul` and `GPU0 memory`, or `cpu ...`)."""
+    data = {c["name"]: c.get("data") or {} for c in document.get("checks", [])
+            if c["section"] == "probes"}  # fmt: skip
+    label = next((name.removesuffix(" matmul") for name in data if name.endswith(" matmul")), None)
+    if label is None or "tflops" not in data[label + " matmul"]:
+        return None
+    gbps = data.get(label + " memory", {}).get("gbps")
+    return {"label": label, "verify": {**data[label + " matmul"]["tflops"], "triad_gbps": gbps}}
 
 
 def allreduce_figures(document: dict[str, Any]) -> dict[str, Any] | None:
@@ -82,15 +92,15 @@ def throughput_args(s: Sizes) -> list[str]:
 
 
 def part_compile(r: Run) -> dict[str, Any]:
-    argv = [sys.executable, "benchmarks/train_throughput.py", "compile",
+    argv = [sys.executable, "-m", "benchmarks.train_throughput", "compile",
             *throughput_args(r.sizes), "--steps", "3"]  # fmt: skip
     return {run: r.json_of(f"compile-{run}", argv, r.compiling_env()) for run in ("cold", "warm")}
 
 
 def part_training(r: Run) -> dict[str, Any]:
     s = r.sizes
-    argv = [sys.executable, "benchmarks/train_throughput.py", "gpu", *throughput_args(s),
-            "--steps", str(s.steps), "--warmup", str(s.warmup), "--no-example"]  # fmt: skip
+    argv = [sys.executable, "-m", "benchmarks.train_throughput", "gpu", *throughput_args(s),
+            "--steps", str(s.steps), "--warmup", str(s.warmup)]  # fmt: skip
     # The compile part ran first, so the "defaults" loop starts from a warm cache.
     return r.json_of("training", argv, r.compiling_env())
 
@@ -111,7 +121,7 @@ def part_modes(r: Run) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for index, mode in enumerate(COMPILE_MODES):
         share = (r.deadline - time.monotonic()) / (len(COMPILE_MODES) - index)
-        argv = [sys.executable, "benchmarks/train_throughput.py", "compile",
+        argv = [sys.executable, "-m", "benchmarks.train_throughput", "compile",
                 *throughput_args(shape), "--steps", str(s.steps), "--compile-mode", mode,
                 "--ddp"]  # fmt: skip
         done = r.child(f"modes-{mode}", argv, env, limit_s=share)
@@ -125,7 +135,7 @@ def part_modes(r: Run) -> dict[str, Any]:
 
 
 def part_checkpoint(r: Run) -> dict[str, Any]:
-    argv = [sys.executable, "benchmarks/checkpoint_io.py", "--dir", str(r.disk), "--mb",
+    argv = [sys.executable, "-m", "benchmarks.checkpoint_io", "--dir", str(r.disk), "--mb",
             str(r.sizes.checkpoint_mb), "--repeats", "2", "--device", r.sizes.device,
             "--json"]  # fmt: skip
     done = r.child("checkpoint", argv)

@@ -104,17 +104,6 @@ def wait_all(children: Sequence[Child], timeout: float, peers: bool = True) -> l
     return [outcome_of(child) for child in children]
 
 
-def run(
-    argv: Sequence[str],
-    timeout: float,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-) -> Outcome:
-    """One child, to its end or to the deadline."""
-    (outcome,) = wait_all([start(argv, env, cwd)], timeout, peers=False)
-    return outcome
-
-
 def wait_until_done(
     children: Sequence[Child],
     deadline: float,

@@ -1,26 +1,57 @@
 """The `torchrig` command: a thin dispatcher over one module per capability, each with
 `add_arguments(parser)`, `run(args) -> int` and, optionally, `USAGE_ERROR_EXIT` (verify's 2 has
-a meaning of its own). They import only the standard library at module level: fast `--help`."""
+a meaning of its own). Only the module of the command being run is imported: `--help` and a
+launch load nothing of the others."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import NoReturn
 
 from torchrig import __version__
 from torchrig.shared.voice import Voice
 
-# name -> (module, one-line help). Modules are imported when the parser is built; they must stay
-# light at import time (heavy imports go inside functions).
-COMMANDS: dict[str, tuple[str, str]] = {
-    "verify": ("torchrig.verify.cli", "check the GPUs, driver, fabric and container setup"),
-    "launch": ("torchrig.launch.cli", "run a script with torchrun, with sensible defaults"),
-    "ckpt": ("torchrig.checkpoint.cli", "list, inspect and export training checkpoints"),
-    "status": ("torchrig.status.cli", "GPUs, their processes, torchrun jobs, last checkpoints"),
-    "packages": ("torchrig.packages.cli", "list the packages you installed, or reset them"),
+
+def verify_command() -> ModuleType:
+    from torchrig.verify import cli
+
+    return cli
+
+
+def launch_command() -> ModuleType:
+    from torchrig.launch import cli
+
+    return cli
+
+
+def ckpt_command() -> ModuleType:
+    from torchrig.checkpoint import cli
+
+    return cli
+
+
+def status_command() -> ModuleType:
+    from torchrig.status import cli
+
+    return cli
+
+
+def packages_command() -> ModuleType:
+    from torchrig.packages import cli
+
+    return cli
+
+
+# name -> (its module, imported when it runs; one-line help).
+COMMANDS: dict[str, tuple[Callable[[], ModuleType], str]] = {
+    "verify": (verify_command, "check the GPUs, driver, fabric and container setup"),
+    "launch": (launch_command, "run a script with torchrun, with sensible defaults"),
+    "ckpt": (ckpt_command, "list, inspect and export training checkpoints"),
+    "status": (status_command, "GPUs, their processes, torchrun jobs, last checkpoints"),
+    "packages": (packages_command, "list the packages you installed, or reset them"),
 }
 
 
@@ -34,7 +65,8 @@ class CommandParser(argparse.ArgumentParser):
         self.exit(self.usage_error_exit, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command's name and help; `command`'s options too (its module is imported)."""
     parser = CommandParser(
         prog="torchrig",
         description="Helpers for the torchrig PyTorch workstation.",
@@ -43,17 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=CommandParser
     )
-    for name, (module_name, help_text) in COMMANDS.items():
-        module = importlib.import_module(module_name)
+    for name, (load, help_text) in COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
-        sub.usage_error_exit = getattr(module, "USAGE_ERROR_EXIT", 2)
-        module.add_arguments(sub)
-        sub.set_defaults(_run=module.run, _parser=sub)
+        if name == command:
+            module = load()
+            sub.usage_error_exit = getattr(module, "USAGE_ERROR_EXIT", 2)
+            module.add_arguments(sub)
+            sub.set_defaults(_run=module.run, _parser=sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # torchrig's own options take no value, so the first word that is not one is the command.
+    command = next((word for word in argv if not word.startswith("-")), None)
+    parser = build_parser(command)
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # Reported by the subcommand's parser, so its usage and exit code apply.

@@ -3,7 +3,7 @@ no project name, image, ports or ids from the test machine's environment, only t
 own `.env`. Every project a checkout ran is torn down with its volumes, and every image tag
 given to it removed, even on failure.
 
-A checkout's folder is named by testbed.leftovers, so the workstation `make up` names from it
+A checkout's folder is named by tests.machines.leftovers, so the workstation `make up` names from it
 (`torchrig-<user>-<folder>`) is never a person's own: the person's image tag, containers and
 volumes stay as they were (`a_persons_own_workstation` checks it around every checkout test).
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 import docker
 from torchrig.host import project
 
-from testbed import leftovers
+from tests.machines import leftovers
 
 from .stack import ANSI_CONTROL, COMPOSE_TIMEOUT_S, REPO_ROOT
 

@@ -3,9 +3,9 @@
 The image is built once per session the way `make build CPU=1` builds it (compose, with the
 CPU override: the tests need no GPU and no NVIDIA runtime). Every stack is torn down with
 `down --volumes`, even on failure; what a teardown could not remove (a second Ctrl-C, a killed
-run) the session's sweep does, at its end and at the next run's start (testbed.leftovers). Each
-container gets the memlock limit the engine grants, found out as `make up` finds it
-(testbed.engine).
+run) the session's sweep does, at its end and at the next run's start (tests.machines.leftovers).
+Each container gets the memlock limit the engine grants, found out as `make up` finds it
+(tests.machines.engine).
 
 Environment knobs:
   BASE_IMAGE, EXTRA_CA_CERT, CUDA_FLAVOUR  passed to the build by `make build`
@@ -29,7 +29,7 @@ import docker
 import paramiko
 import pytest
 
-from testbed import leftovers
+from tests.machines import leftovers
 
 from . import ssh
 from .ssh import KeyPair, new_key_pair

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.docker_nodes import Cluster
+from tests.machines.docker_nodes import Cluster
 
 from .ssh import KeyPair
 from .stack import Stack

@@ -1,6 +1,6 @@
-"""What the multi-node tests ask of the emulated nodes (testbed/docker_nodes.py): a launch run to
-its end or in the background, the launcher's pid, each host's lines and the launcher's notes, the
-final weights compared, the job's processes left over."""
+"""What the multi-node tests ask of the emulated nodes (tests/machines/docker_nodes.py): a launch
+run to its end or in the background, the launcher's pid, each host's lines and the launcher's
+notes, the final weights compared, the job's processes left over."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed import wait_until
-from testbed.docker_nodes import RUN_TIMEOUT_S, Node, launch_argv
+from tests.machines.docker_nodes import RUN_TIMEOUT_S, Node, launch_argv
 
 
 def run_launch(node: Node, *args: str) -> tuple[int, str]:

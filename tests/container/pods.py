@@ -26,8 +26,8 @@ import docker
 import requests
 from docker.models.containers import Container
 
-from testbed import leftovers
-from testbed.docker_nodes import tar_of
+from tests.machines import leftovers
+from tests.machines.docker_nodes import tar_of
 
 from ..deploy.k8s.operators import EmulationError, Pod
 

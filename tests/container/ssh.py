@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import paramiko
 
-from testbed.docker_nodes import KeyPair, new_key_pair
+from tests.machines.docker_nodes import KeyPair, new_key_pair
 
 __all__ = ["KeyPair", "connect", "new_key_pair", "run"]
 

@@ -1,8 +1,8 @@
 """One compose project under test: its variables, its temp dirs, its containers.
 
-Every test stack gets its own project name (testbed.leftovers: this run's), host ports, bind-mount
-dirs and named volumes, so stacks never share state with each other or with a developer's own
-`make up`; and the memlock limit the engine grants, found out as `make up` finds it.
+Every test stack gets its own project name (tests.machines.leftovers: this run's), host ports,
+bind-mount dirs and named volumes, so stacks never share state with each other or with a
+developer's own `make up`; and the memlock limit the engine grants, found out as `make up` finds it.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ import docker
 import paramiko
 from docker.models.containers import Container
 
-from testbed import DEFAULT_TIMEOUT_S, engine, leftovers, wait_until
-from testbed.docker_nodes import LIST_PROCESSES
+from testbed import DEFAULT_TIMEOUT_S, wait_until
+from tests.machines import engine, leftovers
+from tests.machines.docker_nodes import LIST_PROCESSES
 
 from . import ssh
 

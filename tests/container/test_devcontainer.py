@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from torchrig.host import buildcheck
 
-from testbed import leftovers
+from tests.machines import leftovers
 
 from .checkouts import copy_checkout
 from .conftest import TEST_PGID, TEST_PUID
@@ -45,7 +45,7 @@ def cli() -> Path:
 @pytest.fixture(scope="module")
 def repo_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A checkout's files (`checkouts.copy_checkout`): the build context is the session's; its
-    folder named as every test checkout's (testbed.leftovers)."""
+    folder named as every test checkout's (tests.machines.leftovers)."""
     return copy_checkout(tmp_path_factory.mktemp("devcontainer") / leftovers.name())
 
 

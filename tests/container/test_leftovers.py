@@ -1,7 +1,7 @@
 """A test run leaves nothing on the engine, however it ends: a test that fails, a fixture that
 fails half way and Ctrl-C leave no container, volume or network once the run is over; what a
-killed run left, the next run's start removes (testbed.leftovers). Each case is a pytest of its
-own (leftover_cases.py) with this session's image."""
+killed run left, the next run's start removes (tests.machines.leftovers). Each case is a pytest of
+its own (leftover_cases.py) with this session's image."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import leftovers
+from tests.machines import leftovers
 
 from .stack import REPO_ROOT
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import engine
+from tests.machines import engine
 
 from . import ssh
 from .ssh import KeyPair
@@ -45,7 +45,8 @@ def test_shm_and_memlock_are_as_configured(running_stack: Stack) -> None:
     code, output = running_stack.exec("df -k /dev/shm | tail -n 1")
     assert code == 0, output
     assert int(output.split()[1]) * 1024 == SHM_BYTES, output
-    # What the stack asked for: the most the engine grants (testbed.engine), as `make up` finds.
+    # What the stack asked for: the most the engine grants (tests.machines.engine), as `make up`
+    # finds.
     asked = int(running_stack.variables["MEMLOCK"])
     code, output = running_stack.exec("ulimit -l")
     assert code == 0, output

@@ -23,7 +23,7 @@ import docker
 import pytest
 from torchrig.host import gpu_mode
 
-from testbed import leftovers
+from tests.machines import leftovers
 
 from .conftest import PUBLISHED_REGISTRY, StackFactory
 from .stack import ANSI_CONTROL, REPO_ROOT

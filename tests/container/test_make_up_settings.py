@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed import engine, leftovers
+from tests.machines import engine, leftovers
 
 from . import ssh
 from .checkouts import Checkout, a_persons_own_workstation
@@ -23,8 +23,6 @@ from .stack import ANSI_CONTROL, Stack, free_port
 pytestmark = [pytest.mark.container, pytest.mark.timeout(600, func_only=True)]
 
 READY = "The workstation is ready"
-KEPT = "/opt/packages/left-by-its-owner"
-LEGACY = "torchrig"  # the old compose's `name: torchrig`, shared by every checkout
 
 
 def said(result: subprocess.CompletedProcess[str]) -> str:
@@ -225,65 +223,3 @@ def test_a_first_start_with_memlock_the_engine_refuses_stops_before_anything_is_
     )
     assert "failed (exit" not in output and "Building" not in output, output
     assert made_for(name) == [], output
-
-
-def old_volumes() -> list[str]:
-    listed = subprocess.run(
-        ["docker", "volume", "ls", "-q", "--filter", f"label=com.docker.compose.project={LEGACY}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return sorted(listed.stdout.split())
-
-
-def test_the_upgrade_after_make_down_asks_whose_the_old_volumes_are(checkout: Checkout) -> None:
-    """Volumes made by the old compose (`name: torchrig`), its container gone with `make down`;
-    then a checkout whose .env is from before runs today's `make up`."""
-    assert old_volumes() == [], f"{LEGACY}_* volumes on this engine are someone else's"
-    old_env = f"PUID=4242\nJUPYTER_PORT={free_port()}\nSSH_PORT={free_port()}\n"
-    checkout.env_file.write_text(old_env)
-    (checkout.folder / "old.yml").write_text(
-        f"name: {LEGACY}\n" + (checkout.folder / "docker-compose.yml").read_text()
-    )
-    checkout.claim(LEGACY)  # removed with its volumes at the end, whatever happens
-    old = ["-f", "old.yml", "-f", "docker-compose.cpu.yml"]
-    started = subprocess.run(
-        ["docker", "compose", *old, "up", "-d", "--no-build"],
-        cwd=checkout.folder,
-        env=checkout.environment(TORCHRIG_IMAGE=checkout.image),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert started.returncode == 0, started.stderr
-    made = "until [ -s /var/lib/torchrig/ssh/ssh_host_ed25519_key.pub ]; do sleep 0.2; done"
-    key = checkout.exec(f"{made}; cat /var/lib/torchrig/ssh/ssh_host_ed25519_key.pub",
-                        user="root", project=LEGACY)  # fmt: skip
-    checkout.exec(f"echo mine > {KEPT}", user="root", project=LEGACY)
-    down = subprocess.run(
-        ["docker", "compose", *old, "down"],
-        cwd=checkout.folder,
-        env=checkout.environment(TORCHRIG_IMAGE=checkout.image),
-        capture_output=True,
-        check=False,
-    )
-    assert down.returncode == 0
-    volumes = old_volumes()
-    assert f"{LEGACY}_packages" in volumes
-
-    asked = refused(
-        checkout.make("up", "CPU=1", TORCHRIG_IMAGE=checkout.image),
-        ", ".join(volumes),
-        f"`make up COMPOSE_PROJECT_NAME={LEGACY}`",
-        "nothing was started",
-    )
-    assert "ready" not in asked and checkout.env_file.read_text() == old_env
-    assert old_volumes() == volumes  # nothing dropped
-
-    kept = checkout.make("up", "CPU=1", f"COMPOSE_PROJECT_NAME={LEGACY}",
-                         TORCHRIG_IMAGE=checkout.image)  # fmt: skip
-    assert kept.returncode == 0 and READY in kept.stdout, said(kept)
-    assert checkout.env_value("COMPOSE_PROJECT_NAME") == LEGACY  # asked once
-    assert checkout.exec(f"cat {KEPT}") == "mine"
-    assert checkout.exec("cat /var/lib/torchrig/ssh/ssh_host_ed25519_key.pub") == key

@@ -1,5 +1,5 @@
-"""The image under Apptainer's rules, applied through Docker (testbed/apptainer_rules.py; Apptainer
-itself is not packaged here, so this is a simulation of its rules, not Apptainer).
+"""The image under Apptainer's rules, applied through Docker (tests/machines/apptainer_rules.py;
+Apptainer itself is not packaged here, so this is a simulation of its rules, not Apptainer).
 
 Any uid the image does not know, a read-only root, the caller's HOME bound in, the host's /tmp:
 `apptainer exec` (pyxis likewise) skips the entrypoint, `apptainer run` runs it as that uid.
@@ -18,7 +18,8 @@ import pytest
 from torchrig.image import ssh
 from torchrig.shared import ports
 
-from testbed import apptainer_rules, leftovers, wait_until
+from testbed import wait_until
+from tests.machines import apptainer_rules, leftovers
 
 from .ssh import KeyPair
 from .test_network_exposure import bridge_address, listening

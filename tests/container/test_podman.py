@@ -16,7 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from testbed import leftovers, wait_until
+from testbed import wait_until
+from tests.machines import leftovers
 
 from . import ssh
 from .ssh import KeyPair

@@ -22,11 +22,10 @@ from torchrig.host import gpus, project, workstations
 from torchrig.shared import mounts
 from torchrig.shared.voice import CannotGoOn
 
-from testbed import leftovers
+from tests.machines import leftovers
 
 from .checkouts import Checkout, a_persons_own_workstation
 from .ssh import KeyPair
-from .stack import free_port
 
 pytestmark = [pytest.mark.container, pytest.mark.timeout(900, func_only=True)]
 
@@ -164,39 +163,6 @@ def test_two_checkouts_of_one_folder_name_are_two_workstations_side_by_side(
     assert after["Id"] == before["Id"] and after["State"]["Status"] == "running"
     assert job_runs(alice, job)
     assert alice.exec(f"cat {KEPT}") == "alice"
-
-
-def test_a_checkout_from_before_keeps_its_packages_and_host_keys(
-    checkouts: dict[str, Checkout], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Before, every checkout was compose project `torchrig`; an isolated name stands in for it
-    here (others on this engine may run a real `torchrig`), passed to the same logic."""
-    carol, bob = checkouts["carol"], checkouts["bob"]
-    old_name = leftovers.name()
-    carol.names.add(old_name)
-    # An .env from before: no name.
-    carol.env_file.write_text(f"PUID=4242\nJUPYTER_PORT={free_port()}\nSSH_PORT={free_port()}\n")
-    writable_for_anyone(carol)
-    started = carol.compose("-p", old_name, "up", "-d", "--no-build", TORCHRIG_IMAGE=carol.image)
-    assert started.returncode == 0, started.stderr
-    made = "until [ -s /var/lib/torchrig/ssh/ssh_host_ed25519_key.pub ]; do sleep 0.2; done"
-    key = carol.exec(f"{made}; {HOST_KEY}", user="root", project=old_name)
-    carol.exec(f"echo carol > {KEPT}", user="root", project=old_name)
-
-    monkeypatch.delenv("COMPOSE_PROJECT_NAME", raising=False)
-    monkeypatch.delenv("COMPOSE_ENV_FILES", raising=False)
-    settled = project.settle(carol.env_file, carol.folder, legacy=old_name)
-    assert settled.name == old_name
-    bob.env_file.write_text("PUID=4343\n")  # an old checkout that never ran that project
-    assert project.settle(bob.env_file, bob.folder, legacy=old_name).name != old_name
-
-    # Its own `make down` and `make up` now: the same volumes.
-    assert carol.make("down").returncode == 0
-    carol.give_image()
-    up = carol.make("up", "CPU=1")
-    assert up.returncode == 0 and READY in up.stdout, up.stdout
-    assert carol.exec(f"cat {KEPT}") == "carol"
-    assert carol.exec(HOST_KEY) == key
 
 
 def test_a_workstation_asking_for_gpus_is_read_back_from_the_engine(

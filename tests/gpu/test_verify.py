@@ -30,7 +30,7 @@ def run_verify(*args: str, name: str) -> tuple[int, dict[str, Any]]:
     if os.environ.get("TORCHRIG_VERIFY_DOCUMENTS") and made.is_file():
         document = json.loads(made.read_text())
         return document["exit_code"], document
-    command = [sys.executable, "-m", "torchrig.verify", *args]
+    command = [sys.executable, "-m", "torchrig", "verify", *args]
     result = subprocess.run(
         [*command, "--json"], capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False
     )
@@ -110,7 +110,7 @@ def test_naming_a_gpu_beyond_the_last_is_a_clear_error() -> None:
 
     beyond = str(torch.cuda.device_count())
     result = subprocess.run(
-        [sys.executable, "-m", "torchrig.verify", "--quick", "--gpus", beyond],
+        [sys.executable, "-m", "torchrig", "verify", "--quick", "--gpus", beyond],
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,

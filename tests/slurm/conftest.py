@@ -1,4 +1,5 @@
-"""Fixtures for the Slurm tests: one real two-node cluster per session (testbed/slurm_cluster.py).
+"""Fixtures for the Slurm tests: one real two-node cluster per session
+(tests/machines/slurm_cluster.py).
 
 Each test gets the cluster with both nodes idle; whatever jobs it left are cancelled after it,
 and the next test starts only when both nodes are idle again. When the cluster does not start,
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.slurm_cluster import ClusterError, SlurmCluster
+from tests.machines.slurm_cluster import ClusterError, SlurmCluster
 
 # The image, for the apptainer flavour's jobs (built once, or TORCHRIG_TEST_IMAGE); and the
 # sweep of what containers those jobs leave.

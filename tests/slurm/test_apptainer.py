@@ -1,11 +1,11 @@
 """The template's apptainer flavour on the real Slurm cluster, the image under Apptainer's rules.
 
-Apptainer is not packaged here. On the nodes, a stand-in `apptainer` (testbed/apptainer_rules.py)
-records each call and runs it as `docker run` of the image with Apptainer's rules: the caller's
-uid (the job's user), a read-only root, the caller's HOME and /tmp, the host's network, the binds
-and --pwd the template asks for, the entrypoint skipped. That part is a simulation. The rest is
-real: Slurm's two nodes, the template's srun line, the training in the image, the checkpoint
-folder bound from the host, and Slurm's requeue with the resume that follows.
+Apptainer is not packaged here. On the nodes, a stand-in `apptainer`
+(tests/machines/apptainer_rules.py) records each call and runs it as `docker run` of the image with
+Apptainer's rules: the caller's uid (the job's user), a read-only root, the caller's HOME and /tmp,
+the host's network, the binds and --pwd the template asks for, the entrypoint skipped. That part is
+a simulation. The rest is real: Slurm's two nodes, the template's srun line, the training in the
+image, the checkpoint folder bound from the host, and Slurm's requeue with the resume that follows.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from testbed import REPO_ROOT, apptainer_rules, leftovers
-from testbed.slurm_cluster import SlurmCluster
-from testbed.slurm_jobs import (
+from testbed import REPO_ROOT
+from tests.machines import apptainer_rules, leftovers
+from tests.machines.slurm_cluster import SlurmCluster
+from tests.machines.slurm_jobs import (
     JOB_TIMEOUT_S,
     TINY,
     read_runs,
@@ -44,13 +45,13 @@ from .test_requeue import (
 
 pytestmark = [pytest.mark.slurm, pytest.mark.container, pytest.mark.timeout(900)]
 
-# Records the call, then hands it to testbed's rules (a `docker run` of the image).
+# Records the call, then hands it to the rules of tests/machines (a `docker run` of the image).
 STAND_IN = """#!{python}
 import json, sys
 sys.path.insert(0, {repo!r})
 with open({record!r}, "a") as record:
     record.write(json.dumps(sys.argv[1:]) + "\\n")
-from testbed.apptainer_rules import main
+from tests.machines.apptainer_rules import main
 main()
 """
 

@@ -14,8 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from testbed.slurm_cluster import SlurmCluster
-from testbed.slurm_jobs import JOB_TIMEOUT_S, Run, read_runs, submit_training, tail, wait_for_output
+from tests.machines.slurm_cluster import SlurmCluster
+from tests.machines.slurm_jobs import (
+    JOB_TIMEOUT_S,
+    Run,
+    read_runs,
+    submit_training,
+    tail,
+    wait_for_output,
+)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from testbed import REPO_ROOT
-from testbed.slurm_cluster import SlurmCluster
-from testbed.slurm_jobs import JOB_TIMEOUT_S, TEMPLATE, job_environment
+from tests.machines.slurm_cluster import SlurmCluster
+from tests.machines.slurm_jobs import JOB_TIMEOUT_S, TEMPLATE, job_environment
 
 pytestmark = pytest.mark.timeout(300)
 

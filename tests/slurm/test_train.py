@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from testbed import REPO_ROOT
-from testbed.slurm_cluster import SlurmCluster, free_port
-from testbed.slurm_jobs import (
+from tests.machines.slurm_cluster import SlurmCluster, free_port
+from tests.machines.slurm_jobs import (
     JOB_TIMEOUT_S,
     README,
     TINY,

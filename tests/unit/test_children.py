@@ -25,7 +25,8 @@ time.sleep(120)
 
 def test_a_child_past_its_deadline_is_killed_with_what_it_started(tmp_path: Path) -> None:
     begin = time.monotonic()
-    outcome = children.run([sys.executable, "-c", ESCAPING], timeout=2.0, cwd=tmp_path)
+    child = children.start([sys.executable, "-c", ESCAPING], cwd=tmp_path)
+    (outcome,) = children.wait_all([child], timeout=2.0, peers=False)
     assert time.monotonic() - begin < 2.0 + children.REAP_GRACE_S
     assert outcome.timed_out and not outcome.ok and not outcome.stuck
     assert outcome.stderr == "to stderr\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -49,11 +50,27 @@ def test_usage_errors_exit_with_the_commands_code(args: list[str], code: int) ->
     assert "error:" in result.stderr
 
 
-def test_python_dash_m_verify_goes_through_the_same_parser() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "torchrig.verify", "--no-such-flag"],
-        capture_output=True,
-        text=True,
+def test_a_launch_loads_neither_torch_nor_the_other_commands(tmp_path) -> None:
+    """A real `torchrig launch` with its process count given imports no torch (torchrun, its
+    child, does), no module of another command, nor the SSH launcher: it costs little more than
+    torchrun itself (docs/benchmarks.md, "The launcher")."""
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello from the rank')\n")
+    probe = (
+        "import sys; from torchrig.cli import main; "
+        f"code = main(['launch', '--nproc-per-node', '1', {str(script)!r}]); "
+        "print('loaded:', *sorted(sys.modules)); sys.exit(code)"
     )
-    assert result.returncode == 3
-    assert "unrecognized arguments: --no-such-flag" in result.stderr
+    environ = {key: value for key, value in os.environ.items() if key != "CUDA_VISIBLE_DEVICES"}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=environ, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "hello from the rank" in result.stdout
+    loaded = set(result.stdout.split("loaded:")[-1].split())
+    others = ("torchrig.verify", "torchrig.status", "torchrig.checkpoint.cli", "torchrig.packages")
+    assert sorted(name for name in loaded if name.startswith(others)) == []
+    assert {"torch", "pynvml"} & loaded == set()
+    assert sorted(name for name in loaded if name.startswith("torchrig.multihost.")) == [
+        "torchrig.multihost.hostfile"
+    ]

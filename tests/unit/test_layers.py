@@ -51,9 +51,9 @@ MAY_IMPORT: dict[str, set[str]] = {
         "shared",
         "image.pth",
     },
-    "verify": {"facts", "children", "distributed", "cli", "launch", "multihost", "shared"},
+    "verify": {"facts", "children", "distributed", "launch", "shared"},
     "status": {"facts", "checkpoint", "shared"},
-    "cli": {"shared"},
+    "cli": {"shared", "verify", "launch", "checkpoint", "status", "packages"},
     "__main__": {"cli"},
 }
 

@@ -6,13 +6,11 @@ purpose, one way at a time:
 
 Every rank appends "start <rank> <round>" to OUT/runs.log when it starts (so a test counts how
 often the job ran) and, at the end, writes OUT/result-<rank>.txt through a file it leaves open.
-The times of each start and of the kill go to OUT/started-<rank>-<round> and OUT/killed.
 """
 
 import argparse
 import os
 import sys
-import time
 
 import torch
 import torch.distributed as dist
@@ -30,14 +28,10 @@ rank = dist.get_rank()
 restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 with open(os.path.join(args.out, "runs.log"), "a") as runs:
     runs.write(f"start {rank} {restart}\n")
-with open(os.path.join(args.out, f"started-{rank}-{restart}"), "w") as started:
-    started.write(f"{time.time()}\n")  # for benchmarks/own_code.py: death to next round
 
 total = torch.ones(1)
 dist.all_reduce(total)
 if rank == args.kill_rank and restart == 0:
-    with open(os.path.join(args.out, "killed"), "w") as killed:
-        killed.write(f"{time.time()}\n")
     os.kill(os.getpid(), 9)
 if rank == args.raise_rank:
     raise RuntimeError(f"rank {rank} failed on purpose")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ PROC = Path("/proc")
 PTY_MASTERS = ("/dev/ptmx", "/dev/pts/ptmx")  # the second is what a container's devpts shows
 TERMINAL_PREFIX = "/dev/pts/"
 O_ACCMODE, O_RDONLY = 0o3, 0o0
+PATH_MAX = 4096  # the most a path held in a memfd may take (Linux's PATH_MAX)
 # Fields of /proc/PID/stat after "(comm)", counted from 0 (proc(5) numbers them from 3).
 STATE, PPID, PGRP, UTIME, STIME, STARTTIME = 0, 1, 2, 11, 12, 19
 
@@ -234,6 +236,30 @@ def read_open_files(entry: Path) -> OpenFiles:
             continue  # closed while we looked
     sets = (terminals, pty_masters, pipes_read, pipes_written)
     return OpenFiles(*(frozenset(found) for found in sets), known=True)
+
+
+def read_memfd_paths(pid: int, name: str, proc: Path = PROC) -> list[Path]:
+    """The paths process `pid` holds in in-memory files (memfd) called `name`, oldest first; []
+    when it holds none, has ended, or is another user's."""
+    try:
+        entries = sorted((proc / str(pid) / "fd").iterdir(), key=lambda entry: int(entry.name))
+    except (OSError, ValueError):
+        return []
+    found = []
+    for entry in entries:
+        with contextlib.suppress(OSError):  # closed meanwhile, or not ours to read
+            if not os.readlink(entry).startswith(f"/memfd:{name}"):
+                continue
+            # Root reads other users' processes, whose descriptor may have become anything since
+            # its name was read: only a regular file, no FIFO waited on, a path's worth of bytes.
+            fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                data = os.read(fd, PATH_MAX + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+            finally:
+                os.close(fd)
+            if 0 < len(data) <= PATH_MAX:
+                found.append(Path(os.fsdecode(data)))
+    return found
 
 
 def fdinfo(entry: Path, fd: str) -> dict[str, str]:

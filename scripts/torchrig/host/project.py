@@ -18,7 +18,6 @@ from pathlib import Path
 
 from torchrig.host import dotenv
 from torchrig.host.workstations import (
-    FOLDER_LABEL,
     PROJECT_LABEL,
     Compose,
     Docker,
@@ -31,8 +30,6 @@ from torchrig.shared.voice import MAKEFILE as VOICE
 from torchrig.shared.voice import CannotGoOn, harmless
 
 VARIABLE = "COMPOSE_PROJECT_NAME"
-# The one name every checkout shared before: `name: torchrig` in docker-compose.yml.
-LEGACY_NAME = "torchrig"
 PREFIX = "torchrig"
 # compose's rule for a project name.
 VALID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -121,47 +118,13 @@ def first_lines(docker: Docker, folder: Path) -> tuple[str, ...]:
     return (f"# {why}; the image is {name}/workstation:latest.", f"{VARIABLE}={name}")
 
 
-def upgraded_name(docker: Docker, folder: Path, legacy: str = LEGACY_NAME) -> str | None:
-    """The old shared name, when its containers or volumes are this folder's and none other's."""
-    folders = project_folders(docker, legacy)
-    mine = any(same_folder(path, folder) for path in folders)
-    theirs = any(what.startswith("container") for what in others(folders, folder).values())
-    return legacy if mine and not theirs else None
-
-
-def unclaimed_volumes(docker: Docker, legacy: str = LEGACY_NAME) -> list[str]:
-    """The old shared name's volumes that nothing says whose they are: compose labels a volume
-    with no folder, and no container of that name is left (`make down` removed it)."""
-    if inspect_labelled(docker, f"{PROJECT_LABEL}={legacy}"):
-        return []
-    volumes = inspect_labelled(docker, f"{PROJECT_LABEL}={legacy}", volumes=True)
-    return sorted(v["Name"] for v in volumes if not (v.get("Labels") or {}).get(FOLDER_LABEL))
-
-
-def ask_whose(env_file: Path, volumes: list[str], legacy: str, new: str) -> CannotGoOn:
-    """Volumes that may be another person's: never taken, nor left behind, without a word."""
-    listed = " ".join(volumes)
-    return CannotGoOn(
-        f"{env_file} is from before each checkout had a workstation name of its own, and "
-        f"volumes of the old shared name {legacy} are on this machine: {', '.join(volumes)}. "
-        "No container is left to say whose they are, so nothing was started: say which.",
-        f"  Yours (your kept packages, caches and SSH host keys): keep them for this checkout "
-        f"with `make up {VARIABLE}={legacy}`.",
-        f"  Not yours, or not wanted: `make up {VARIABLE}={new}` starts this checkout anew "
-        f"beside them (`docker volume rm {listed}` removes them, when they are yours to remove).",
-        f"  Either name is written to {env_file}; this is asked once.",
-    )
-
-
 @dataclass(frozen=True)
 class Settled:
     name: str | None
     written: bool  # .env was written just now (the first run)
 
 
-def settle(
-    env_file: Path, folder: Path, docker: Docker = run_docker, legacy: str = LEGACY_NAME
-) -> Settled:
+def settle(env_file: Path, folder: Path, docker: Docker = run_docker) -> Settled:
     """The checkout's name: the one set (environment, then .env), else chosen now and written."""
     written = dotenv.write_on_first_run(env_file, lambda: first_lines(docker, folder))
     name = dotenv.setting(VARIABLE, env_file)
@@ -174,17 +137,10 @@ def settle(
         check_name(name)
         dotenv.set_value(env_file, VARIABLE, name, comment="this checkout's workstation (make ls)")
         VOICE.note(f"added {VARIABLE}={name} to {env_file}")
-    if name is None:  # an .env from before: keep the old name if it is this folder's
-        name = upgraded_name(docker, folder, legacy)
-        unclaimed = [] if name else unclaimed_volumes(docker, legacy)
-        if unclaimed:
-            raise ask_whose(env_file, unclaimed, legacy, new_name(docker, folder))
-        name = name or new_name(docker, folder)
-        why = "kept from before: its volumes hold your packages, caches and SSH host keys"
-        kept = name == legacy
-        comment = f"this checkout's workstation ({why if kept else 'make ls'})"
-        dotenv.set_value(env_file, VARIABLE, name, comment=comment)
-        VOICE.note(f"added {VARIABLE}={name} to {env_file}" + (f" ({why})" if kept else ""))
+    if name is None:  # an .env from before names were written to it: a name of its own now
+        name = new_name(docker, folder)
+        dotenv.set_value(env_file, VARIABLE, name, comment="this checkout's workstation (make ls)")
+        VOICE.note(f"added {VARIABLE}={name} to {env_file}")
     check_name(name)
     return Settled(name=name, written=written)
 

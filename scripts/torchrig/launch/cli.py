@@ -1,5 +1,5 @@
 """The `torchrig launch` command: parse, plan, print the torchrun command line, run it (a launch
-on `--hostfile` / `--hosts` is split across the hosts, `split`, and run by `multihost.job`).
+on `--hostfile` is split across the hosts, `split`, and run by `multihost.job`).
 
 torchrun runs as launch's child: it exits 1 even when every worker stopped with 75, which Slurm
 and Kubernetes need back (docs/training.md, "Stopping and preemption"). So launch passes each
@@ -24,7 +24,7 @@ from torchrig.checkpoint.stop import (
     launch_status,
 )
 from torchrig.image.pth import rank_exit
-from torchrig.launch import options, plan, split, torchrun
+from torchrig.launch import options, plan, torchrun
 from torchrig.launch.options import DEFAULT_MAX_RESTARTS, LaunchError
 from torchrig.multihost import hostfile
 from torchrig.multihost.hostfile import HostsError
@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         launch = options.read(args)
         if launch.hosts is not None:
+            from torchrig.launch import split  # the SSH launcher, only for the hosts
+
             return split.run_on_hosts(launch, os.getcwd()).code
         environ = dict(os.environ)
         launch_plan = plan.plan_here(launch.request, environ)

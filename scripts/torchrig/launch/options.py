@@ -126,7 +126,7 @@ class Launch:
 def read(args: argparse.Namespace) -> Launch:
     """Raises LaunchError or HostsError (a bad hostfile) with what to change."""
     request = request_from_args(args)
-    on_hosts = hosts_from(args.hostfile, args.hosts)
+    on_hosts = hosts_from(args.hostfile)
     if on_hosts is not None and args.standalone:
         raise LaunchError("--standalone is one machine: drop it, or drop --hostfile")
     return Launch(request, on_hosts, args.remote_python, args.dry_run)

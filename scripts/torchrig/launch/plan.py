@@ -41,6 +41,8 @@ SOCKET_INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 # on every interface whatever address it is given. The workers meet on loopback: their own store
 # (addresses and counters, never unpickled) at this address, gloo and NCCL on this interface.
 LOOPBACK = Route("127.0.0.1", "lo")
+# One folder per GPU, wherever the NVIDIA driver is loaded (also without NVML's library).
+DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")
 FILE_STORE = ("store_type", "file")
 
 
@@ -75,27 +77,22 @@ class LaunchPlan:
         return " ".join([*assignments, shlex.join(self.argv)])
 
 
-def gpus_from_torch() -> int | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return int(torch.cuda.device_count())
-
-
 def count_visible_gpus(
     environ: Mapping[str, str],
     read_inventory: Callable[[], NvmlSnapshot] | None = None,
-    torch_count: Callable[[], int | None] | None = None,
+    driver_gpus: Path = DRIVER_GPUS,
 ) -> int:
     """The GPUs CUDA will expose to the workers: NVML's, through CUDA_VISIBLE_DEVICES by CUDA's
-    rules; torch's count only when neither NVML nor the variable can say."""
+    rules; without NVML the variable's entries, else the GPUs the driver lists."""
     inventory = (read_inventory or nvml.read_inventory)()
     uuids = [gpu.uuid for gpu in inventory.gpus] if inventory.available else None
     visible = visible_devices(environ.get(CUDA_VISIBLE), uuids)
     if visible is not None:
         return len(visible)
-    return (torch_count or gpus_from_torch)() or 0
+    try:
+        return len(os.listdir(driver_gpus))
+    except OSError:  # no NVIDIA driver here
+        return 0
 
 
 def choose_nproc(requested: str | None, gpu_count: int, cpu_count: int) -> int:
@@ -121,10 +118,12 @@ def nproc_from_environment(environ: Mapping[str, str]) -> str | None:
 
 
 def plan_here(request: LaunchRequest, environ: Mapping[str, str]) -> LaunchPlan:
-    """The plan for this machine: the script checked, the GPUs counted, the rendezvous reached,
-    then the command line (`build_plan`) and the warning for a public address."""
+    """The plan for this machine: the script checked, the GPUs counted when the process count
+    depends on them, the rendezvous reached, then the command line (`build_plan`) and the
+    warning for a public address."""
     check_script(request)
-    gpus = count_visible_gpus(environ)
+    choice = request.nproc_per_node or nproc_from_environment(environ)
+    gpus = count_visible_gpus(environ) if choice in (None, "auto", "gpu") else 0
     route = check_rendezvous(request.torchrun)
     made = build_plan(request, environ, gpus, os.cpu_count() or 1, route)
     made.exposure = exposure_here(request.torchrun, environ)

@@ -102,11 +102,9 @@ def host_job(request: LaunchRequest, hosts: list[Host], python: str, cwd: str) -
     return HostJob(hosts, rendezvous, commands, python, cwd, script)
 
 
-def run_on_hosts(
-    launch: Launch, cwd: str, printer: Printer | None = None, policy: JobPolicy | None = None
-) -> JobOutcome:
+def run_on_hosts(launch: Launch, cwd: str) -> JobOutcome:
     """Check every host of `launch`, then run its request on all of them (`run_job`)."""
     assert launch.hosts, "a launch on this machine has no hosts to run on"
     job = host_job(launch.request, launch.hosts, launch.remote_python or sys.executable, cwd)
-    printer = printer or Printer([host.name for host in launch.hosts])
-    return run_job(job, printer, policy or JobPolicy(), launch.dry_run)
+    printer = Printer([host.name for host in launch.hosts])
+    return run_job(job, printer, JobPolicy(), launch.dry_run)

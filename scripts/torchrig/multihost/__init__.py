@@ -1,2 +1,2 @@
-"""One command on many hosts over SSH, behind `--hostfile` / `--hosts` of `torchrig launch` and
-`torchrig verify`, and the job across hosts that both run (`job`). Standard library only."""
+"""One command on many hosts over SSH, behind `torchrig launch --hostfile`, and the job across
+hosts it runs (`job`). Standard library only."""

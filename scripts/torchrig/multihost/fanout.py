@@ -36,7 +36,6 @@ SSH_OPTIONS = (
 # `ssh` exits 255 for its own failures (connection refused, lost, key refused) and otherwise with
 # the remote command's status.
 SSH_FAILED = 255
-DEADLINE_EXIT = 124  # as timeout(1)
 LINE_END = re.compile(rb"[\r\n]+")  # tqdm redraws with \r: each redraw is a line of its own
 
 LineHandler = Callable[[str, str, str], None]  # (host, "out" | "err", text)
@@ -273,8 +272,6 @@ class JobPolicy:
     drain_s: float = 60.0
     # How long hosts get to stop their workers when the job is taken down.
     grace_s: float = 45.0
-    # Take everything down after this long (a probe that must not hang); None: no limit.
-    deadline_s: float | None = None
 
 
 class FanOut:
@@ -304,9 +301,7 @@ class FanOut:
 
     def run(self) -> int:
         """0 when every host finished (a lost one may be missing), else the first failure's status;
-        130 on Ctrl-C, 124 past the deadline."""
-        limit = self.policy.deadline_s
-        deadline = None if limit is None else time.monotonic() + limit
+        130 on Ctrl-C."""
         try:
             for host in self.commands:
                 self.start(host)
@@ -314,10 +309,6 @@ class FanOut:
                 code = self.step(time.monotonic())
                 if code is not None:
                     return code
-                if deadline is not None and time.monotonic() > deadline:
-                    self.printer.note(f"not done after {limit:g} s: stopping every host")
-                    take_down(self.sessions.values(), self.policy.grace_s)
-                    return DEADLINE_EXIT
                 time.sleep(0.1)
         except KeyboardInterrupt:
             self.printer.note("interrupted: stopping every host")

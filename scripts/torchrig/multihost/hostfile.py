@@ -1,5 +1,5 @@
 """Which machines a multi-host launch runs on: a hostfile (`host [slots=N]` per line, `#`
-comments: docs/multinode.md, "Hostfile over SSH"), or `--hosts a,b`."""
+comments: docs/multinode.md, "Hostfile over SSH")."""
 
 from __future__ import annotations
 
@@ -70,40 +70,26 @@ def parse_hostfile(text: str, source: str) -> list[Host]:
     return without_duplicates(hosts, source)
 
 
-def parse_host_list(text: str) -> list[Host]:
-    """`--hosts a,b,c`: names only (slots need a hostfile)."""
-    names = [name.strip() for name in text.split(",")]
-    if any(not name for name in names):
-        raise HostsError(f"--hosts {text!r}: expected names separated by commas, e.g. a,b")
-    return without_duplicates([Host(check_name(name, "--hosts")) for name in names], "--hosts")
-
-
-def hosts_from(hostfile: str | None, host_list: str | None) -> list[Host] | None:
+def hosts_from(hostfile: str | None) -> list[Host] | None:
     """The hosts the user named, or None for a launch on this machine only."""
-    if hostfile is not None and host_list is not None:
-        raise HostsError("give --hostfile or --hosts, not both")
-    if hostfile is not None:
-        try:
-            text = Path(hostfile).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise HostsError(f"--hostfile {hostfile}: no such file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise HostsError(f"--hostfile {hostfile}: cannot read it ({exc})") from None
-        return parse_hostfile(text, hostfile)
-    if host_list is not None:
-        return parse_host_list(host_list)
-    return None
+    if hostfile is None:
+        return None
+    try:
+        text = Path(hostfile).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise HostsError(f"--hostfile {hostfile}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise HostsError(f"--hostfile {hostfile}: cannot read it ({exc})") from None
+    return parse_hostfile(text, hostfile)
 
 
 def add_host_arguments(parser: argparse.ArgumentParser) -> None:
-    """--hostfile / --hosts / --remote-python: shared with `torchrig verify`."""
-    hosts = parser.add_mutually_exclusive_group()
-    hosts.add_argument(
+    """--hostfile / --remote-python."""
+    parser.add_argument(
         "--hostfile", metavar="FILE",
         help="run on every host of FILE over SSH ('host [slots=N]' per line; ports and users "
         "from ~/.ssh/config)",
     )  # fmt: skip
-    hosts.add_argument("--hosts", metavar="A,B", help="the same, hosts named on the command line")
     parser.add_argument(
         "--remote-python", metavar="PATH",
         help="the Python on the hosts (default: this one's path, as in the same image)",

@@ -1,7 +1,7 @@
 """The job across hosts: one command per host, run over SSH (docs/multinode.md).
 
 Every multi-host run goes through `run_job` (`torchrig launch --hostfile`'s, whose commands
-`launch/split.py` writes, and `torchrig verify --hostfile`'s all-reduce): the summary, the
+`launch/split.py` writes): the summary, the
 preflight, then one `ssh` per host under the remote wrapper, the first host (the rendezvous)
 always essential."""
 

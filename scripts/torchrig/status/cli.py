@@ -9,7 +9,6 @@ import json
 from functools import partial
 from pathlib import Path
 
-from torchrig.checkpoint import location
 from torchrig.facts import container_runtime, processes
 from torchrig.facts.nvml import read_snapshot
 from torchrig.shared.voice import Voice, harmless
@@ -29,7 +28,7 @@ def run(args: argparse.Namespace, proc: Path = processes.PROC, nvml: object = No
             f"cannot read the process table ({exc}): is /proc mounted?"
         )
         return 1
-    running = jobs.find_jobs(found, partial(location.recorded_directories, proc=proc))
+    running = jobs.find_jobs(found, partial(jobs.recorded_directories, proc=proc))
     snapshot = None if container_runtime.cpu_only_mode() else read_snapshot(nvml)
     result = report.build_report(snapshot, running)
     print(json.dumps(result, indent=2) if args.json else harmless(report.render(result)))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.checkpoint import location
-from torchrig.facts.processes import PROC, Process, Reading, read_processes
+from torchrig.facts.processes import PROC, Process, Reading, read_memfd_paths, read_processes
 from torchrig.shared.torchrun import is_agent
 
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
@@ -42,12 +42,17 @@ def ranks(process: Process) -> dict[str, int]:
     return {name: int(value) for name, value in process.environ.items() if value.isdigit()}
 
 
+def recorded_directories(pid: int, proc: Path = PROC) -> list[Path]:
+    """The checkpoint directories process `pid` recorded (checkpoint/location.py), oldest first."""
+    return read_memfd_paths(pid, location.NAME, proc)
+
+
 # --- recognising jobs -----------------------------------------------------------------------------
 
 
 def find_jobs(
     processes: Iterable[Process],
-    recorded: Callable[[int], list[Path]] = location.recorded_directories,
+    recorded: Callable[[int], list[Path]] = recorded_directories,
 ) -> list[TorchrunJob]:
     """The torchrun agents among `processes`, each with its workers (its children) and the
     checkpoint directory they recorded (`recorded(pid)`)."""

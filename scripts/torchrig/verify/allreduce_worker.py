@@ -1,5 +1,6 @@
 """One rank of the all-reduce probe: in the parent's store file (--rank, --world, --store), or in
-torchrun's group (`verify --hostfile`); rank 0 prints the sweep as one JSON line."""
+torchrun's group (`torchrig launch --hostfile FILE -m torchrig.verify.allreduce_worker`, across
+hosts); rank 0 prints the sweep as one JSON line."""
 
 from __future__ import annotations
 

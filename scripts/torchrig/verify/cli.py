@@ -7,7 +7,6 @@ import math
 import sys
 
 from torchrig.facts import container_runtime
-from torchrig.multihost.hostfile import add_host_arguments
 from torchrig.shared.voice import Voice
 from torchrig.verify import report
 
@@ -39,7 +38,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds before a hung all-reduce or compile test counts as failed "
         f"(default {DEFAULT_TIMEOUT_S:g})",
     )
-    add_host_arguments(parser)
 
 
 def parse_gpu_list(text: str) -> list[int]:
@@ -79,7 +77,6 @@ def cpu_mode_by_container(gpus: list[int] | None) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchrig.multihost.hostfile import hosts_from
     from torchrig.verify.runner import Options, verify
 
     try:
@@ -89,11 +86,6 @@ def run(args: argparse.Namespace) -> int:
             gpus=None if args.gpus is None else parse_gpu_list(args.gpus),
             timeout_s=parse_timeout(args.timeout),
         )
-        hosts = hosts_from(args.hostfile, args.hosts)
-        if hosts is not None:
-            from torchrig.verify import hosts as across_hosts
-
-            return across_hosts.run(args, hosts, options.timeout_s)
         options.cpu = options.cpu or cpu_mode_by_container(options.gpus)
         result = verify(options)
     except ValueError as exc:

@@ -4,7 +4,8 @@ it says so in its first line, which comes within seconds, and it finishes within
 The command is the README's, `torchrun --nproc-per-node 2 train_ddp.py --steps 100`, with two
 additions a shared test machine needs: `--standalone` (a free port, not torchrun's fixed one) and
 a temporary `--checkpoint-dir` (the default is the workstation's /checkpoints). The figures are
-in docs/benchmarks.md; the bounds here are the issue's with double slack for a loaded machine.
+in docs/benchmarks.md; the bounds here are the targets (10 s, a minute) with double slack for a
+loaded machine.
 """
 
 from __future__ import annotations

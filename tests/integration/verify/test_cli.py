@@ -12,7 +12,7 @@ import pytest
 @pytest.mark.slow
 def test_the_cpu_path_runs_for_real_and_prints_json() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "torchrig.verify", "--cpu", "--json", "--timeout", "240"],
+        [sys.executable, "-m", "torchrig", "verify", "--cpu", "--json", "--timeout", "240"],
         capture_output=True,
         text=True,
         timeout=400,

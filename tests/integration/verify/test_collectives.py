@@ -129,7 +129,7 @@ def test_ctrl_c_while_waiting_kills_the_helpers(
 
 
 def test_the_worker_joins_torchruns_group_without_a_parent() -> None:
-    """As `torchrig verify --hostfile` runs it: one torchrun per host, no --rank/--store."""
+    """As `torchrig launch --hostfile` runs it: a torchrun per host, no --rank/--store."""
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
         "-m", "torchrig.verify.allreduce_worker", "--backend", "gloo", "--sizes", "4096",

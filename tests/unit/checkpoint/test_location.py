@@ -1,5 +1,6 @@
-"""Where a process's checkpoints go, recorded by its CheckpointManager and read from outside, with
-real processes: the record lives exactly as long as the process that made it."""
+"""Where a process's checkpoints go, recorded by its CheckpointManager and read from outside (by
+facts.processes, as `torchrig status` reads it), with real processes: the record lives exactly as
+long as the process that made it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from torchrig.checkpoint import location
+from torchrig.facts import processes
+
+
+def recorded(pid: int, proc: Path = processes.PROC) -> list[Path]:
+    """What `torchrig status` reads of process `pid`: the one reader of /proc/PID/fd."""
+    return processes.read_memfd_paths(pid, location.NAME, proc)
+
 
 # A process that runs `code`, says "ready", and lives until its stdin ends.
 HOLD = "\nprint('ready', flush=True)\nimport sys\nsys.stdin.read()\n"
@@ -40,8 +48,8 @@ def test_the_managers_first_load_records_its_directory_for_the_life_of_the_proce
     """
     with process_running(code, cwd=tmp_path) as child:
         # Relative to the process's working directory, as the manager writes there.
-        assert location.recorded_directories(child.pid) == [tmp_path / "runs" / "one"]
-    assert location.recorded_directories(child.pid) == []  # gone with it: nothing stale
+        assert recorded(child.pid) == [tmp_path / "runs" / "one"]
+    assert recorded(child.pid) == []  # gone with it: nothing stale
 
 
 def test_each_directory_is_recorded_once_oldest_first(tmp_path: Path) -> None:
@@ -52,13 +60,13 @@ def test_each_directory_is_recorded_once_oldest_first(tmp_path: Path) -> None:
             location.record(Path({str(tmp_path)!r}) / name)
     """
     with process_running(code, cwd=tmp_path) as child:
-        assert location.recorded_directories(child.pid) == [tmp_path / "a", tmp_path / "b"]
+        assert recorded(child.pid) == [tmp_path / "a", tmp_path / "b"]
 
 
 def test_a_process_without_a_manager_has_no_record(tmp_path: Path) -> None:
     with process_running("import os", cwd=tmp_path) as child:
-        assert location.recorded_directories(child.pid) == []
-    assert location.recorded_directories(999_999_999) == []  # no such process
+        assert recorded(child.pid) == []
+    assert recorded(999_999_999) == []  # no such process
 
 
 def test_the_record_is_read_through_the_proc_folder_given(tmp_path: Path) -> None:
@@ -72,7 +80,7 @@ def test_the_record_is_read_through_the_proc_folder_given(tmp_path: Path) -> Non
         view = tmp_path / "proc" / "7"
         view.mkdir(parents=True)
         (view / "fd").symlink_to(f"/proc/{child.pid}/fd")
-        assert location.recorded_directories(7, proc=tmp_path / "proc") == [tmp_path / "c"]
+        assert recorded(7, proc=tmp_path / "proc") == [tmp_path / "c"]
 
 
 def test_a_process_that_swaps_its_record_for_a_fifo_or_a_huge_file_is_not_read_from(
@@ -86,10 +94,10 @@ def test_a_process_that_swaps_its_record_for_a_fifo_or_a_huge_file_is_not_read_f
         fifo = {str(tmp_path / "fifo")!r}
         os.mkfifo(fifo)
         big = os.memfd_create("{location.NAME}")
-        os.write(big, b"/x" * {location.MAX_RECORD_BYTES})
+        os.write(big, b"/x" * {processes.PATH_MAX})
         pipe = os.open(fifo, os.O_RDWR)
         swapped = os.memfd_create("{location.NAME}")
         os.dup2(pipe, swapped)
     """
     with process_running(code, cwd=tmp_path) as child:
-        assert location.recorded_directories(child.pid) == []
+        assert recorded(child.pid) == []

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 from torchrig.host import project
@@ -84,31 +83,17 @@ def test_the_name_set_wins_and_is_checked(alice: Path, monkeypatch: pytest.Monke
         project.settle(alice / ".env", ALICE, FakeEngine())
 
 
-def test_an_old_checkout_keeps_the_old_name_and_its_volumes(
+def test_an_old_checkout_gets_a_name_of_its_own_written_to_its_env(
     alice: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """An .env from before each checkout had a name: even beside the old shared name's volumes
+    (which stay where they are), a name of its own, written and said."""
     env_file = alice / ".env"
     env_file.write_text("PUID=4242\n")
     engine = FakeEngine(volumes=[volume("packages", "torchrig", str(ALICE))])
-    assert project.settle(env_file, ALICE, engine).name == "torchrig"
-    assert env_file.read_text().startswith("PUID=4242\n# this checkout's workstation (kept")
-    assert env_file.read_text().endswith("COMPOSE_PROJECT_NAME=torchrig\n")
-    assert "your packages, caches and SSH host keys" in capsys.readouterr().err
-
-
-def test_an_old_checkout_whose_old_name_another_folder_runs_gets_a_new_one(alice: Path) -> None:
-    (alice / ".env").write_text("PUID=4242\n")
-    engine = FakeEngine(
-        [workstation(project="torchrig", folder="/home/bob/torchrig")],
-        [volume("packages", "torchrig", str(ALICE))],
-    )
-    assert project.settle(alice / ".env", ALICE, engine).name == "torchrig-alice"
-
-
-def test_an_old_checkout_of_nothing_gets_a_new_name(alice: Path) -> None:
-    (alice / ".env").write_text("PUID=4242\n")
-    engine = FakeEngine(volumes=[volume("packages", "torchrig", "/home/bob/torchrig")])
-    assert project.settle(alice / ".env", ALICE, engine).name == "torchrig-alice"
+    assert project.settle(env_file, ALICE, engine).name == "torchrig-alice"
+    assert env_file.read_text().endswith("COMPOSE_PROJECT_NAME=torchrig-alice\n")
+    assert "added COMPOSE_PROJECT_NAME=torchrig-alice" in capsys.readouterr().err
 
 
 def test_with_other_env_files_the_name_is_left_to_compose(
@@ -153,33 +138,3 @@ def test_an_engine_that_cannot_be_asked_stops_the_first_run_and_writes_nothing(
     with pytest.raises(CannotGoOn):
         project.settle(alice / ".env", ALICE, engine)
     assert not (alice / ".env").exists()
-
-
-def compose_volume(name: str, project: str) -> dict[str, Any]:
-    """A volume as compose makes it: no folder label (issue: nothing says whose it is)."""
-    made = volume(name, project, "")
-    del made["Labels"]["com.docker.compose.project.working_dir"]
-    return made
-
-
-def test_an_old_checkout_beside_old_volumes_nobody_claims_is_asked_whose_they_are(
-    alice: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After `make down`, then the upgrade: no container says whose `torchrig_*` are. Neither
-    taken nor left behind in silence: an error naming them and the command for each answer."""
-    env_file = alice / ".env"
-    env_file.write_text("PUID=4242\n")
-    engine = FakeEngine(volumes=[compose_volume(v, "torchrig") for v in ("packages", "cache")])
-    with pytest.raises(CannotGoOn) as asked:
-        project.settle(env_file, ALICE, engine)
-    text = "\n".join(asked.value.lines)
-    assert "torchrig_cache, torchrig_packages" in text
-    assert "`make up COMPOSE_PROJECT_NAME=torchrig`" in text
-    assert "`make up COMPOSE_PROJECT_NAME=torchrig-alice`" in text
-    assert env_file.read_text() == "PUID=4242\n"  # nothing chosen for the user
-    # The answer, given on the command line, is kept in .env: asked once.
-    monkeypatch.setenv("COMPOSE_PROJECT_NAME", "torchrig")
-    assert project.settle(env_file, ALICE, engine).name == "torchrig"
-    monkeypatch.delenv("COMPOSE_PROJECT_NAME")
-    assert project.settle(env_file, ALICE, engine).name == "torchrig"
-    assert env_file.read_text().endswith("COMPOSE_PROJECT_NAME=torchrig\n")

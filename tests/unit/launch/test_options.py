@@ -4,6 +4,7 @@ same request back (what `--hostfile` runs on each host)."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 from torchrig.launch.options import (
@@ -56,8 +57,11 @@ def test_a_bad_torchrun_value_is_a_launch_error() -> None:
         request_from_args(parse("--rdzv-endpoint", "a:b", "t.py"))
 
 
-def test_the_command_line_is_read_once_into_one_launch() -> None:
-    launch = read(parse("--hosts", "a,b", "--remote-python", "/v/python", "--dry-run", "t.py"))
+def test_the_command_line_is_read_once_into_one_launch(tmp_path: Path) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("a\nb\n")
+    launch = read(parse("--hostfile", str(hostfile), "--remote-python", "/v/python", "--dry-run",
+                        "t.py"))  # fmt: skip
     assert launch == Launch(
         LaunchRequest(script="t.py"), [Host("a"), Host("b")], "/v/python", dry_run=True
     )

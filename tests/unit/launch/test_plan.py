@@ -44,7 +44,7 @@ def eight_gpus() -> NvmlSnapshot:
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    return build_parser().parse_args(["launch", *argv])
+    return build_parser("launch").parse_args(["launch", *argv])
 
 
 def plan_for(*argv: str, environ: dict[str, str] | None = None, gpus: int = 0, cpus: int = 8):
@@ -153,12 +153,10 @@ def test_display_is_a_copyable_shell_line() -> None:
     ("value", "count"),
     [("0,1,2", 3), ("", 0), ("-1", 0), ("0,-1,2", 1), ("GPU-8a1b,GPU-77c2", 2), ("none", 0)],
 )
-def test_visible_gpus_from_cuda_visible_devices(value: str, count: int) -> None:
+def test_visible_gpus_from_cuda_visible_devices(value: str, count: int, tmp_path) -> None:
     # Without NVML each entry is judged by its form (CUDA's rules, torchrig.facts.visible).
     environ = {"CUDA_VISIBLE_DEVICES": value}
-    assert count_visible_gpus(environ, no_nvml, torch_count=lambda: 99) == count
-    # Unset, and nothing to ask: no GPU.
-    assert count_visible_gpus({}, no_nvml, torch_count=lambda: None) == 0
+    assert count_visible_gpus(environ, no_nvml, driver_gpus=tmp_path) == count
 
 
 def test_gpus_are_counted_by_nvml_through_cuda_visible_devices() -> None:
@@ -169,9 +167,13 @@ def test_gpus_are_counted_by_nvml_through_cuda_visible_devices() -> None:
     assert count_visible_gpus({"CUDA_VISIBLE_DEVICES": "1,9,2"}, no_nvml) == 3
 
 
-def test_torch_counts_only_when_nvml_cannot() -> None:
-    assert count_visible_gpus({}, no_nvml, torch_count=lambda: 3) == 3
-    assert count_visible_gpus({}, eight_gpus, torch_count=lambda: 3) == 8
+def test_without_nvml_or_the_variable_the_driver_lists_the_gpus(tmp_path) -> None:
+    for bus_id in ("0000:18:00.0", "0000:2a:00.0"):
+        (tmp_path / bus_id).mkdir()
+    assert count_visible_gpus({}, no_nvml, driver_gpus=tmp_path) == 2
+    assert count_visible_gpus({}, eight_gpus, driver_gpus=tmp_path) == 8
+    # No driver: no GPU.
+    assert count_visible_gpus({}, no_nvml, driver_gpus=tmp_path / "absent") == 0
 
 
 # --- more than one node ---------------------------------------------------------------------

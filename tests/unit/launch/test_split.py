@@ -110,8 +110,10 @@ def test_dry_run_prints_every_hosts_command(tmp_path: Path, capsys, monkeypatch)
     assert remote.startswith("cd ") and " -m torchrig.multihost.remote -- " in remote
 
 
-def test_standalone_and_hosts_do_not_mix(capsys) -> None:
-    assert main(["launch", "--hosts", "a,b", "--standalone", "t.py"]) == 2
+def test_standalone_and_hosts_do_not_mix(tmp_path: Path, capsys) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("a\nb\n")
+    assert main(["launch", "--hostfile", str(hostfile), "--standalone", "t.py"]) == 2
     assert "--standalone is one machine" in capsys.readouterr().err
 
 

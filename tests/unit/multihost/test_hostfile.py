@@ -1,4 +1,4 @@
-"""Hostfiles (DeepSpeed/MPI style) and --hosts: what is accepted, and the line for what is not."""
+"""Hostfiles (DeepSpeed/MPI style): what is accepted, and the line for what is not."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from torchrig.multihost.hostfile import (
     Host,
     HostsError,
     hosts_from,
-    parse_host_list,
     parse_hostfile,
 )
 
@@ -38,22 +37,10 @@ def test_malformed_hostfiles_name_the_line_and_the_rule(text: str, message: str)
     assert message in str(raised.value)
 
 
-def test_host_list() -> None:
-    assert parse_host_list("a,b.lan, c") == [Host("a"), Host("b.lan"), Host("c")]
-    for bad in ("a,,b", "a,", ""):
-        with pytest.raises(HostsError, match="names separated by commas"):
-            parse_host_list(bad)
-    with pytest.raises(HostsError, match="a is listed twice"):
-        parse_host_list("a,a")
-
-
 def test_hosts_from_the_command_line(tmp_path: Path) -> None:
-    assert hosts_from(None, None) is None
-    assert hosts_from(None, "a,b") == [Host("a"), Host("b")]
+    assert hosts_from(None) is None
     path = tmp_path / "hosts"
     path.write_text("x slots=2\n")
-    assert hosts_from(str(path), None) == [Host("x", 2)]
+    assert hosts_from(str(path)) == [Host("x", 2)]
     with pytest.raises(HostsError, match=f"--hostfile {tmp_path / 'nope'}: no such file"):
-        hosts_from(str(tmp_path / "nope"), None)
-    with pytest.raises(HostsError, match="not both"):
-        hosts_from(str(path), "a")
+        hosts_from(str(tmp_path / "nope"))

@@ -80,7 +80,7 @@ def test_an_unreadable_process_table_is_a_clear_error(
 def test_the_command_is_registered_and_refuses_unknown_flags(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert cli.COMMANDS["status"][0] == "torchrig.status.cli"
+    assert cli.COMMANDS["status"][0]() is status_cli
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["status", "--watch"])
     assert exit_info.value.code == 2

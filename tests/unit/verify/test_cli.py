@@ -166,7 +166,7 @@ def test_plain_quick_run_without_a_gpu_exits_2_for_real() -> None:
     if has_gpu():
         pytest.skip("this machine has a GPU")
     result = subprocess.run(
-        [sys.executable, "-m", "torchrig.verify", "--quick"],
+        [sys.executable, "-m", "torchrig", "verify", "--quick"],
         capture_output=True,
         text=True,
         timeout=120,

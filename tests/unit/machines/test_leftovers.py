@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from testbed import leftovers
+from tests.machines import leftovers
 
 ALIVE, GONE, OWN = 1001, 1002, 1003
 OTHER_CHECKOUT = "trt000000" if leftovers.MARK != "trt000000" else "trt111111"

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed import apptainer_rules
-from testbed.apptainer_rules import Call
+from tests.machines import apptainer_rules
+from tests.machines.apptainer_rules import Call
 
 
 def test_a_call_is_read_as_apptainer_reads_it() -> None:

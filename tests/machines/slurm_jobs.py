@@ -1,6 +1,6 @@
-"""The training example as Slurm jobs on testbed's cluster, run with this test run's venv (the
-bare-metal flavour). A job's output file holds each run (--open-mode=append), the template's
-`torchrig: job <id> restart <n>` line starting each.
+"""The training example as Slurm jobs on the tests' cluster (slurm_cluster), run with this test
+run's venv (the bare-metal flavour). A job's output file holds each run (--open-mode=append), the
+template's `torchrig: job <id> restart <n>` line starting each.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testbed import REPO_ROOT, traced_train
-from testbed.slurm_cluster import SlurmCluster, free_port
+from tests.machines.slurm_cluster import SlurmCluster, free_port
 
 TEMPLATE = REPO_ROOT / "deploy" / "slurm" / "train.sbatch"
 README = REPO_ROOT / "deploy" / "slurm" / "README.md"
-# The template's default TRAIN_SCRIPT, and testbed's wrapper of it, both submit-relative.
+# The template's default TRAIN_SCRIPT, and the traced wrapper of it (testbed), both submit-relative.
 EXAMPLE = "examples/train_ddp.py"
 TRACED = traced_train.PATH.relative_to(REPO_ROOT)
 

@@ -19,7 +19,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from docker.models.containers import Container
 
-from testbed import EXAMPLE, engine, leftovers, traced_train, wait_until
+from testbed import EXAMPLE, traced_train, wait_until
+from tests.machines import engine, leftovers
 
 WORKSPACE = "/workspace"
 SCRIPT = "examples/train_ddp.py"
@@ -114,7 +115,7 @@ class Node:
 @dataclass
 class Cluster:
     """The nodes, their network and their shared checkpoint volume, all named `tag` (a name of
-    testbed.leftovers); `remove` deletes all, a node that failed to start too."""
+    tests.machines.leftovers); `remove` deletes all, a node that failed to start too."""
 
     image: str
     keys: KeyPair
