@@ -52,7 +52,30 @@ def slurm_unavailable() -> str | None:
     return None
 
 
+# `make test` spreads the tests over the machine's cores (pytest-xdist, `--dist loadgroup`). A
+# file's tests stay together on one worker: its module's fixtures start one workstation, not one
+# per worker. What shares a thing of the machine runs on one worker, one file after another: the
+# Slurm cluster (its daemons and ports), and the checkouts that stand in for a person's own
+# workstation (`a_persons_own_workstation`: one name, `torchrig-<user>`, for all of them).
+ONE_WORKER = "one-worker"
+SHARING_A_MACHINE_THING = ("tests/slurm/", "a_persons_own_workstation")
+
+
+def worker_group(item: pytest.Item) -> str:
+    """The xdist group of a test: its file's, or ONE_WORKER."""
+    path = item.path.relative_to(REPO_ROOT).as_posix()
+    if path.startswith(SHARING_A_MACHINE_THING[0]):
+        return ONE_WORKER
+    module = getattr(item, "module", None)
+    if module is not None and SHARING_A_MACHINE_THING[1] in vars(module):
+        return ONE_WORKER
+    return path
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
     wants_container = any(item.get_closest_marker("container") for item in items)
     if wants_container and not docker_engine_answers():
         if os.environ.get("REQUIRE_DOCKER") == "1":
