@@ -4,7 +4,8 @@ It does no check of its own: it runs what the project already has, as children w
 part's time budget and the report's (7 minutes on one H100 in all), and sets their figures beside
 the targets:
 - verify: `torchrig verify --json`, --quick and full, timed, every verdict, the one-GPU NCCL
-  all-reduce; verify's bf16/fp16 matmul and triad, the published runs beside them;
+  all-reduce; verify's bf16/fp16 matmul and triad method against a plain torch loop in one
+  process (verify_figures.py), the published runs beside them;
 - compile: torch.compile's first step from a cold cache, then again from the same cache;
 - training: the example's defaults against a naive fp32 loop, DDP with one process against none
   (benchmarks/train_throughput.py);
@@ -20,6 +21,7 @@ judged.
 
 Its modules: `__main__` the command (the parts in order, the report written after each);
 `runner` how a child runs (budgets, live logs, one part); `parts` what each part runs and the
-figures it reads back; `targets` the figures judged; `render` report.json and report.md.
-Nothing is imported here.
+figures it reads back; `targets` the figures judged; `render` report.json and report.md;
+`verify_figures` the measurement of its own that a part runs as a child. Nothing is imported
+here, so that `python -m benchmarks.gpu_report.<child>` loads only its child.
 """

@@ -40,9 +40,11 @@ def part_verify(r: Run) -> dict[str, Any]:
         if done.returncode not in (0, 1):  # 1: a check FAILed, which is a verdict
             raise Failed(f"verify {flavour}: {why(done)}")
         figures[flavour] = verify_run(document, done.seconds)
-    full = json.loads((r.out / "verify-full.json").read_text())
-    figures["allreduce"] = allreduce_figures(full)
-    figures["figures"] = probe_figures(full)
+    figures["allreduce"] = allreduce_figures(json.loads((r.out / "verify-full.json").read_text()))
+    # verify's matmul and triad method beside a plain torch loop, in one process.
+    argv = [sys.executable, "-m", "benchmarks.gpu_report.verify_figures", "--device",
+            r.sizes.device, "--json"]  # fmt: skip
+    figures["figures"] = r.json_of("verify-figures", argv)
     return figures
 
 
@@ -57,18 +59,6 @@ def verify_run(document: dict[str, Any], seconds: float) -> dict[str, Any]:
             if c.get("verdict") == "FAIL"
         ],
     }
-
-
-def probe_figures(document: dict[str, Any]) -> dict[str, Any] | None:
-    """The first device's matmul TFLOP/s per dtype and triad GB/s from verify's JSON (its
-    `probes` rows: `GPU0 matmul` and `GPU0 memory`, or `cpu ...`)."""
-    data = {c["name"]: c.get("data") or {} for c in document.get("checks", [])
-            if c["section"] == "probes"}  # fmt: skip
-    label = next((name.removesuffix(" matmul") for name in data if name.endswith(" matmul")), None)
-    if label is None or "tflops" not in data[label + " matmul"]:
-        return None
-    gbps = data.get(label + " memory", {}).get("gbps")
-    return {"label": label, "verify": {**data[label + " matmul"]["tflops"], "triad_gbps": gbps}}
 
 
 def allreduce_figures(document: dict[str, Any]) -> dict[str, Any] | None:

@@ -103,12 +103,12 @@ def test_the_folder_holds_both_reports_and_every_log(cpu_report: tuple[Path, dic
     for name in ("verify-quick.json", "verify-full.json", "gpu-tests.xml"):
         assert (out / name).is_file(), name
     logs = {path.name for path in (out / "logs").iterdir()}
-    assert {"verify-full.log", "compile-cold.log", "compile-warm.log",
+    assert {"verify-full.log", "verify-figures.log", "compile-cold.log", "compile-warm.log",
             "training.log", "resume-uninterrupted.log", "resume-killed.log",
             "resume-resumed.log", "checkpoint.log", "tests.log", "modes-default.log",
             "modes-reduce-overhead.log", "modes-max-autotune.log"} <= logs  # fmt: skip
     # The console says as each child starts and ends.
-    assert "compile-cold: started" in output and "compile-cold: exit 0 after" in output
+    assert "verify-figures: started" in output and "verify-figures: exit 0 after" in output
 
 
 def test_it_leaves_no_checkpoints_and_no_compile_cache_behind(

@@ -3,13 +3,11 @@ verify's JSON, the example's loss curves, each compile mode's run."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
 import pytest
 from torchrig.children import Outcome
-from torchrig.verify import probes
 
 from benchmarks.gpu_report import parts, runner
 
@@ -47,17 +45,6 @@ def test_a_verify_run_gives_its_time_summary_and_failed_checks() -> None:
     }
     run = parts.verify_run(document, 2.3456)
     assert run == {"seconds": 2.35, "summary": "PASS 2 FAIL 1", "failed": ["gpu/clocks: throttled"]}
-
-
-def test_the_probe_figures_are_verify_s_own_rows() -> None:
-    """The shape verify's probes give (torchrig.verify.probes: matmul_check, bandwidth_check)."""
-    tflops = {"bf16": 746.8, "fp16": 676.0, "tf32": 400.0}
-    matmul = probes.matmul_check("GPU0", "NVIDIA H100 80GB HBM3", tflops, None)
-    memory = probes.bandwidth_check("GPU0", 3050.0, None)
-    document = {"checks": [dataclasses.asdict(check) for check in (matmul, memory)]}
-    figures = parts.probe_figures(document)
-    assert figures == {"label": "GPU0", "verify": {**tflops, "triad_gbps": 3050.0}}
-    assert parts.probe_figures({"checks": []}) is None
 
 
 def test_the_all_reduce_is_right_only_when_every_size_summed_right() -> None:

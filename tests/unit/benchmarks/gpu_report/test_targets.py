@@ -14,15 +14,17 @@ JUDGE = targets.Judge(cpu=False)
 def verify_figures(
     bf16: float, triad: float, quick_s: float = 2.0, fp16: float | None = None, label: str = "GPU0"
 ) -> dict[str, Any]:
-    """The verify part's figures: verify measured `bf16` and `triad` (and `fp16`)."""
+    """The verify part's figures: verify's method measured `bf16` and `triad` (and `fp16`);
+    the plain loop in the same process 787.2 TFLOP/s and 3042 GB/s, as on the first H100."""
     clean = {"summary": {"PASS": 9}, "failed": []}
     measured = {"bf16": bf16, "triad_gbps": triad} | ({} if fp16 is None else {"fp16": fp16})
     return {
         "quick": {**clean, "seconds": quick_s},
         "full": {**clean, "seconds": 40.0},
-        "figures": {"label": label, "verify": measured},
+        "figures": {"label": label, "verify": measured,
+                    "plain": {"bf16": 787.2, "fp16": 780.0, "triad_gbps": 3042.0}},
         "allreduce": {"verdict": "PASS", "world": 1, "correct": True, "best_algbw_gbps": 310.0},
-    }
+    }  # fmt: skip
 
 
 def rows_of(figures: dict[str, Any], cpu: bool = False, gpu: str | None = H100) -> dict:
@@ -34,21 +36,20 @@ def verdicts(figures: dict[str, Any], cpu: bool = False, gpu: str | None = H100)
     return {name: row["verdict"] for name, row in rows_of(figures, cpu, gpu).items()}
 
 
-def test_verify_s_figures_are_shown_with_the_published_runs_beside_them() -> None:
+def test_verify_is_judged_against_a_plain_loop_with_the_published_runs_beside_it() -> None:
+    # The first H100 run: verify 746.8 against the plain loop's 787.2 is 94.9 %: under 98 %.
     first_run = rows_of(verify_figures(bf16=746.8, triad=3050.0, quick_s=6.5))
     matmul = first_run["GPU0 bf16 matmul"]
-    assert matmul["verdict"] == "INFO" and matmul["measured"] == "746.8 TFLOP/s"
+    assert matmul["verdict"] == "FAIL" and matmul["note"] == "94.9% of the plain loop"
+    assert matmul["goal"] == ">= 98% of a plain loop's 787.2"
     assert matmul["published"] == "794.5 (94%)"
+    assert first_run["GPU0 memory triad"]["verdict"] == "PASS"
     assert first_run["GPU0 memory triad"]["published"] == "2970 (103%)"
     assert first_run["`torchrig verify --quick` wall time"]["verdict"] == "FAIL"  # over 3 s
     good = verdicts(verify_figures(bf16=780.0, triad=3000.0))
+    assert good["GPU0 bf16 matmul"] == good["GPU0 memory triad"] == "PASS"
     assert good["`torchrig verify --quick` wall time"] == "PASS"
     assert good["all-reduce sums"] == "PASS" and good["all-reduce algbw"] == "INFO"
-
-
-def test_no_probe_figures_in_verify_s_output_is_a_failed_row() -> None:
-    figures = verify_figures(bf16=780.0, triad=3000.0) | {"figures": None}
-    assert rows_of(figures)["matmul and triad"]["verdict"] == "FAIL"
 
 
 def test_fp16_and_bf16_must_agree_on_hopper_only() -> None:
