@@ -17,6 +17,7 @@ Environment knobs:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import shutil
@@ -139,7 +140,11 @@ def image(
     log_path = tmp_path_factory.mktemp("build") / "build.log"
     # The longest silence of the run otherwise: minutes on a cold cache.
     say(request.config, f"building the image for the container tests (`make build`): {log_path}")
-    return _build_image(cpu_compose_files, log_path)
+    # One build at a time across `make test`'s workers (their base folder's parent is shared):
+    # the first writes .env and builds, the next finds both made.
+    with (tmp_path_factory.getbasetemp().parent / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_image(cpu_compose_files, log_path)
 
 
 @pytest.fixture
