@@ -3,7 +3,7 @@
 - `host/` runs on the user's machine under plain python3; `shared/` is what it may read of the
   rest. Both load the standard library alone, and nothing but `host/` imports `host/`.
 - The library a training script imports (`checkpoint/`, `distributed`, `data`, `models`) never
-  imports a command (`verify/`, `launch/`, `multihost/`, `status/`, `packages/`, `cli`).
+  imports a command (`verify/`, `launch/`, `status/`, `packages/`, `cli`).
 - `image/pth/` runs at every interpreter start: it reads `shared/` and nothing else.
 - Every part imports only the parts its entry in MAY_IMPORT allows (docs/architecture.md), and
   the parts import one way: no two read each other, directly or through others."""
@@ -25,7 +25,7 @@ import torchrig
 PACKAGE = Path(torchrig.__file__).resolve().parent
 
 LIBRARY = {"checkpoint", "distributed", "data", "models"}
-COMMANDS = {"verify", "launch", "multihost", "status", "packages", "cli", "__main__"}
+COMMANDS = {"verify", "launch", "status", "packages", "cli", "__main__"}
 
 # What each part of the package may import from the rest of it. A part is a folder (`image/pth/`
 # is one of its own) or a top-level module; importing itself is always allowed.
@@ -41,12 +41,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "models": set(),
     "checkpoint": {"distributed", "shared"},
     "packages": {"shared"},
-    "multihost": {"facts", "children", "shared"},
     "launch": {
         "facts",
         "distributed",
         "checkpoint",
-        "multihost",
         "children",
         "shared",
         "image.pth",
@@ -128,11 +126,15 @@ def test_the_parts_import_one_way() -> None:
     assert order.index("shared") < order.index("host") < len(order)
 
 
+# The modules of `launch/` that run a job across hosts over SSH (`hostfile` is read by the
+# options, for `--hostfile`, so every launch loads it).
+ACROSS_HOSTS = ("hostfile", "fanout", "job", "preflight", "probe", "remote", "split")
+
+
 def test_the_local_plan_loads_nothing_of_the_job_across_hosts() -> None:
     """`torchrig launch` on one machine plans without the multi-host machinery: the network's
-    messages come from `facts/network`; `multihost.hostfile` alone is loaded, by the options
+    messages come from `facts/network`; `launch.hostfile` alone is loaded, by the options
     (`--hostfile`)."""
-    assert "multihost" not in torchrig_imports(PACKAGE / "launch" / "plan.py")
     program = "import sys, torchrig.launch.plan; print(*sorted(sys.modules))"
     result = subprocess.run(
         [sys.executable, "-c", program],
@@ -141,8 +143,8 @@ def test_the_local_plan_loads_nothing_of_the_job_across_hosts() -> None:
         text=True,
         check=True,
     )
-    loaded = {name for name in result.stdout.split() if name.startswith("torchrig.multihost.")}
-    assert loaded == {"torchrig.multihost.hostfile"}
+    across_hosts = {f"torchrig.launch.{name}" for name in ACROSS_HOSTS}
+    assert sorted(across_hosts & set(result.stdout.split())) == ["torchrig.launch.hostfile"]
 
 
 def side_modules(side: str) -> list[str]:

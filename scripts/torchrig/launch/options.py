@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.launch import torchrun
+from torchrig.launch.hostfile import Host, hosts_from
 from torchrig.launch.torchrun import TorchrunFlags
-from torchrig.multihost.hostfile import Host, hosts_from
 
 USAGE = "torchrig launch [options] [torchrun flags...] script.py [script args...]"
 # torchrun's own default. A restart runs the script again from its start, which only a script
