@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field, replace
 
-from torchrig.children import module_command
+from torchrig.facts.children import module_command
 from torchrig.facts.network import Endpoint
 from torchrig.launch import fanout, preflight
 from torchrig.launch.fanout import JobPolicy, Printer

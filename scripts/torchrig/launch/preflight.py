@@ -8,8 +8,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from torchrig.children import module_command
 from torchrig.facts import network
+from torchrig.facts.children import module_command
 from torchrig.facts.network import Endpoint, Reach, exposure_warning, unreachable_message
 from torchrig.launch import fanout
 from torchrig.launch.fanout import Captured

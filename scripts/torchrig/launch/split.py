@@ -10,8 +10,8 @@ import secrets
 import sys
 from dataclasses import replace
 
-from torchrig.children import module_command
 from torchrig.facts import network
+from torchrig.facts.children import module_command
 from torchrig.launch import fanout
 from torchrig.launch.fanout import JobPolicy, Printer
 from torchrig.launch.hostfile import Host
