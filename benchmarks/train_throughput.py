@@ -37,8 +37,8 @@ def train_step(
     compiled in `compile_mode` (torch.compile's), eager with None."""
     import torch
     import torch.nn.functional as F
-    from torchrig.distributed import wrap_ddp
-    from torchrig.models import build_model
+    from torchrig.train.distributed import wrap_ddp
+    from torchrig.train.models import build_model
 
     device = torch.device(device_type, 0) if device_type == "cuda" else torch.device("cpu")
     on_gpu = device.type == "cuda"

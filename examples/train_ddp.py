@@ -125,7 +125,7 @@ if args.workers is None:
     args.workers = min(8, (os.cpu_count() or 1) // torch.cuda.device_count()) if on_gpu else 0
 
 # -----------------------------------------------------------------------------------------------
-# Process group. torchrig's init survives torchrun restarts (see torchrig/distributed.py).
+# Process group. torchrig's init survives torchrun restarts (see torchrig/train/distributed.py).
 
 dist_info = distributed.init_distributed(args.device)
 rank, world_size, is_main = dist_info.rank, dist_info.world_size, dist_info.is_main

@@ -70,7 +70,7 @@ def install(step_delay: float, samples: Path | None) -> None:
 
 def log_samples(samples: Path, step: Callable[[], int]) -> None:
     import torch.utils.data
-    from torchrig.data import ResumableDistributedSampler, WithIndex
+    from torchrig.train.data import ResumableDistributedSampler, WithIndex
 
     # One line per micro-batch and rank, appended with a single write (atomic on Linux).
     samples.parent.mkdir(parents=True, exist_ok=True)

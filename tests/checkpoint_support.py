@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torchrig.checkpoint import cli as ckpt_cli
-from torchrig.distributed import shutdown_distributed
 from torchrig.image.pth.rank_exit import end_with_status, finish_with
+from torchrig.train.distributed import shutdown_distributed
 
 
 class TinyNet(torch.nn.Module):

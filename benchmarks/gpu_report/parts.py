@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from torchrig import children
+from torchrig.facts import children
 from torchrig.launch import plan
 from torchrig.launch.torchrun import TorchrunFlags
 

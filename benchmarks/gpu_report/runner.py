@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchrig import children
+from torchrig.facts import children
 
 from testbed import image_hook
 

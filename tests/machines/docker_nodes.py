@@ -36,7 +36,7 @@ TINY = [
 ]  # fmt: skip
 RUN_TIMEOUT_S = 900
 # Only the job's own processes: the launcher, the remote wrapper, torchrun and its workers.
-JOB_PROCESS = re.compile(r"torchrig(\.multihost\.remote| launch)|torch\.distributed\.run|train_ddp")
+JOB_PROCESS = re.compile(r"torchrig(\.launch\.remote| launch)|torch\.distributed\.run|train_ddp")
 # Read /proc with the image's Python: no dependence on procps being installed.
 LIST_PROCESSES = """
 import os

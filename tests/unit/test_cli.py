@@ -9,6 +9,8 @@ import sys
 import pytest
 from torchrig import cli
 
+from tests.unit.test_layers import ACROSS_HOSTS
+
 
 def run_torchrig(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -71,6 +73,5 @@ def test_a_launch_loads_neither_torch_nor_the_other_commands(tmp_path) -> None:
     others = ("torchrig.verify", "torchrig.status", "torchrig.checkpoint.cli", "torchrig.packages")
     assert sorted(name for name in loaded if name.startswith(others)) == []
     assert {"torch", "pynvml"} & loaded == set()
-    assert sorted(name for name in loaded if name.startswith("torchrig.multihost.")) == [
-        "torchrig.multihost.hostfile"
-    ]
+    across_hosts = {f"torchrig.launch.{name}" for name in ACROSS_HOSTS}
+    assert sorted(across_hosts & loaded) == ["torchrig.launch.hostfile"]

@@ -2,8 +2,8 @@
 
 - `host/` runs on the user's machine under plain python3; `shared/` is what it may read of the
   rest. Both load the standard library alone, and nothing but `host/` imports `host/`.
-- The library a training script imports (`checkpoint/`, `distributed`, `data`, `models`) never
-  imports a command (`verify/`, `launch/`, `multihost/`, `status/`, `packages/`, `cli`).
+- The library a training script imports (`checkpoint/`, `train/`) never
+  imports a command (`verify/`, `launch/`, `status/`, `packages/`, `cli`).
 - `image/pth/` runs at every interpreter start: it reads `shared/` and nothing else.
 - Every part imports only the parts its entry in MAY_IMPORT allows (docs/architecture.md), and
   the parts import one way: no two read each other, directly or through others."""
@@ -24,34 +24,22 @@ import torchrig
 
 PACKAGE = Path(torchrig.__file__).resolve().parent
 
-LIBRARY = {"checkpoint", "distributed", "data", "models"}
-COMMANDS = {"verify", "launch", "multihost", "status", "packages", "cli", "__main__"}
+LIBRARY = {"checkpoint", "train"}
+COMMANDS = {"verify", "launch", "status", "packages", "cli", "__main__"}
 
 # What each part of the package may import from the rest of it. A part is a folder (`image/pth/`
 # is one of its own) or a top-level module; importing itself is always allowed.
 MAY_IMPORT: dict[str, set[str]] = {
     "shared": set(),
     "facts": {"shared"},
-    "children": {"facts"},
     "host": {"shared"},
     "image.pth": {"shared"},
-    "image": {"image.pth", "shared", "facts", "children", "packages"},
-    "distributed": set(),
-    "data": set(),
-    "models": set(),
-    "checkpoint": {"distributed", "shared"},
+    "image": {"image.pth", "shared", "facts", "packages"},
+    "train": set(),
+    "checkpoint": {"train", "shared"},
     "packages": {"shared"},
-    "multihost": {"facts", "children", "shared"},
-    "launch": {
-        "facts",
-        "distributed",
-        "checkpoint",
-        "multihost",
-        "children",
-        "shared",
-        "image.pth",
-    },
-    "verify": {"facts", "children", "distributed", "launch", "shared"},
+    "launch": {"facts", "train", "checkpoint", "shared", "image.pth"},
+    "verify": {"facts", "train", "launch", "shared"},
     "status": {"facts", "checkpoint", "shared"},
     "cli": {"shared", "verify", "launch", "checkpoint", "status", "packages"},
     "__main__": {"cli"},
@@ -121,6 +109,49 @@ def test_nothing_but_host_imports_host() -> None:
     assert sorted(part for part, parts in found.items() if "host" in parts) == []
 
 
+def printed_by(program: str) -> str:
+    """What `program` prints, run in a fresh interpreter that finds this checkout's package."""
+    return subprocess.run(
+        [sys.executable, "-c", program],
+        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def test_only_the_package_face_and_its_command_stay_loose_at_the_top() -> None:
+    """Everything else lives in a folder named for where it runs or who calls it."""
+    assert sorted(path.name for path in PACKAGE.glob("*.py")) == [
+        "__init__.py",
+        "__main__.py",
+        "cli.py",
+    ]
+
+
+def test_the_face_gives_the_library_and_importing_torchrig_loads_none_of_it() -> None:
+    """`from torchrig import checkpoint, data, distributed, models` (the example, the docs) finds
+    `train/`'s modules, and only when asked: `import torchrig` alone loads no other module."""
+    program = (
+        "import json, sys, torchrig\n"
+        "alone = sorted(name for name in sys.modules if name.startswith('torchrig'))\n"
+        "from torchrig import checkpoint, data, distributed, models\n"
+        "names = [module.__name__ for module in (checkpoint, data, distributed, models)]\n"
+        "print(json.dumps([alone, names]))"
+    )
+    assert json.loads(printed_by(program)) == [
+        ["torchrig"],
+        [
+            "torchrig.checkpoint",
+            "torchrig.train.data",
+            "torchrig.train.distributed",
+            "torchrig.train.models",
+        ],
+    ]
+    with pytest.raises(AttributeError, match="no attribute 'children'"):
+        torchrig.children  # noqa: B018
+
+
 def test_the_parts_import_one_way() -> None:
     """No two parts read each other, directly or through others: the table orders them, and the
     imports follow the table (above)."""
@@ -128,21 +159,18 @@ def test_the_parts_import_one_way() -> None:
     assert order.index("shared") < order.index("host") < len(order)
 
 
+# The modules of `launch/` that run a job across hosts over SSH (`hostfile` is read by the
+# options, for `--hostfile`, so every launch loads it).
+ACROSS_HOSTS = ("hostfile", "fanout", "job", "preflight", "probe", "remote", "split")
+
+
 def test_the_local_plan_loads_nothing_of_the_job_across_hosts() -> None:
     """`torchrig launch` on one machine plans without the multi-host machinery: the network's
-    messages come from `facts/network`; `multihost.hostfile` alone is loaded, by the options
+    messages come from `facts/network`; `launch.hostfile` alone is loaded, by the options
     (`--hostfile`)."""
-    assert "multihost" not in torchrig_imports(PACKAGE / "launch" / "plan.py")
     program = "import sys, torchrig.launch.plan; print(*sorted(sys.modules))"
-    result = subprocess.run(
-        [sys.executable, "-c", program],
-        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    loaded = {name for name in result.stdout.split() if name.startswith("torchrig.multihost.")}
-    assert loaded == {"torchrig.multihost.hostfile"}
+    across_hosts = {f"torchrig.launch.{name}" for name in ACROSS_HOSTS}
+    assert sorted(across_hosts & set(printed_by(program).split())) == ["torchrig.launch.hostfile"]
 
 
 def side_modules(side: str) -> list[str]:

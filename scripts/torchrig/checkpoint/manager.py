@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from torchrig import distributed
 from torchrig.checkpoint import CheckpointError, CheckpointMismatch, CheckpointWarning, location
 from torchrig.checkpoint.directory import (
     FILE,
@@ -31,6 +30,7 @@ from torchrig.checkpoint.single_file import SingleFileLayout, sharded_parameter
 from torchrig.checkpoint.state import check_loadable
 from torchrig.checkpoint.torchfile import first_line
 from torchrig.shared.voice import size_text
+from torchrig.train import distributed
 
 if TYPE_CHECKING:
     import torch

@@ -12,11 +12,11 @@ from typing import Any
 
 import torch
 
-from torchrig import distributed
 from torchrig.checkpoint import CheckpointError, CheckpointWarning, torchfile
 from torchrig.checkpoint.directory import FOLDER, atomic_write, entry_size
 from torchrig.checkpoint.state import TrainingState, require_format, summary_of
 from torchrig.checkpoint.torchfile import first_line
+from torchrig.train import distributed
 
 FORMAT = "torchrig-sharded/1"
 EXTRA_NAME = "extra.pt"

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from torchrig import distributed
 from torchrig.checkpoint import CheckpointError, CheckpointWarning
+from torchrig.train import distributed
 
 
 class Stateful(Protocol):
@@ -54,7 +54,8 @@ class TrainingState:
                 raise TypeError(
                     f"TrainingState({name}=...): a {type(part).__name__} has no state_dict() / "
                     "load_state_dict(), so it cannot be checkpointed; pass None and keep its "
-                    "state elsewhere (for a sampler: torchrig.data.ResumableDistributedSampler)"
+                    "state elsewhere (for a sampler: "
+                    "torchrig.train.data.ResumableDistributedSampler)"
                 )
 
     def progress(self, step: int) -> dict[str, Any]:

@@ -71,7 +71,7 @@ class StopSignals:
         import torch
         import torch.distributed as dist
 
-        from torchrig.distributed import collective_timeout
+        from torchrig.train.distributed import collective_timeout
 
         local = self.received is not None
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:

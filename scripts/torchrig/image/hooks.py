@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchrig import children
+from torchrig.facts import children
 from torchrig.image.settings import VOICE
 from torchrig.shared import mounts
 

@@ -1,5 +1,5 @@
 """The `torchrig launch` command: parse, plan, print the torchrun command line, run it (a launch
-on `--hostfile` is split across the hosts, `split`, and run by `multihost.job`).
+on `--hostfile` is split across the hosts, `split`, and run by `job`).
 
 torchrun runs as launch's child: it exits 1 even when every worker stopped with 75, which Slurm
 and Kubernetes need back (docs/training.md, "Stopping and preemption"). So launch passes each
@@ -24,10 +24,9 @@ from torchrig.checkpoint.stop import (
     launch_status,
 )
 from torchrig.image.pth import rank_exit
-from torchrig.launch import options, plan, torchrun
+from torchrig.launch import hostfile, options, plan, torchrun
+from torchrig.launch.hostfile import HostsError
 from torchrig.launch.options import DEFAULT_MAX_RESTARTS, LaunchError
-from torchrig.multihost import hostfile
-from torchrig.multihost.hostfile import HostsError
 from torchrig.shared.voice import Voice
 
 VOICE = Voice.of_command("launch")

@@ -10,10 +10,10 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.launch import torchrun
+from torchrig.launch.hostfile import Host, hosts_from
 from torchrig.launch.torchrun import TorchrunFlags
-from torchrig.multihost.hostfile import Host, hosts_from
+from torchrig.train.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 
 USAGE = "torchrig launch [options] [torchrun flags...] script.py [script args...]"
 # torchrun's own default. A restart runs the script again from its start, which only a script

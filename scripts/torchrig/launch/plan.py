@@ -12,9 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchrig.children import module_command
-from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.facts import network, nvml
+from torchrig.facts.children import module_command
 from torchrig.facts.network import Reach, Route, exposure_warning, unreachable_message
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
@@ -27,6 +26,7 @@ from torchrig.launch.options import (
     LaunchRequest,
 )
 from torchrig.launch.torchrun import TorchrunFlags, conf_with
+from torchrig.train.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 
 # torch 2.13-2.15: with the workers sharing the agent's rendezvous store, a restart round finds
 # the keys of the round before (one machine: "Gloo connectFullMesh failed", or a hang), and a node

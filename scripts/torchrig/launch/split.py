@@ -2,7 +2,7 @@
 
 Each host runs `torchrig launch` with its share (`host_argv`: its slots as --nproc-per-node,
 the c10d rendezvous on the first host) and makes its own plan there; torchrun's rendezvous joins
-them. The job across hosts that runs the shares is `multihost.job`'s."""
+them. The job across hosts that runs the shares is `job`'s."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import secrets
 import sys
 from dataclasses import replace
 
-from torchrig.children import module_command
 from torchrig.facts import network
+from torchrig.facts.children import module_command
+from torchrig.launch import fanout
+from torchrig.launch.fanout import JobPolicy, Printer
+from torchrig.launch.hostfile import Host
+from torchrig.launch.job import HostJob, JobOutcome, Rendezvous, run_job
 from torchrig.launch.options import Launch, LaunchError, LaunchRequest, launch_argv
 from torchrig.launch.torchrun import TorchrunFlags, conf_with
-from torchrig.multihost import fanout
-from torchrig.multihost.fanout import JobPolicy, Printer
-from torchrig.multihost.hostfile import Host
-from torchrig.multihost.job import HostJob, JobOutcome, Rendezvous, run_job
 
 # Flags the fan-out sets per host.
 SET_PER_HOST = ("--nnodes", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf")

@@ -11,8 +11,8 @@ import sys
 import time
 from typing import Any
 
-from torchrig.distributed import init_distributed, shutdown_distributed
 from torchrig.shared.voice import MIB
+from torchrig.train.distributed import init_distributed, shutdown_distributed
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

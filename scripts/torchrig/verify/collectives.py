@@ -11,8 +11,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from torchrig import children
-from torchrig.children import module_command
+from torchrig.facts import children
+from torchrig.facts.children import module_command
 from torchrig.facts.verdict import Check, failed, passed, warned
 from torchrig.launch.plan import LOOPBACK, socket_interfaces
 from torchrig.shared import voice

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from torchrig import children
+from torchrig.facts import children
 from torchrig.facts.verdict import Check, failed, passed, warned
 from torchrig.verify.peaks import Peak, peak_for
 from torchrig.verify.speed import (

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from torchrig import __version__, children
-from torchrig.children import module_command
-from torchrig.facts import container_runtime, runtime, visible
+from torchrig import __version__
+from torchrig.facts import children, container_runtime, runtime, visible
+from torchrig.facts.children import module_command
 from torchrig.facts.container_runtime import Runtime
 from torchrig.facts.nvml import NvmlSnapshot, read_snapshot
 from torchrig.facts.verdict import Check, failed, skipped

@@ -1,1 +1,1 @@
-"""The process-group helpers (torchrig.distributed) doing real work: compiling, sharding."""
+"""The process-group helpers (torchrig.train.distributed) doing real work: compiling, sharding."""

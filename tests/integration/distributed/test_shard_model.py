@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torchrig.distributed import init_distributed, shutdown_distributed
+from torchrig.train.distributed import init_distributed, shutdown_distributed
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -27,7 +27,7 @@ def test_shard_model_compiles_units_without_units_inside_before_sharding() -> No
     try:
         from torch._dynamo.eval_frame import OptimizedModule
         from torch.distributed.checkpoint.state_dict import get_model_state_dict
-        from torchrig.distributed import shard_model
+        from torchrig.train.distributed import shard_model
 
         shard_model(model, min_unit_params=1000, compile_units=True)
         assert isinstance(model[0], OptimizedModule) and isinstance(model[0], FSDPModule)

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from torchrig import children
-from torchrig.children import module_command
+from torchrig.facts import children
+from torchrig.facts.children import module_command
 from torchrig.facts.verdict import Verdict
 from torchrig.shared.voice import MIB
 from torchrig.verify import collectives

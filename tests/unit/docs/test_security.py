@@ -37,7 +37,7 @@ TRIED_BY = {
         "test_dev_gains_nothing_from_setuid_programs",
     ),
     "the rendezvous port": (
-        "tests/unit/multihost/test_preflight.py",
+        "tests/unit/launch/test_preflight.py",
         "test_a_host_with_a_public_address_gets_a_warning_and_the_launch_goes_on",
     ),
     "the healthcheck's services list": (
@@ -45,7 +45,7 @@ TRIED_BY = {
         "test_the_healthcheck_never_follows_or_swallows_what_dev_plants_as_its_services_list",
     ),
     "a login shell that is not POSIX": (
-        "tests/unit/multihost/test_preflight.py",
+        "tests/unit/launch/test_preflight.py",
         "test_a_login_shell_that_is_not_posix_stops_the_launch",
     ),
 }

@@ -21,9 +21,9 @@ from torchrig.checkpoint.stop import (
     note_resumable_exit,
 )
 from torchrig.cli import main
-from torchrig.distributed import TIMEOUT_ENV
 from torchrig.launch import cli, plan
 from torchrig.launch.options import LaunchRequest, request_from_args
+from torchrig.train.distributed import TIMEOUT_ENV
 
 from .test_plan import eight_gpus, parse
 

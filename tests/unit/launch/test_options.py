@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from torchrig.launch.hostfile import Host
 from torchrig.launch.options import (
     Launch,
     LaunchError,
@@ -17,7 +18,6 @@ from torchrig.launch.options import (
     seconds_text,
 )
 from torchrig.launch.torchrun import TorchrunFlags
-from torchrig.multihost.hostfile import Host
 
 from .test_plan import parse
 

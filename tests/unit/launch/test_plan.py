@@ -7,7 +7,6 @@ import sys
 
 import pytest
 from torchrig.cli import build_parser
-from torchrig.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 from torchrig.facts import network
 from torchrig.facts.network import Reach, Route
 from torchrig.facts.nvml import NvmlSnapshot, read_inventory
@@ -23,6 +22,7 @@ from torchrig.launch.plan import (
     set_by_environment,
 )
 from torchrig.launch.torchrun import TorchrunFlags
+from torchrig.train.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 
 from ..facts.fake_nvml import FakeNvml, board
 

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 from torchrig.cli import main
 from torchrig.facts.network import Endpoint
-from torchrig.launch import split
+from torchrig.launch import fanout, split
+from torchrig.launch.hostfile import Host
+from torchrig.launch.job import Rendezvous
 from torchrig.launch.options import LaunchError, request_from_args
 from torchrig.launch.torchrun import TorchrunFlags
-from torchrig.multihost import fanout
-from torchrig.multihost.hostfile import Host
-from torchrig.multihost.job import Rendezvous
 
 from .test_plan import parse
 
@@ -107,7 +106,7 @@ def test_dry_run_prints_every_hosts_command(tmp_path: Path, capsys, monkeypatch)
     assert "--rdzv-endpoint a.lan:29400" in lines[0] and "is_host=1" in lines[0]
     assert "torchrig launch: 2 host(s): a (2), b; rendezvous a.lan:29400" in captured.err
     remote = shlex.split(lines[1].split(": ", 1)[1])[-1]
-    assert remote.startswith("cd ") and " -m torchrig.multihost.remote -- " in remote
+    assert remote.startswith("cd ") and " -m torchrig.launch.remote -- " in remote
 
 
 def test_standalone_and_hosts_do_not_mix(tmp_path: Path, capsys) -> None:

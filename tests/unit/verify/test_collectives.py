@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchrig import children
+from torchrig.facts import children
 from torchrig.facts.verdict import Verdict
 from torchrig.shared.voice import MIB
 from torchrig.verify import collectives

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from torchrig.children import Outcome
+from torchrig.facts.children import Outcome
 from torchrig.facts.verdict import Verdict
 from torchrig.verify import probes, speed
 from torchrig.verify.peaks import peak_for

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from torchrig.children import Outcome
+from torchrig.facts.children import Outcome
 
 from benchmarks.gpu_report import parts, runner
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 import torch
 import torch.distributed as dist
-from torchrig.distributed import (
+from torchrig.train.distributed import (
     DEFAULT_TIMEOUT_S,
     TIMEOUT_ENV,
     _attempt_store,
@@ -91,7 +91,7 @@ def test_shard_model_makes_units_of_large_blocks_only() -> None:
     )
     init_distributed("cpu", environ={})
     try:
-        from torchrig.distributed import shard_model
+        from torchrig.train.distributed import shard_model
 
         shard_model(model, min_unit_params=2000)
         assert isinstance(model, FSDPModule)

@@ -14,13 +14,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from torchrig.multihost import fanout
-from torchrig.multihost.fanout import STARTED, FanOut, JobPolicy, Printer
+from torchrig.launch import fanout
+from torchrig.launch.fanout import STARTED, FanOut, JobPolicy, Printer
 
 PYTHON = sys.executable
 # Runs until its stdin ends, as a host's launch does under remote.py. Not stopped, it would
 # outlast the tests' deadline (HANG_GUARD), so a test that ends at all shows it was stopped.
-UNTIL_STOPPED = [PYTHON, "-m", "torchrig.multihost.remote", "--", "sleep", "3600"]
+UNTIL_STOPPED = [PYTHON, "-m", "torchrig.launch.remote", "--", "sleep", "3600"]
 HANG_GUARD = pytest.mark.timeout(300)
 
 

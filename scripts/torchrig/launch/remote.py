@@ -23,7 +23,7 @@ GRACE_S = 35.0
 STOPPED_EXIT = 128 + signal.SIGTERM
 PR_SET_CHILD_SUBREAPER = 36
 # The first line on stdout: the host answered and its command starts (the launcher hides it).
-STARTED = "torchrig.multihost.remote: started"
+STARTED = "torchrig.launch.remote: started"
 
 
 def become_subreaper() -> None:
@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print("usage: python -m torchrig.multihost.remote -- COMMAND [ARGS...]", file=sys.stderr)
+        print("usage: python -m torchrig.launch.remote -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     become_subreaper()
     # The launcher holds a retried host's lines back until this: before it, they are ssh's.

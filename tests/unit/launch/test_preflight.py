@@ -7,9 +7,9 @@ import shlex
 
 import pytest
 from torchrig.facts.network import Endpoint, Reach
-from torchrig.multihost import fanout, preflight
-from torchrig.multihost.fanout import SSH_FAILED, Captured
-from torchrig.multihost.hostfile import Host
+from torchrig.launch import fanout, preflight
+from torchrig.launch.fanout import SSH_FAILED, Captured
+from torchrig.launch.hostfile import Host
 
 ENDPOINT = Endpoint("a", 29400)
 SAME = {
@@ -142,7 +142,7 @@ HOSTS = [Host("a", 2), Host("b"), Host("c", 4)]
 def test_the_probes_listen_on_the_first_host_and_connect_from_the_others() -> None:
     commands = preflight.probe_commands(HOSTS, ENDPOINT, "py", "/w", "t.py")
     assert shlex.split(commands["a"][-1]) == [
-        "py", "-P", "-m", "torchrig.multihost.probe", "--cwd", "/w", "--endpoint", "a:29400",
+        "py", "-P", "-m", "torchrig.launch.probe", "--cwd", "/w", "--endpoint", "a:29400",
         "--script", "t.py", "--listen",
     ]  # fmt: skip
     assert shlex.split(commands["c"][-1])[-2:] == ["--connect-for", "30"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import torch
-from torchrig.distributed import init_distributed, shutdown_distributed, wrap_ddp
-from torchrig.models import build_model
+from torchrig.train.distributed import init_distributed, shutdown_distributed, wrap_ddp
+from torchrig.train.models import build_model
 
 
 def test_the_tiny_model_compiles_under_ddp_as_the_example_compiles_it() -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from torchrig.facts.network import Endpoint
-from torchrig.multihost import fanout, job
-from torchrig.multihost.fanout import JobPolicy, Printer
-from torchrig.multihost.hostfile import Host
-from torchrig.multihost.job import HostJob, JobOutcome, Rendezvous
+from torchrig.launch import fanout, job
+from torchrig.launch.fanout import JobPolicy, Printer
+from torchrig.launch.hostfile import Host
+from torchrig.launch.job import HostJob, JobOutcome, Rendezvous
 
 HOSTS = [Host("a", 2), Host("b"), Host("c", 4)]
 PYTHON = sys.executable
@@ -57,7 +57,7 @@ def test_each_command_runs_under_the_remote_wrapper_in_the_same_folder() -> None
     )
     assert commands["a"][-2] == "a"
     assert shlex.split(commands["a"][-1]) == [
-        "cd", "/w", "&&", "exec", PYTHON, "-P", "-m", "torchrig.multihost.remote", "--",
+        "cd", "/w", "&&", "exec", PYTHON, "-P", "-m", "torchrig.launch.remote", "--",
         "py", "-m", "torchrig", "launch", "t.py",
     ]  # fmt: skip
 
@@ -71,7 +71,7 @@ def test_a_dry_run_says_what_would_run_where_and_runs_nothing(tmp_path: Path) ->
     ) == JobOutcome(0)
     assert err.getvalue().startswith("torchrig test: 2 host(s): a (2), b; rendezvous 127.0.0.1:")
     assert [line.split(":")[0] for line in out.getvalue().splitlines()] == ["a", "b"]
-    assert "torchrig.multihost.remote -- touch" in out.getvalue()
+    assert "torchrig.launch.remote -- touch" in out.getvalue()
     assert not marker.exists()
 
 

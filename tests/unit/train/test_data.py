@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torchrig.data import (
+from torchrig.train.data import (
     ResumableDistributedSampler,
     SyntheticImages,
     WithIndex,

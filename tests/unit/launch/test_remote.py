@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 from torchrig.facts.processes import read_descendants, running
-from torchrig.multihost import remote
+from torchrig.launch import remote
 
-WRAPPER = [sys.executable, "-m", "torchrig.multihost.remote", "--"]
+WRAPPER = [sys.executable, "-m", "torchrig.launch.remote", "--"]
 
 
 def start(*command: str) -> subprocess.Popen[bytes]:

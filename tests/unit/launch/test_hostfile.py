@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from torchrig.multihost.hostfile import (
+from torchrig.launch.hostfile import (
     Host,
     HostsError,
     hosts_from,

@@ -10,11 +10,11 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field, replace
 
-from torchrig.children import module_command
+from torchrig.facts.children import module_command
 from torchrig.facts.network import Endpoint
-from torchrig.multihost import fanout, preflight
-from torchrig.multihost.fanout import JobPolicy, Printer
-from torchrig.multihost.hostfile import Host
+from torchrig.launch import fanout, preflight
+from torchrig.launch.fanout import JobPolicy, Printer
+from torchrig.launch.hostfile import Host
 
 # As a usage error: nothing was started.
 PREFLIGHT_FAILED = 2
@@ -51,7 +51,7 @@ def ssh_commands(job: HostJob) -> dict[str, list[str]]:
     """host -> the `ssh` command that runs its command under the remote wrapper, in `cwd`."""
     return {
         host: fanout.ssh_command(
-            host, module_command(job.python, "torchrig.multihost.remote", "--", *command), job.cwd
+            host, module_command(job.python, "torchrig.launch.remote", "--", *command), job.cwd
         )
         for host, command in job.commands.items()
     }

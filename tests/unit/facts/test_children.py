@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from torchrig import children
+from torchrig.facts import children
 from torchrig.facts.processes import running
 
 # Starts a grandchild in a session of its own (as torchrun starts its workers), says its pid,

@@ -34,7 +34,7 @@ def tiny_convnet_class() -> type[nn.Sequential]:
     """A Sequential (its parameters' names) with a forward of its own: torch.compile of the
     DDP-wrapped model starts again at the model's forward and compiles nothing when that is
     torch.nn's own, as nn.Sequential's is. Made at first use, so that torch is imported only
-    then; `torchrig.models.TinyConvNet` names it (pickle finds a whole saved model there)."""
+    then; `torchrig.train.models.TinyConvNet` names it (pickle finds a whole saved model there)."""
     from torch import nn
 
     class TinyConvNet(nn.Sequential):

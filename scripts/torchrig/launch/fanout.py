@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from torchrig import children
-from torchrig.multihost.hostfile import HostsError
-from torchrig.multihost.remote import STARTED
+from torchrig.facts import children
+from torchrig.launch.hostfile import HostsError
+from torchrig.launch.remote import STARTED
 from torchrig.shared.voice import MAX_LINE_BYTES, Voice, harmless, size_text
 
 # BatchMode: fail instead of asking for a password or passphrase nobody will type. The keep-alive

@@ -8,12 +8,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from torchrig.children import module_command
 from torchrig.facts import network
+from torchrig.facts.children import module_command
 from torchrig.facts.network import Endpoint, Reach, exposure_warning, unreachable_message
-from torchrig.multihost import fanout
-from torchrig.multihost.fanout import Captured
-from torchrig.multihost.hostfile import Host
+from torchrig.launch import fanout
+from torchrig.launch.fanout import Captured
+from torchrig.launch.hostfile import Host
 from torchrig.shared import ports
 
 PREFLIGHT_TIMEOUT_S = 120.0
@@ -194,7 +194,7 @@ def probe_commands(
     commands = {}
     for index, host in enumerate(hosts):
         remote = module_command(
-            python, "torchrig.multihost.probe", "--cwd", cwd, "--endpoint", str(endpoint)
+            python, "torchrig.launch.probe", "--cwd", cwd, "--endpoint", str(endpoint)
         )
         if script is not None:
             remote += ["--script", script]

@@ -13,9 +13,9 @@ from pathlib import Path
 from torchrig import __version__
 from torchrig.facts import network
 from torchrig.facts.network import Reach
-from torchrig.multihost import probe
+from torchrig.launch import probe
 
-PROBE = [sys.executable, "-m", "torchrig.multihost.probe"]
+PROBE = [sys.executable, "-m", "torchrig.launch.probe"]
 
 
 def answer_of(*args: str) -> dict:

@@ -22,7 +22,7 @@ from typing import Any
 from torchrig import __version__
 from torchrig.facts import network
 from torchrig.facts.network import Reach
-from torchrig.multihost.remote import wait_for_end_of_stdin
+from torchrig.launch.remote import wait_for_end_of_stdin
 
 RETRY_S = 0.5
 
@@ -120,7 +120,7 @@ def exit_when_stdin_ends() -> None:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m torchrig.multihost.probe")
+    parser = argparse.ArgumentParser(prog="python -m torchrig.launch.probe")
     parser.add_argument("--cwd", required=True)
     parser.add_argument("--script")
     parser.add_argument("--endpoint", required=True, type=network.parse_endpoint)

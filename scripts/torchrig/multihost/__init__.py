@@ -1,2 +1,0 @@
-"""One command on many hosts over SSH, behind `torchrig launch --hostfile`, and the job across
-hosts it runs (`job`). Standard library only."""
