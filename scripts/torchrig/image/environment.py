@@ -9,9 +9,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchrig.image.pth import caches
 from torchrig.image.settings import VOICE
 from torchrig.packages import kept
+from torchrig.pth import caches
 from torchrig.shared import mounts
 
 
