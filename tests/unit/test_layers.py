@@ -35,6 +35,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "host": {"shared"},
     "pth": {"shared"},
     "image": {"pth", "shared", "facts", "packages"},
+    "jupyter": {"image", "shared"},
     "train": set(),
     "checkpoint": {"train", "shared"},
     "packages": {"shared"},
