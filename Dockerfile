@@ -212,7 +212,7 @@ RUN --mount=type=bind,target=/src \
          "$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
          > /etc/torchrig/constraints.txt
 # The stack's pins, for dev's pip and uv (and root's): an install that would replace torch,
-# torchvision, triton or an nvidia-* library is refused (torchrig/packages/stack.py).
+# torchvision, triton or an nvidia-* library is refused (torchrig/shared/stack.py).
 ENV PIP_CONSTRAINT=/etc/torchrig/constraints.txt \
     UV_CONSTRAINT=/etc/torchrig/constraints.txt
 # The checkout's examples/ (the training example and its notebook), root's and read-only: what a

@@ -4,6 +4,8 @@
   rest. Both load the standard library alone, and nothing but `host/` imports `host/`.
 - The library a training script imports (`checkpoint/`, `train/`) never
   imports a command (`verify/`, `launch/`, `status/`, `packages/`, `cli`).
+- The root start (`image/`) imports no command: what it shares with one (the kept venv, the
+  pinned stack) is in `shared/`.
 - `pth/` runs at every interpreter start: it reads `shared/` and nothing else.
 - Every part imports only the parts its entry in MAY_IMPORT allows (docs/architecture.md), and
   the parts import one way: no two read each other, directly or through others."""
@@ -34,7 +36,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "facts": {"shared"},
     "host": {"shared"},
     "pth": {"shared"},
-    "image": {"pth", "shared", "facts", "packages"},
+    "image": {"pth", "shared", "facts"},
     "jupyter": {"image", "shared"},
     "train": set(),
     "checkpoint": {"train", "shared"},
@@ -101,6 +103,10 @@ def test_every_part_imports_only_what_the_architecture_allows() -> None:
 def test_the_library_never_imports_a_command() -> None:
     found = imports_by_part()
     assert {part: found[part] & COMMANDS for part in LIBRARY} == {part: set() for part in LIBRARY}
+
+
+def test_the_root_start_never_imports_a_command() -> None:
+    assert sorted(imports_by_part()["image"] & COMMANDS) == []
 
 
 def test_nothing_but_host_imports_host() -> None:

@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from torchrig.image.settings import VOICE
-from torchrig.packages import kept
 from torchrig.pth import caches
-from torchrig.shared import mounts
+from torchrig.shared import kept, mounts
 
 
 def use_kept_packages(root: Path = Path(mounts.PACKAGES.point)) -> Path | None:
