@@ -146,7 +146,7 @@ COPY --from=uv /opt/uv/bin/uv /opt/uv/bin/uv
 # driver the container still starts and the banner names the minimum driver and the rebuild knob
 # instead of a bare "unsatisfied condition: cuda>=13.0" from the runtime.
 # No cache folder in this environment: root gets it too, and a compile cache runs the code it
-# holds. Each user's caches follow their own HOME (torchrig/image/pth/caches.py, through a .pth
+# holds. Each user's caches follow their own HOME (torchrig/pth/caches.py, through a .pth
 # file below); dev's are on the cache volume, set by the start for dev alone.
 # UV_LINK_MODE: uv's cache and the kept packages are two volumes, where hard links cannot reach.
 # TORCH_DISABLE_SHARE_RDZV_TCP_STORE: each torchrun restart round gets a store of its own, so the
@@ -179,7 +179,7 @@ COPY entrypoint/tensorboard.svg /etc/torchrig/tensorboard.svg
 COPY entrypoint/gpu-notice/ /opt/venv/share/jupyter/labextensions/@torchrig/gpu-notice/
 # This project last, so editing a helper rebuilds in seconds. Its dependencies are all in the
 # lock; setuptools (a torch dependency) builds it without reaching an index. Three .pth files run
-# at every start of the venv's Python, each calling a module of torchrig/image/pth/: the first
+# at every start of the venv's Python, each calling a module of torchrig/pth/: the first
 # points the caches the user did not name at that user's own home (caches); the second puts dev's
 # kept packages in front of the image's, for every user but root (kept_packages); the third, only
 # in a worker that torchrun started or a child of mp.spawn, makes the rank end with its script's
@@ -212,7 +212,7 @@ RUN --mount=type=bind,target=/src \
          "$(/opt/venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
          > /etc/torchrig/constraints.txt
 # The stack's pins, for dev's pip and uv (and root's): an install that would replace torch,
-# torchvision, triton or an nvidia-* library is refused (torchrig/packages/stack.py).
+# torchvision, triton or an nvidia-* library is refused (torchrig/shared/stack.py).
 ENV PIP_CONSTRAINT=/etc/torchrig/constraints.txt \
     UV_CONSTRAINT=/etc/torchrig/constraints.txt
 # The checkout's examples/ (the training example and its notebook), root's and read-only: what a

@@ -161,7 +161,7 @@ ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
 .PHONY: jupyter-url
 jupyter-url: ## print JupyterLab's URL with its token
 	@$(INSIDE) --published-port jupyter -- exec -T -u dev workstation \
-		python -I -m torchrig.image.jupyter_url
+		python -I -m torchrig.jupyter.url
 
 .PHONY: jupyter-token-rotate
 jupyter-token-rotate: ## a new Jupyter token (kept in .env across restarts until then), then `make up` with it

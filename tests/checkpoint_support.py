@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torchrig.checkpoint import cli as ckpt_cli
-from torchrig.image.pth.rank_exit import end_with_status, finish_with
+from torchrig.pth.rank_exit import end_with_status, finish_with
 from torchrig.train.distributed import shutdown_distributed
 
 
@@ -78,7 +78,7 @@ def _entry(
         raise
     shutdown_distributed()  # together, so no rank exits under a peer still using gloo
     # Then end as the image's hook ends a spawned worker: Python's teardown can still abort a
-    # process whose gloo threads free the last collective's work (torchrig.image.pth.rank_exit).
+    # process whose gloo threads free the last collective's work (torchrig.pth.rank_exit).
     finish_with(0)
     end_with_status()
 

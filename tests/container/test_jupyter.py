@@ -53,7 +53,7 @@ def test_without_jupyter_token_a_generated_one_is_enforced_and_kept_out_of_the_l
     stack = stack_factory(unset=("JUPYTER_TOKEN",))
     stack.up()
     stack.wait_healthy()
-    code, output = stack.exec("/opt/venv/bin/python -I -m torchrig.image.jupyter_url", "dev")
+    code, output = stack.exec("/opt/venv/bin/python -I -m torchrig.jupyter.url", "dev")
     assert code == 0, output
     tokens = TOKEN_URL.findall(output)
     assert tokens, output

@@ -100,12 +100,12 @@ def test_the_published_address_and_listed_names_work(open_stack: Stack) -> None:
 # PYTHONPATH only Jupyter's environment has (root's steps run in isolated mode, and ignore it).
 
 BROKEN = {
-    "import": "raise ImportError('torchrig.image.jupyter_hosts broken for the test')\n",
+    "import": "raise ImportError('torchrig.jupyter.hosts broken for the test')\n",
     "load": (
         "def _jupyter_server_extension_points():\n"
         "    return [{'module': __name__}]\n"
         "def _load_jupyter_server_extension(serverapp):\n"
-        "    raise RuntimeError('torchrig.image.jupyter_hosts broken for the test')\n"
+        "    raise RuntimeError('torchrig.jupyter.hosts broken for the test')\n"
     ),
 }
 # Loads, and installs nothing: Jupyter serves without the check.
@@ -127,10 +127,10 @@ def shadowing_stack(
     )
     stack = stack_factory(extra_files=(override,), unset=unset, **overrides)
     package = stack.workspace / ".shadow" / "torchrig"
-    (package / "image").mkdir(parents=True)
+    (package / "jupyter").mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    (package / "image" / "__init__.py").write_text("")
-    (package / "image" / "jupyter_hosts.py").write_text(module_text)
+    (package / "jupyter" / "__init__.py").write_text("")
+    (package / "jupyter" / "hosts.py").write_text(module_text)
     return stack
 
 
@@ -151,7 +151,7 @@ def test_jupyter_refuses_to_start_without_its_host_check(
     stack.up()
     jupyter_cannot_start(stack)
     logs = stack.logs()
-    assert "torchrig.image.jupyter_hosts broken for the test" in logs  # Jupyter's own traceback
+    assert "torchrig.jupyter.hosts broken for the test" in logs  # Jupyter's own traceback
     assert "is running at" not in logs  # it never served, not once, without the check
 
 
@@ -173,7 +173,7 @@ def test_the_healthcheck_reports_jupyter_that_answers_a_foreign_host(
     assert (code, output) == (
         1,
         "unhealthy: jupyter: it answers a request for Host 'rebinding-check.invalid' with 200 "
-        "instead of 403: its Host check (torchrig.image.jupyter_hosts) is off, so a DNS-rebinding "
+        "instead of 403: its Host check (torchrig.jupyter.hosts) is off, so a DNS-rebinding "
         "web page could reach it\n",
     )
     # Failures count once the start period (60 s) is over, then three in a row.

@@ -169,7 +169,7 @@ def test_apptainer_run_starts_jupyter_as_the_user_and_says_how_to_reach_it(
     assert "it listens on 127.0.0.1:8888 of this machine" in said
     assert f"the token is in /tmp/torchrig-{UID}/jupyter-token" in said
     # Its own command prints the URL with the token; Jupyter answers there.
-    ask = "curl -fsS -o /dev/null -w '%{http_code}' \"$(python -m torchrig.image.jupyter_url)\""
+    ask = "curl -fsS -o /dev/null -w '%{http_code}' \"$(python -m torchrig.jupyter.url)\""
 
     def answered() -> bool:
         return run(["docker", "exec", started, "sh", "-c", ask]).stdout == "200"

@@ -183,7 +183,7 @@ def test_each_rank_is_one_process_and_status_shows_the_script(
         workers = [w for w in jobs[0]["workers"] if "rank" in w] if jobs else []
         assert sorted(worker["rank"] for worker in workers) == [0, 1], status
         commands = [" ".join(w["command"]) for w in workers]
-        assert all("torchrig.image.pth.rank_exit" in c for c in commands), status
+        assert all("torchrig.pth.rank_exit" in c for c in commands), status
         assert all(c.endswith(" users_code/slow.py") for c in commands), status
         pids = [w["pid"] for w in workers]
         processes = run(session, f"ps -o ppid= -p {','.join(map(str, pids))}").stdout.split()

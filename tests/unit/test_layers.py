@@ -4,7 +4,9 @@
   rest. Both load the standard library alone, and nothing but `host/` imports `host/`.
 - The library a training script imports (`checkpoint/`, `train/`) never
   imports a command (`verify/`, `launch/`, `status/`, `packages/`, `cli`).
-- `image/pth/` runs at every interpreter start: it reads `shared/` and nothing else.
+- The root start (`image/`) imports no command: what it shares with one (the kept venv, the
+  pinned stack) is in `shared/`.
+- `pth/` runs at every interpreter start: it reads `shared/` and nothing else.
 - Every part imports only the parts its entry in MAY_IMPORT allows (docs/architecture.md), and
   the parts import one way: no two read each other, directly or through others."""
 
@@ -27,18 +29,19 @@ PACKAGE = Path(torchrig.__file__).resolve().parent
 LIBRARY = {"checkpoint", "train"}
 COMMANDS = {"verify", "launch", "status", "packages", "cli", "__main__"}
 
-# What each part of the package may import from the rest of it. A part is a folder (`image/pth/`
-# is one of its own) or a top-level module; importing itself is always allowed.
+# What each part of the package may import from the rest of it. A part is a folder or a top-level
+# module; importing itself is always allowed.
 MAY_IMPORT: dict[str, set[str]] = {
     "shared": set(),
     "facts": {"shared"},
     "host": {"shared"},
-    "image.pth": {"shared"},
-    "image": {"image.pth", "shared", "facts", "packages"},
+    "pth": {"shared"},
+    "image": {"pth", "shared", "facts"},
+    "jupyter": {"image", "shared"},
     "train": set(),
     "checkpoint": {"train", "shared"},
     "packages": {"shared"},
-    "launch": {"facts", "train", "checkpoint", "shared", "image.pth"},
+    "launch": {"facts", "train", "checkpoint", "shared", "pth"},
     "verify": {"facts", "train", "launch", "shared"},
     "status": {"facts", "checkpoint", "shared"},
     "cli": {"shared", "verify", "launch", "checkpoint", "status", "packages"},
@@ -48,8 +51,6 @@ MAY_IMPORT: dict[str, set[str]] = {
 
 def part_of(path: Path) -> str:
     relative = path.relative_to(PACKAGE)
-    if relative.parts[:2] == ("image", "pth") and len(relative.parts) > 2:
-        return "image.pth"
     return relative.parts[0] if len(relative.parts) > 1 else relative.stem
 
 
@@ -60,7 +61,7 @@ def torchrig_imports(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module in ("torchrig", "torchrig.image.pth", "torchrig.image"):
+            if node.module == "torchrig":
                 names = [f"{node.module}.{alias.name}" for alias in node.names]
             else:
                 names = [node.module]
@@ -70,7 +71,7 @@ def torchrig_imports(path: Path) -> set[str]:
             parts = name.split(".")
             if parts[0] != "torchrig" or len(parts) < 2 or parts[1] == "__version__":
                 continue
-            found.add("image.pth" if parts[1:3] == ["image", "pth"] else parts[1])
+            found.add(parts[1])
     return found
 
 
@@ -102,6 +103,10 @@ def test_every_part_imports_only_what_the_architecture_allows() -> None:
 def test_the_library_never_imports_a_command() -> None:
     found = imports_by_part()
     assert {part: found[part] & COMMANDS for part in LIBRARY} == {part: set() for part in LIBRARY}
+
+
+def test_the_root_start_never_imports_a_command() -> None:
+    assert sorted(imports_by_part()["image"] & COMMANDS) == []
 
 
 def test_nothing_but_host_imports_host() -> None:

@@ -9,10 +9,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchrig.image.pth import caches
 from torchrig.image.settings import VOICE
-from torchrig.packages import kept
-from torchrig.shared import mounts
+from torchrig.pth import caches
+from torchrig.shared import kept, mounts
 
 
 def use_kept_packages(root: Path = Path(mounts.PACKAGES.point)) -> Path | None:

@@ -24,14 +24,14 @@ TCP_LISTEN = "0A"
 
 
 # A Host as a DNS-rebinding page would send it: neither an address nor a name the user allowed
-# (.invalid never resolves, RFC 2606). torchrig.image.jupyter_hosts refuses it without a log
+# (.invalid never resolves, RFC 2606). torchrig.jupyter.hosts refuses it without a log
 # line, as no browser sends a name under .invalid: a passing healthcheck leaves the log alone.
 FOREIGN_HOST = "rebinding-check.invalid"
 
 
 def jupyter_answers(address: str, port: int = ports.JUPYTER.container) -> str | None:
     """None when Jupyter's unauthenticated /api at the address it listens on answers 200 and
-    refuses a foreign Host with 403 (torchrig.image.jupyter_hosts is loaded), else what went
+    refuses a foreign Host with 403 (torchrig.jupyter.hosts is loaded), else what went
     wrong."""
     url = f"http://{browser_address(f'{address}:{port}')}/api"
     status = http_status(url)
@@ -41,7 +41,7 @@ def jupyter_answers(address: str, port: int = ports.JUPYTER.container) -> str | 
     if foreign != 403:
         return (
             f"it answers a request for Host {FOREIGN_HOST!r} with {foreign} instead of 403: its "
-            "Host check (torchrig.image.jupyter_hosts) is off, so a DNS-rebinding web page could "
+            "Host check (torchrig.jupyter.hosts) is off, so a DNS-rebinding web page could "
             "reach it"
         )
     return None

@@ -14,7 +14,7 @@ from torchrig.image.state import TOKEN_FILE, write_private
 from torchrig.shared import mounts, ports
 
 ROOT_DIR = mounts.WORKSPACE.point
-HOST_CHECK_EXTENSION = "torchrig.image.jupyter_hosts"
+HOST_CHECK_EXTENSION = "torchrig.jupyter.hosts"
 # How a person reaches Jupyter: on the Docker host, the Makefile asks the container for its URL.
 REACHED_BY_MAKE = "`make jupyter-url` prints its URL"
 
@@ -71,7 +71,7 @@ def jupyter_command(address: str, hostnames: tuple[str, ...] = ()) -> list[str]:
 
 
 def host_check_arguments(hostnames: tuple[str, ...]) -> list[str]:
-    """The Host-header (DNS-rebinding) check: torchrig's extension (jupyter_hosts.py) in place of
+    """The Host-header (DNS-rebinding) check: torchrig's extension (jupyter/hosts.py) in place of
     jupyter_server's own, which 0.0.0.0 turns off and which would refuse all but loopback.
     jupyter_server serves without an extension that fails to load, with a warning:
     `reraise_server_extension_failures` makes that stop Jupyter, so the supervisor reports it."""
@@ -97,7 +97,7 @@ def reach_note(state: Path, host: str, address: str) -> str:
         f"it listens on {at} of this machine ({host}): open http://{at}/lab there, or from your "
         f"own computer first `ssh -L {ports.JUPYTER.container}:{at} {host}`; the token is in "
         f"{state / TOKEN_FILE}, "
-        "yours alone, and `python -m torchrig.image.jupyter_url` prints the URL with it"
+        "yours alone, and `python -m torchrig.jupyter.url` prints the URL with it"
     )
 
 

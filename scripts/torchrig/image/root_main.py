@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
 
         return endpoints.main(args)
     if command == "constraints" and len(args) == 1:
-        from torchrig.packages import stack
+        from torchrig.shared import stack
 
         print(stack.constraints_text(stack.pins(stack.installed(args[0]))), end="")
         return 0

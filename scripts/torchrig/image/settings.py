@@ -126,7 +126,7 @@ def stop_environment(settings: Settings, environ: Mapping[str, str]) -> dict[str
 
 def parse_hostnames(name: str, value: str | None) -> tuple[str, ...]:
     """'gpubox, gpubox.lan' -> ('gpubox', 'gpubox.lan'): the names a browser may use for Jupyter
-    besides localhost (IP addresses are always allowed: see torchrig/image/jupyter_hosts.py)."""
+    besides localhost (IP addresses are always allowed: see torchrig/jupyter/hosts.py)."""
     names = [raw for raw in re.split(r"[,\s]+", value or "") if raw]
     for raw in names:
         if not HOSTNAME.match(raw):

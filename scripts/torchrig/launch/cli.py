@@ -23,10 +23,10 @@ from torchrig.checkpoint.stop import (
     handle_stop_signals,
     launch_status,
 )
-from torchrig.image.pth import rank_exit
 from torchrig.launch import hostfile, options, plan, torchrun
 from torchrig.launch.hostfile import HostsError
 from torchrig.launch.options import DEFAULT_MAX_RESTARTS, LaunchError
+from torchrig.pth import rank_exit
 from torchrig.shared.voice import Voice
 
 VOICE = Voice.of_command("launch")

@@ -17,7 +17,6 @@ from torchrig.facts.children import module_command
 from torchrig.facts.network import Reach, Route, exposure_warning, unreachable_message
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
-from torchrig.image.pth.rank_exit import TORCHRUN_MODULE
 from torchrig.launch.options import (
     DEFAULT_MAX_RESTARTS,
     MAX_CPU_PROCESSES,
@@ -26,6 +25,7 @@ from torchrig.launch.options import (
     LaunchRequest,
 )
 from torchrig.launch.torchrun import TorchrunFlags, conf_with
+from torchrig.pth.rank_exit import TORCHRUN_MODULE
 from torchrig.train.distributed import DEFAULT_TIMEOUT_S, TIMEOUT_ENV
 
 # torch 2.13-2.15: with the workers sharing the agent's rendezvous store, a restart round finds

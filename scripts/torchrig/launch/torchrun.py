@@ -13,7 +13,7 @@ from typing import Any
 
 from torchrig.facts import network
 from torchrig.facts.network import Endpoint
-from torchrig.image.pth.rank_exit import TORCHRUN_MODULE
+from torchrig.pth.rank_exit import TORCHRUN_MODULE
 
 # A pass-through flag and its value (None for a bare flag such as --no-python).
 Flag = tuple[str, str | None]

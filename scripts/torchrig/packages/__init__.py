@@ -1,2 +1,2 @@
-"""The kept packages and the image's pinned stack (docs/packages.md; docs/architecture.md lists
-each module)."""
+"""`torchrig packages` and the kept venv's pip and uv wrappers; the kept venv and the pinned stack
+themselves are in `shared/` (docs/packages.md)."""

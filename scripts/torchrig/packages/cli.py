@@ -8,8 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from torchrig.packages import kept, stack
-from torchrig.shared import places
+from torchrig.shared import kept, places, stack
 from torchrig.shared.voice import Voice
 
 VOICE = Voice("torchrig packages:")

@@ -16,8 +16,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from torchrig.packages import kept, stack
-from torchrig.shared import places
+from torchrig.shared import kept, places, stack
 from torchrig.shared.voice import IN_OTHERS_OUTPUT, Voice
 
 # Inside pip's and uv's output.

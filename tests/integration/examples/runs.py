@@ -41,7 +41,7 @@ EVENT_TIMEOUT_S = 240
 
 def run_env() -> dict[str, str]:
     """This environment, plus what the workstation's image gives every plain torchrun: its
-    `.pth` hook (torchrig.image.pth.rank_exit) and a rendezvous store per restart round
+    `.pth` hook (torchrig.pth.rank_exit) and a rendezvous store per restart round
     (plan.py)."""
     env = with_image_hook(dict(os.environ))
     env["OMP_NUM_THREADS"] = "1"  # two ranks on two shared cores must not oversubscribe them

@@ -118,7 +118,7 @@ def test_jupyter_that_answers_a_foreign_host_is_unhealthy(
     handler.host_check = False  # the extension did not load
     assert healthcheck.jupyter_answers("127.0.0.1", port) == (
         "it answers a request for Host 'rebinding-check.invalid' with 200 instead of 403: its Host "
-        "check (torchrig.image.jupyter_hosts) is off, so a DNS-rebinding web page could reach it"
+        "check (torchrig.jupyter.hosts) is off, so a DNS-rebinding web page could reach it"
     )
 
 

@@ -56,7 +56,7 @@ def test_command_pins_the_contract() -> None:
 
 def test_the_host_check_is_torchrigs_with_localhost_and_the_listed_names() -> None:
     command = jupyter.jupyter_command("0.0.0.0", ("gpubox", "gpubox.lan"))
-    assert "--ServerApp.jpserver_extensions={'torchrig.image.jupyter_hosts': True}" in command
+    assert "--ServerApp.jpserver_extensions={'torchrig.jupyter.hosts': True}" in command
     # jupyter_server's own check (loopback addresses only) is replaced, not just dropped.
     assert "--ServerApp.allow_remote_access=True" in command
     # An extension that fails to load stops Jupyter, rather than leaving it without the check.

@@ -7,9 +7,10 @@ import os
 from pathlib import Path
 
 import pytest
-from torchrig.packages import cli, kept
+from torchrig.packages import cli
+from torchrig.shared import kept
 
-from .test_kept import VENV, dist_info
+from tests.unit.shared.test_kept import VENV, dist_info
 
 
 def test_list_shows_the_kept_packages(

@@ -6,10 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from torchrig.packages import kept, wrappers
+from torchrig.packages import wrappers
+from torchrig.shared import kept
 
-from .test_kept import dist_info
-from .test_stack import PIP_REFUSAL
+from tests.unit.shared.test_kept import dist_info
+from tests.unit.shared.test_stack import PIP_REFUSAL
 
 KEPT = Path("/opt/packages/venv")
 

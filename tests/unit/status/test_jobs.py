@@ -108,7 +108,7 @@ def test_a_worker_run_by_the_images_hook_is_torchruns_own_child(tmp_path: Path) 
     """The image's hook execs torchrun's worker in place (same pid): the rank is the agent's
     child, and a loader it started is not a worker."""
     rank = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
-    script = [PYTHON, "-u", "-P", "-c", "from torchrig.image.pth.rank_exit import main", "train.py"]
+    script = [PYTHON, "-u", "-P", "-c", "from torchrig.pth.rank_exit import main", "train.py"]
     proc = fake_proc(
         tmp_path / "proc",
         100.0,

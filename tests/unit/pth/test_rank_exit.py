@@ -1,4 +1,4 @@
-"""torchrig.image.pth.rank_exit: a rank ends with its script's status, not with an abort in Python's
+"""torchrig.pth.rank_exit: a rank ends with its script's status, not with an abort in Python's
 teardown; what the teardown does for the user (threads, atexit, open files) still happens. Real
 interpreters, no torch: the abort is a destructor that calls os.abort, every time."""
 
@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from torchrig.image.pth import rank_exit
+from torchrig.pth import rank_exit
 
 from testbed.image_hook import with_image_hook
 

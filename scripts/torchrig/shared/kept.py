@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
-from torchrig.packages import stack
-from torchrig.shared import places
+from torchrig.shared import places, stack
 
 # In the kept site-packages: the image's site-packages, read after the kept one. Only when it is
 # not on sys.path yet: a Python of the image that added the kept packages already has it, and

@@ -8,7 +8,7 @@ import logging
 import socket
 
 import pytest
-from torchrig.image.jupyter_hosts import host_allowed, host_of, install
+from torchrig.jupyter.hosts import host_allowed, host_of, install
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 from tornado.httpserver import HTTPServer
 from tornado.web import Application, RequestHandler

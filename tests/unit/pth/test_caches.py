@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from torchrig.image.pth import caches
+from torchrig.pth import caches
 
 
 def test_the_caches_follow_xdg_cache_home_then_home() -> None:

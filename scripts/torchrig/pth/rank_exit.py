@@ -28,7 +28,7 @@ UNBUFFERED = "-u"  # torchrun starts every worker as `<python> -u script.py` or 
 SPAWNED_FLAG = "--multiprocessing-fork"  # multiprocessing's mark of a spawned child
 TORCHRUN_MODULE = "torch.distributed.run"  # torchrun as `python -m` runs it
 # What the exec'd worker runs: `-c`, not `-m`, as the `.pth` line has imported this module already.
-RUN = "from torchrig.image.pth.rank_exit import main; main()"
+RUN = "from torchrig.pth.rank_exit import main; main()"
 
 # The status the process ends with after its atexit functions; none: Python's own teardown.
 _status: list[int] = []

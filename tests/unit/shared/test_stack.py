@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchrig.packages import stack
+from torchrig.shared import stack
 
 PINNED = {"torch": "2.13.0", "triton": "3.7.1", "nvidia-nccl-cu13": "2.29.7"}
 # What pip 26.3 and uv 0.13.9 printed in the image when asked for another torch.

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from torchrig.image.pth import kept_packages as sitedir
+from torchrig.pth import kept_packages as sitedir
 from torchrig.shared import places
 
 
@@ -91,15 +91,13 @@ def test_no_kept_site_packages_for_this_python_adds_nothing(
 def test_the_images_pth_line_calls_the_hook_unless_root_runs_the_python(
     uids: tuple[int, int, int],
 ) -> None:
-    line = (Path(__file__).parents[4] / "entrypoint" / "torchrig-kept-packages.pth").read_text()
+    line = (Path(__file__).parents[3] / "entrypoint" / "torchrig-kept-packages.pth").read_text()
     assert line.count("\n") == 1  # one line: site runs it as one statement
     calls: list[str] = []
     hook = SimpleNamespace(add_kept_packages=lambda: calls.append("hook"))
     modules = {
         "os": SimpleNamespace(getresuid=lambda: uids),
-        "torchrig.image.pth.kept_packages": SimpleNamespace(
-            image=SimpleNamespace(pth=SimpleNamespace(kept_packages=hook))
-        ),
+        "torchrig.pth.kept_packages": SimpleNamespace(pth=SimpleNamespace(kept_packages=hook)),
     }
     exec(line, {"__builtins__": {"__import__": lambda name, *_: modules[name]}})
     assert calls == ([] if 0 in uids else ["hook"])

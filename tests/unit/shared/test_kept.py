@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from torchrig.packages import kept
-from torchrig.shared import places
+from torchrig.shared import kept, places
 
 VERSION = (sys.version_info[0], sys.version_info[1])
 VENV = places.KEPT_VENV
