@@ -33,15 +33,15 @@ venv: $(VENV)/.installed ## create the local test environment (.venv)
 # What `make test` takes on two cores, said before it starts; docs/benchmarks.md ("Test suite")
 # has where the time goes. pytest's own lines then show its progress. Its tests run on
 # TEST_WORKERS processes (pytest-xdist): most container tests wait on a workstation starting, so
-# two share two cores well; tests/conftest.py keeps each file on one worker and what shares a
-# thing of the machine (the Slurm cluster) on one.
+# two share two cores well; tests/conftest.py schedules each file on one worker, and what shares
+# a thing of the machine (the Slurm cluster) on one.
 TEST_MINUTES := 15
 TEST_WORKERS ?= 2
 
 .PHONY: test
 test: $(VENV)/.installed ## run every test this machine can, saying first how long (container tests need Docker; REQUIRE_DOCKER=1 makes that a must)
 	@echo "make test: about $(TEST_MINUTES) minutes on two cores, most of it building the image and the container tests"
-	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The test folders by kind (docs/architecture.md, "Tests"): unit tests and the offline checks of
 # deploy/ take about a minute, spread over the machine's cores (many wait on a child process or

@@ -7,6 +7,7 @@ programs and root; without them they are skipped, unless REQUIRE_SLURM=1 (CI).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -52,30 +53,40 @@ def slurm_unavailable() -> str | None:
     return None
 
 
-# `make test` spreads the tests over the machine's cores (pytest-xdist, `--dist loadgroup`). A
-# file's tests stay together on one worker: its module's fixtures start one workstation, not one
-# per worker. What shares a thing of the machine runs on one worker, one file after another: the
-# Slurm cluster (its daemons and ports), and the checkouts that stand in for a person's own
-# workstation (`a_persons_own_workstation`: one name, `torchrig-<user>`, for all of them).
+# `make test` spreads the tests over the machine's cores (pytest-xdist). A file's tests stay
+# together on one worker: its module's fixtures start one workstation, not one per worker. What
+# shares a thing of the machine runs on one worker, one file after another: the Slurm cluster (its
+# daemons and ports), and the checkouts that stand in for a person's own workstation
+# (`a_persons_own_workstation`: one name, `torchrig-<user>`, for all of them).
 ONE_WORKER = "one-worker"
-SHARING_A_MACHINE_THING = ("tests/slurm/", "a_persons_own_workstation")
+SLURM_TESTS = "tests/slurm/"
+SHARES_THE_PERSONS_WORKSTATION = "a_persons_own_workstation"
 
 
-def worker_group(item: pytest.Item) -> str:
-    """The xdist group of a test: its file's, or ONE_WORKER."""
-    path = item.path.relative_to(REPO_ROOT).as_posix()
-    if path.startswith(SHARING_A_MACHINE_THING[0]):
+@functools.cache
+def worker_group(path: str) -> str:
+    """The group of a test file (a path from the checkout's root): the file, or ONE_WORKER."""
+    if path.startswith(SLURM_TESTS):
         return ONE_WORKER
-    module = getattr(item, "module", None)
-    if module is not None and SHARING_A_MACHINE_THING[1] in vars(module):
-        return ONE_WORKER
-    return path
+    try:
+        text = (REPO_ROOT / path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return path
+    return ONE_WORKER if SHARES_THE_PERSONS_WORKSTATION in text else path
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's scheduling by scope, the scope being worker_group's."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid.split("::", 1)[0])
+
+    return ByGroup(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(worker_group(item)))
     wants_container = any(item.get_closest_marker("container") for item in items)
     if wants_container and not docker_engine_answers():
         if os.environ.get("REQUIRE_DOCKER") == "1":
