@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -84,6 +85,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return worker_group(nodeid.split("::", 1)[0])
 
     return ByGroup(config, log)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In `make test`'s workers, Ctrl-C acts as it does from a terminal again: xdist's workers
+    ignore SIGINT, and every process a test starts would inherit that, so a test that sends one
+    the signal (a job's Ctrl-C) would see it ignored."""
+    if hasattr(config, "workerinput"):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
