@@ -35,7 +35,7 @@ venv: $(VENV)/.installed ## create the local test environment (.venv)
 # TEST_WORKERS processes (pytest-xdist): most container tests wait on a workstation starting, so
 # two share two cores well; tests/conftest.py schedules each file on one worker, and what shares
 # a thing of the machine (the Slurm cluster) on one.
-TEST_MINUTES := 15
+TEST_MINUTES := 36
 TEST_WORKERS ?= 2
 
 .PHONY: test
