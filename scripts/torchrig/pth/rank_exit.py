@@ -219,13 +219,23 @@ def run_script(target: Sequence[str]) -> dict[str, object]:
 
 
 def record_for_torchrun(exc: BaseException) -> None:
-    """torchrun's error file, by torch's writer (as `@record`): its summary shows the error."""
-    if "torch" not in sys.modules or not os.environ.get("TORCHELASTIC_ERROR_FILE"):
+    """torchrun's error file, by torch's writer (as `@record`): its summary shows the error.
+
+    Written beside and renamed into place: torchrun SIGTERMs a rank as soon as a peer fails,
+    which can land mid-write, and its agent crashes on a half-written file (the whole job fails)."""
+    error_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if "torch" not in sys.modules or not error_file:
         return
+    partial = f"{error_file}.{os.getpid()}.partial"
     with contextlib.suppress(Exception):
         from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 
-        ErrorHandler().record_exception(exc)
+        os.environ["TORCHELASTIC_ERROR_FILE"] = partial  # where torch's writer writes
+        try:
+            ErrorHandler().record_exception(exc)
+        finally:
+            os.environ["TORCHELASTIC_ERROR_FILE"] = error_file
+        os.replace(partial, error_file)
 
 
 def restart_round_line(environ: Mapping[str, str]) -> str | None:

@@ -300,3 +300,54 @@ def test_under_plain_torchrun_a_stop_ends_without_a_traceback(tmp_path: Path) ->
         "[torchrig] torchrun got SIGTERM and passed it on to its workers; their lines above say "
         "how each one ended\n"
     )
+
+
+# A rank killed while it writes its error file (torchrun SIGTERMs a rank the moment a peer fails,
+# which may land mid-write): the write is made to fail half-way, every time, by a json.dump that
+# writes half and then kills the process.
+KILLED_MID_WRITE = """
+import json, os, signal, sys
+import torch
+from torch.distributed.elastic.multiprocessing.errors import error_handler
+from torchrig.pth import rank_exit
+
+def half_then_killed(data, fp):
+    fp.write(json.dumps(data)[:10])
+    fp.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+error_handler.json.dump = half_then_killed
+rank_exit.record_for_torchrun(RuntimeError("rank 0 failed"))
+"""
+
+
+def test_a_rank_killed_while_it_records_its_error_leaves_torchrun_no_half_file(
+    tmp_path: Path,
+) -> None:
+    """torchrun's agent reads a dead rank's error file and crashes on a half-written one
+    (JSONDecodeError, the whole job fails): the file is there whole or not at all."""
+    error_file = tmp_path / "error.json"
+    env = dict(os.environ) | {"TORCHELASTIC_ERROR_FILE": str(error_file)}
+    result = subprocess.run(
+        [sys.executable, "-c", KILLED_MID_WRITE], env=env, capture_output=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    assert not error_file.exists()
+
+
+def test_a_recorded_error_is_the_file_torchrun_reads(tmp_path: Path) -> None:
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    error_file = tmp_path / "error.json"
+    os.environ["TORCHELASTIC_ERROR_FILE"] = str(error_file)
+    try:
+        try:
+            raise RuntimeError("rank 0 failed")
+        except RuntimeError as exc:
+            rank_exit.record_for_torchrun(exc)
+    finally:
+        del os.environ["TORCHELASTIC_ERROR_FILE"]
+    failure = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file=str(error_file))
+    assert failure.message["message"] == "RuntimeError: rank 0 failed"
+    assert [p.name for p in tmp_path.iterdir()] == ["error.json"]  # nothing else left beside it
