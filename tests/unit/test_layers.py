@@ -171,7 +171,7 @@ ACROSS_HOSTS = ("hostfile", "fanout", "job", "preflight", "probe", "remote", "sp
 
 def test_the_local_plan_loads_nothing_of_the_job_across_hosts() -> None:
     """`torchrig launch` on one machine plans without the multi-host machinery: the network's
-    messages come from `facts/network`; `launch.hostfile` alone is loaded, by the options
+    messages come from `launch/network`; `launch.hostfile` alone is loaded, by the options
     (`--hostfile`)."""
     program = "import sys, torchrig.launch.plan; print(*sorted(sys.modules))"
     across_hosts = {f"torchrig.launch.{name}" for name in ACROSS_HOSTS}

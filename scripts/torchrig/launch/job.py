@@ -11,10 +11,10 @@ import shlex
 from dataclasses import dataclass, field, replace
 
 from torchrig.facts.children import module_command
-from torchrig.facts.network import Endpoint
 from torchrig.launch import fanout, preflight
 from torchrig.launch.fanout import JobPolicy, Printer
 from torchrig.launch.hostfile import Host
+from torchrig.launch.network import Endpoint
 
 # As a usage error: nothing was started.
 PREFLIGHT_FAILED = 2

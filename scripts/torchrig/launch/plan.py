@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchrig.facts import network, nvml
+from torchrig.facts import nvml
 from torchrig.facts.children import module_command
-from torchrig.facts.network import Reach, Route, exposure_warning, unreachable_message
 from torchrig.facts.nvml import NvmlSnapshot
 from torchrig.facts.visible import CUDA_VISIBLE, visible_devices
+from torchrig.launch import network
+from torchrig.launch.network import Reach, Route, exposure_warning, unreachable_message
 from torchrig.launch.options import (
     DEFAULT_MAX_RESTARTS,
     MAX_CPU_PROCESSES,

@@ -8,12 +8,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from torchrig.facts import network
 from torchrig.facts.children import module_command
-from torchrig.facts.network import Endpoint, Reach, exposure_warning, unreachable_message
-from torchrig.launch import fanout
+from torchrig.launch import fanout, network
 from torchrig.launch.fanout import Captured
 from torchrig.launch.hostfile import Host
+from torchrig.launch.network import Endpoint, Reach, exposure_warning, unreachable_message
 from torchrig.shared import ports
 
 PREFLIGHT_TIMEOUT_S = 120.0

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from torchrig import __version__
-from torchrig.facts import network
-from torchrig.facts.network import Reach
+from torchrig.launch import network
+from torchrig.launch.network import Reach
 from torchrig.launch.remote import wait_for_end_of_stdin
 
 RETRY_S = 0.5

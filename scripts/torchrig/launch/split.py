@@ -10,9 +10,8 @@ import secrets
 import sys
 from dataclasses import replace
 
-from torchrig.facts import network
 from torchrig.facts.children import module_command
-from torchrig.launch import fanout
+from torchrig.launch import fanout, network
 from torchrig.launch.fanout import JobPolicy, Printer
 from torchrig.launch.hostfile import Host
 from torchrig.launch.job import HostJob, JobOutcome, Rendezvous, run_job

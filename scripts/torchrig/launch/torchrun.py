@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchrig.facts import network
-from torchrig.facts.network import Endpoint
+from torchrig.launch import network
+from torchrig.launch.network import Endpoint
 from torchrig.pth.rank_exit import TORCHRUN_MODULE
 
 # A pass-through flag and its value (None for a bare flag such as --no-python).

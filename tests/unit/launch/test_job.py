@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from torchrig.facts.network import Endpoint
 from torchrig.launch import fanout, job
 from torchrig.launch.fanout import JobPolicy, Printer
 from torchrig.launch.hostfile import Host
 from torchrig.launch.job import HostJob, JobOutcome, Rendezvous
+from torchrig.launch.network import Endpoint
 
 HOSTS = [Host("a", 2), Host("b"), Host("c", 4)]
 PYTHON = sys.executable

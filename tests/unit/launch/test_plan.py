@@ -7,9 +7,9 @@ import sys
 
 import pytest
 from torchrig.cli import build_parser
-from torchrig.facts import network
-from torchrig.facts.network import Reach, Route
 from torchrig.facts.nvml import NvmlSnapshot, read_inventory
+from torchrig.launch import network
+from torchrig.launch.network import Reach, Route
 from torchrig.launch.options import LaunchError, request_from_args
 from torchrig.launch.plan import (
     build_plan,

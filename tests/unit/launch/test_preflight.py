@@ -6,10 +6,10 @@ import json
 import shlex
 
 import pytest
-from torchrig.facts.network import Endpoint, Reach
 from torchrig.launch import fanout, preflight
 from torchrig.launch.fanout import SSH_FAILED, Captured
 from torchrig.launch.hostfile import Host
+from torchrig.launch.network import Endpoint, Reach
 
 ENDPOINT = Endpoint("a", 29400)
 SAME = {

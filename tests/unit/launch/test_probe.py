@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 from torchrig import __version__
-from torchrig.facts import network
-from torchrig.facts.network import Reach
-from torchrig.launch import probe
+from torchrig.launch import network, probe
+from torchrig.launch.network import Reach
 
 PROBE = [sys.executable, "-m", "torchrig.launch.probe"]
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from torchrig.cli import main
-from torchrig.facts.network import Endpoint
 from torchrig.launch import fanout, split
 from torchrig.launch.hostfile import Host
 from torchrig.launch.job import Rendezvous
+from torchrig.launch.network import Endpoint
 from torchrig.launch.options import LaunchError, request_from_args
 from torchrig.launch.torchrun import TorchrunFlags
 

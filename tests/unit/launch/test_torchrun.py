@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 
 import pytest
-from torchrig.facts.network import Endpoint
 from torchrig.launch import torchrun
+from torchrig.launch.network import Endpoint
 from torchrig.launch.torchrun import TORCHRUN_FLAGS, TorchrunFlags
 
 

@@ -6,8 +6,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from torchrig.facts import network
-from torchrig.facts.network import Endpoint, Reach
+from torchrig.launch import network
+from torchrig.launch.network import Endpoint, Reach
 
 
 @pytest.mark.parametrize(
