@@ -83,8 +83,6 @@ def test_full_run_measures_every_gpu_and_the_all_reduce() -> None:
         assert set(matmul["data"]["tflops"]) == {"bf16", "fp16", "tf32"}
         assert all(value > 0 for value in matmul["data"]["tflops"].values())
         assert checks[("probes", f"GPU{index} memory")]["data"]["gbps"] > 0
-        assert checks[("probes", f"GPU{index} numerics")]["verdict"] == "PASS"
-    assert checks[("probes", "amp")]["verdict"] == "PASS"
     allreduce = checks[("collectives", "all-reduce")]
     assert allreduce["verdict"] in ("PASS", "WARN"), allreduce
     assert allreduce["data"]["backend"] == "nccl"

@@ -1,9 +1,8 @@
-"""Probes: matmul TFLOP/s and memory bandwidth against spec peaks, numerics, AMP, and the
-torch.compile verdict. torch is an argument: this module imports only the standard library."""
+"""Probes: matmul TFLOP/s and memory bandwidth against spec peaks, and the torch.compile
+verdict. torch is an argument: this module imports only the standard library."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from torchrig.facts import children
@@ -16,15 +15,12 @@ from torchrig.verify.speed import (
     array_size,
     matmul_tflops,
     memory_gbps,
-    tf32,
 )
 
 SECTION = "probes"
 # Below this fraction of the data-sheet peak something is wrong (clocks held down, power cap,
 # a shared GPU). Well-behaved GPUs reach 0.6-0.85 on large dense matmuls and memory copies.
 LOW_FRACTION = 0.4
-NUMERICS_TOLERANCE = 1e-4  # relative, fp32 against fp64 on the CPU
-AMP_TOLERANCE = 3e-2  # relative, bf16/fp16 autocast against fp32
 
 
 def matmul_check(label: str, name: str, tflops: dict[str, float], peak: Peak | None) -> Check:
@@ -73,80 +69,6 @@ def bandwidth_check(label: str, gbps: float, peak: Peak | None) -> Check:
     return passed(SECTION, f"{label} memory", summary, **data)
 
 
-def relative_error(torch: Any, result: Any, reference: Any) -> float:
-    scale = float(reference.abs().max()) or 1.0
-    difference = (result.double().cpu() - reference).abs().max()
-    if not bool(torch.isfinite(difference)):
-        return float("inf")
-    return float(difference) / scale
-
-
-def numerics_check(errors: dict[str, float], device: str) -> Check:
-    summary = ", ".join(f"{name} rel. error {error:.1e}" for name, error in errors.items())
-    bad = [name for name, error in errors.items() if not error <= NUMERICS_TOLERANCE]
-    if bad:
-        return failed(
-            SECTION,
-            "numerics",
-            f"{device} vs CPU: {summary}",
-            f"{'/'.join(bad)} wrong beyond {NUMERICS_TOLERANCE:g}: test the GPU "
-            "(`dcgmi diag -r 3`), check the driver",
-            errors=errors,
-        )
-    return passed(SECTION, "numerics", f"{device} vs CPU fp64: {summary}", errors=errors)
-
-
-def run_numerics(torch: Any, device: str) -> Check:
-    generator = torch.Generator().manual_seed(0)
-    a = torch.randn(256, 512, generator=generator)
-    b = torch.randn(512, 384, generator=generator)
-    images = torch.randn(4, 8, 32, 32, generator=generator)
-    weights = torch.randn(16, 8, 3, 3, generator=generator)
-    # The device computes in fp32 with TF32 off, so it must match fp64 closely.
-    with tf32(torch, False):
-        matmul = torch.matmul(a.to(device), b.to(device))
-        conv = torch.nn.functional.conv2d(images.to(device), weights.to(device), padding=1)
-    errors = {
-        "matmul": relative_error(torch, matmul, a.double() @ b.double()),
-        "conv": relative_error(
-            torch, conv, torch.nn.functional.conv2d(images.double(), weights.double(), padding=1)
-        ),
-    }
-    return numerics_check(errors, device)
-
-
-def run_amp(torch: Any, device: str) -> Check:
-    generator = torch.Generator().manual_seed(1)
-    layer = torch.nn.Linear(256, 128).to(device)
-    inputs = torch.randn(64, 256, generator=generator).to(device)
-    bf16 = not device.startswith("cuda") or torch.cuda.is_bf16_supported()
-    dtype = torch.bfloat16 if bf16 else torch.float16
-    with torch.no_grad():
-        reference = layer(inputs).double().cpu()
-        with torch.autocast(device_type=device.split(":")[0], dtype=dtype):
-            output = layer(inputs)
-    error = relative_error(torch, output, reference)
-    dtype_name = str(dtype).removeprefix("torch.")
-    data = {"dtype": dtype_name, "output_dtype": str(output.dtype), "error": error}
-    if output.dtype != dtype:
-        return failed(
-            SECTION,
-            "amp",
-            f"autocast({dtype_name}) left a Linear in {output.dtype}",
-            "autocast is not active for this device: check the torch build",
-            **data,
-        )
-    if not error <= AMP_TOLERANCE:
-        return failed(
-            SECTION,
-            "amp",
-            f"autocast({dtype_name}) rel. error {error:.1e}",
-            "mixed precision gives wrong results: test the GPU (`dcgmi diag -r 3`)",
-            **data,
-        )
-    return passed(SECTION, "amp", f"autocast({dtype_name}) Linear, rel. error {error:.1e}", **data)
-
-
 def run_gpu_figures(
     torch: Any, index: int, name: str, label: str, size: int = 8192, timing: Timing = GPU_TIMING
 ) -> list[Check]:
@@ -181,19 +103,6 @@ def run_cpu_figures(torch: Any, size: int = 512, timing: Timing = CPU_TIMING) ->
         passed(SECTION, "cpu matmul", f"GFLOP/s {gflops} (n={size})", tflops=tflops),
         passed(SECTION, "cpu memory", f"triad {gbps:.1f} GB/s", gbps=gbps),
     ]
-
-
-def guarded(name: str, probe: Callable[[], Check]) -> Check:
-    """Run one probe; an exception becomes its FAIL."""
-    try:
-        return probe()
-    except Exception as exc:
-        return failed(
-            SECTION,
-            name,
-            f"raised {type(exc).__name__}: {first_line(exc)}",
-            "see the error; run `python -c 'import torch; torch.randn(2, device=\"cuda\")'`",
-        )
 
 
 def first_line(exc: BaseException) -> str:

@@ -168,14 +168,7 @@ def run_gpu_probes(selected: list[selection.SelectedGpu], timeout: float) -> lis
     compile_helper = start_compile_smoke(first)
     checks: list[Check] = []
     for gpu in selected:
-        device = f"cuda:{gpu.torch_index}"
         checks.extend(probes.run_gpu_figures(torch, gpu.torch_index, gpu.name, gpu.label))
-        numerics = probes.guarded(
-            "numerics", lambda device=device: probes.run_numerics(torch, device)
-        )
-        numerics.name = f"{gpu.label} numerics"
-        checks.append(numerics)
-    checks.append(probes.guarded("amp", lambda: probes.run_amp(torch, first)))
     (outcome,) = children.wait_all([compile_helper], timeout)
     checks.append(probes.compile_check(outcome, timeout, first))
     return checks
@@ -216,11 +209,7 @@ def run_cpu_mode(options: Options, readers: Readers, report: Report) -> None:
     import torch
 
     # Figures first, then the compile test: on a CPU they would compete for the same cores.
-    report.add(
-        *probes.run_cpu_figures(torch),
-        probes.guarded("numerics", lambda: probes.run_numerics(torch, "cpu")),
-        probes.guarded("amp", lambda: probes.run_amp(torch, "cpu")),
-    )
+    report.add(*probes.run_cpu_figures(torch))
     (outcome,) = children.wait_all([start_compile_smoke("cpu")], options.timeout_s)
     report.add(probes.compile_check(outcome, options.timeout_s, "cpu"))
     plan = collectives.cpu_plan(options.timeout_s, runtime_facts.usable_cpus)
