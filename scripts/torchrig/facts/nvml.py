@@ -7,20 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # NVML constants copied by value so that this module needs no pynvml to be imported.
-P2P_CAPS_INDEX_READ = 0
-P2P_CAPS_INDEX_NVLINK = 2
-P2P_STATUS_OK = 0
-P2P_UNKNOWN = 6
-P2P_STATUS_NAMES = {
-    0: "ok",
-    1: "chipset not supported",
-    2: "GPU not supported",
-    3: "IOH topology not supported",
-    4: "disabled by regkey",
-    5: "not supported",
-    6: "unknown",
-}
-TOPOLOGY_NAMES = {0: "SELF", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 TEMPERATURE_GPU = 0
 TEMPERATURE_THRESHOLD_SLOWDOWN = 1
 # The slowdown point's offset from T.Limit (nvidia-smi's "GPU Slowdown T.Limit Temp", -2 C on an
@@ -69,7 +55,6 @@ class NvmlGpu:
     pcie_width: tuple[int, int] | None = None  # (current, max)
     nvlink_states: list[bool] = field(default_factory=list)  # one per present link, True = up
     processes: list[NvmlProcess] = field(default_factory=list)
-    numa_node: int | None = None
     memory_used_bytes: int | None = None
     utilization_percent: int | None = None  # GPU busy over NVML's last sample period
 
@@ -93,10 +78,6 @@ class NvmlSnapshot:
     driver_version: str | None = None
     cuda_driver_version: str | None = None  # the newest CUDA the driver supports, e.g. "13.0"
     gpus: list[NvmlGpu] = field(default_factory=list)
-    # p2p[i][j] / topology[i][j] are indexed by position in `gpus` (not NVML index).
-    p2p_read: list[list[int]] = field(default_factory=list)
-    p2p_nvlink: list[list[int]] = field(default_factory=list)
-    topology: list[list[int | None]] = field(default_factory=list)
 
     @property
     def available(self) -> bool:
@@ -143,11 +124,6 @@ def read_initialised(nvml: Any, inventory_only: bool) -> NvmlSnapshot:
         return snapshot
     for gpu, handle in zip(snapshot.gpus, handles, strict=True):
         read_health(nvml, handle, gpu)
-
-    p2p = nvml.nvmlDeviceGetP2PStatus
-    snapshot.p2p_read = pair_matrix(handles, p2p, P2P_CAPS_INDEX_READ, missing=P2P_UNKNOWN)
-    snapshot.p2p_nvlink = pair_matrix(handles, p2p, P2P_CAPS_INDEX_NVLINK, missing=P2P_UNKNOWN)
-    snapshot.topology = pair_matrix(handles, nvml.nvmlDeviceGetTopologyCommonAncestor)
     return snapshot
 
 
@@ -185,7 +161,6 @@ def read_health(nvml: Any, handle: Any, gpu: NvmlGpu) -> None:
     )
     gpu.nvlink_states = read_nvlink_states(nvml, handle)
     gpu.processes = read_processes(nvml, handle)
-    gpu.numa_node = numa_node_of(gpu.pci_bus_id)
     gpu.memory_used_bytes = optional(lambda: int(nvml.nvmlDeviceGetMemoryInfo(handle).used))
     gpu.utilization_percent = optional(lambda: int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
 
@@ -274,33 +249,6 @@ def read_processes(nvml: Any, handle: Any) -> list[NvmlProcess]:
         name = optional(nvml.nvmlSystemGetProcessName, proc.pid)
         proc.name = text(name) if name else None
     return list(seen.values())
-
-
-def pair_matrix(
-    handles: list[Any], query: Any, *args: Any, missing: int | None = None
-) -> list[Any]:
-    """query(first, second, *args) for every pair of GPUs, `missing` where it has no answer; 0
-    (ok, SELF) for a GPU with itself."""
-    matrix = []
-    for i, first in enumerate(handles):
-        row = []
-        for j, second in enumerate(handles):
-            found = 0 if i == j else optional(query, first, second, *args)
-            row.append(missing if found is None else found)
-        matrix.append(row)
-    return matrix
-
-
-def numa_node_of(pci_bus_id: str) -> int | None:
-    # NVML writes an 8-digit domain ("00000000:1B:00.0"); sysfs uses 4 digits, lower case.
-    domain, _, rest = pci_bus_id.partition(":")
-    path = f"/sys/bus/pci/devices/{domain[-4:].lower()}:{rest.lower()}/numa_node"
-    try:
-        with open(path, encoding="ascii") as handle:
-            node = int(handle.read().strip())
-    except (OSError, ValueError):
-        return None
-    return node if node >= 0 else None
 
 
 def optional(function: Any, *args: Any) -> Any:

@@ -1,11 +1,11 @@
-"""What the container (or host) gives a DDP job: /dev/shm, ulimits, CPUs, NUMA; and the verdicts,
+"""What the container (or host) gives a DDP job: /dev/shm, ulimits, CPUs; and the verdicts,
 one threshold set for `torchrig verify` and the banner (no row name there: summaries name it)."""
 
 from __future__ import annotations
 
 import os
 import resource
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.facts.verdict import Check, failed, passed, warned
@@ -33,7 +33,6 @@ class RuntimeFacts:
     cpu_count: int
     usable_cpus: int  # what this process may run on (affinity)
     cpu_quota: float | None  # cgroup CPU limit in CPUs, None when unlimited
-    numa_nodes: list[str] = field(default_factory=list)  # cpulist per node
     # compose's MEMLOCK when it was set (docker-compose.yml passes it in): a number chosen
     # because the engine refused unlimited, which `make up` then names.
     memlock_setting: str | None = None
@@ -47,7 +46,6 @@ def read_runtime_facts() -> RuntimeFacts:
         cpu_count=os.cpu_count() or 1,
         usable_cpus=len(os.sched_getaffinity(0)),
         cpu_quota=cgroup_cpu_quota(Path("/sys/fs/cgroup/cpu.max")),
-        numa_nodes=numa_cpulists(Path("/sys/devices/system/node")),
         memlock_setting=os.environ.get(MEMLOCK_VARIABLE) or None,
     )
 
@@ -76,17 +74,6 @@ def cgroup_cpu_quota(path: Path) -> float | None:
     return int(quota) / int(period)
 
 
-def numa_cpulists(root: Path) -> list[str]:
-    nodes = sorted(root.glob("node[0-9]*"), key=lambda node: int(node.name[4:]))
-    lists = []
-    for node in nodes:
-        try:
-            lists.append((node / "cpulist").read_text(encoding="ascii").strip())
-        except OSError:
-            continue
-    return lists
-
-
 def size_text(size: int | None) -> str:
     """A limit as the checks say it: whole MiB (64 MiB), tenths of a GiB (15.6 GiB)."""
     if size is None:
@@ -100,7 +87,6 @@ def check_runtime(facts: RuntimeFacts, gpu_count: int) -> list[Check]:
         check_memlock(facts.memlock_bytes, facts.memlock_setting),
         check_stack(facts.stack_bytes),
         check_cpus(facts, gpu_count),
-        check_numa(facts.numa_nodes),
     ]
 
 
@@ -194,10 +180,3 @@ def check_cpus(facts: RuntimeFacts, gpu_count: int) -> Check:
             **data,
         )
     return passed(SECTION, "cpus", summary, **data)
-
-
-def check_numa(cpulists: list[str]) -> Check:
-    summary = (
-        f"{len(cpulists)} node(s): " + "; ".join(cpulists) if cpulists else "NUMA not reported"
-    )
-    return passed(SECTION, "numa", summary, nodes=cpulists)

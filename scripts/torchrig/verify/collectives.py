@@ -150,7 +150,8 @@ def sweep_verdict(plan: Plan, sweep: list[dict[str, Any]], nvlink_everywhere: bo
             SECTION,
             NAME,
             summary + f", under {floor:g} GB/s for {fabric}",
-            "traffic is not taking the direct path: check the p2p row, ACS/IOMMU, NCCL_P2P_LEVEL",
+            "traffic is not taking the direct path: check P2P (`nvidia-smi topo -p2p r`), "
+            "ACS/IOMMU, NCCL_P2P_LEVEL",
             **data,
         )
     return passed(SECTION, NAME, summary, **data)

@@ -114,21 +114,6 @@ def check_lines(check: Check, colour: bool) -> list[str]:
     if check.fix:
         lines.append(f"        {'':<{NAME_WIDTH}} fix: {check.fix}")
     lines.extend(sweep_lines(check.data.get("sweep")))
-    if check.name == "topology":
-        lines.extend(matrix_lines(check.data.get("matrix")))
-    return lines
-
-
-def matrix_lines(matrix: Any) -> list[str]:
-    """A GPU-by-GPU matrix, as `nvidia-smi topo -m` lays it out."""
-    if not matrix:
-        return []
-    labels = list(matrix)
-    width = max(5, *(len(label) + 1 for label in labels))
-    lines = [INDENT + " " * width + "".join(f"{label:>{width}}" for label in labels)]
-    for row in labels:
-        cells = "".join(f"{matrix[row].get(column, '?'):>{width}}" for column in labels)
-        lines.append(f"{INDENT}{row:<{width}}{cells}")
     return lines
 
 

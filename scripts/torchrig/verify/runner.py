@@ -125,7 +125,6 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
         report.add(selection.check_identity(gpu, facts.arch_list, host))
     if snapshot.available:
         report.add(*health.check_health(selected, readers.own_pids()))
-        report.add(health.check_p2p(snapshot, selected), health.check_topology(snapshot, selected))
     else:
         report.add(skipped("gpus", "health", f"NVML unavailable: {snapshot.error}"))
     report.add(*runtime.check_runtime(runtime_facts, gpu_count=len(selected)))
@@ -134,9 +133,8 @@ def run_gpu_mode(options: Options, readers: Readers, report: Report) -> None:
         report.add(*left_out(why if options.quick else f"{why} (see software/cuda)", why))
         return
     report.add(*run_gpu_probes(selected, options.timeout_s))
-    nvlink = health.all_pairs_nvlink(snapshot, selected)
     plan = collectives.gpu_plan([gpu.torch_index for gpu in selected], options.timeout_s)
-    report.add(guarded_allreduce(plan, nvlink))
+    report.add(guarded_allreduce(plan, health.all_nvlink(selected)))
 
 
 def left_out(probes_why: str, collectives_why: str | None = None) -> list[Check]:

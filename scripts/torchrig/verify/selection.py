@@ -171,7 +171,6 @@ def check_identity(gpu: SelectedGpu, arch_list: list[str], host_index: str | Non
         "nvml_index": nvml.index if nvml else None,
         "uuid": nvml.uuid if nvml else None,
         "pci_bus_id": nvml.pci_bus_id if nvml else None,
-        "numa_node": nvml.numa_node if nvml else None,
     }
     if capability is None or not arch_list:
         return passed(SECTION, gpu.label, summary, **data)

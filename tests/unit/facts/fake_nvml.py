@@ -37,10 +37,6 @@ def board(gpu_count: int = 8, **gpu_overrides: Any) -> dict[str, Any]:
     """The H100 board with `gpu_count` GPUs; overrides apply to every GPU."""
     data = load_board()
     data["gpus"] = [dict(gpu, **gpu_overrides) for gpu in data["gpus"][:gpu_count]]
-    size = len(data["gpus"])
-    data["p2p_read"] = [row[:size] for row in data["p2p_read"][:size]]
-    data["p2p_nvlink"] = [row[:size] for row in data["p2p_nvlink"][:size]]
-    data["topology"] = [row[:size] for row in data["topology"][:size]]
     return data
 
 
@@ -183,13 +179,6 @@ class FakeNvml:
         if str(pid) not in names:
             raise FakeNvmlError("Not Found")
         return names[str(pid)]
-
-    def nvmlDeviceGetP2PStatus(self, first: int, second: int, caps: int) -> int:
-        matrix = self.data["p2p_nvlink"] if caps == 2 else self.data["p2p_read"]
-        return matrix[first][second]
-
-    def nvmlDeviceGetTopologyCommonAncestor(self, first: int, second: int) -> int:
-        return self.data["topology"][first][second]
 
 
 def snapshot(gpu_count: int = 8, **gpu_overrides: Any) -> NvmlSnapshot:

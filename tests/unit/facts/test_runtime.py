@@ -1,4 +1,4 @@
-"""Runtime facts and verdicts: /dev/shm, ulimits, CPUs and NUMA, read from this machine."""
+"""Runtime facts and verdicts: /dev/shm, ulimits and CPUs, read from this machine."""
 
 from __future__ import annotations
 
@@ -53,7 +53,6 @@ def facts(**overrides: object) -> runtime.RuntimeFacts:
         "cpu_count": 64,
         "usable_cpus": 64,
         "cpu_quota": None,
-        "numa_nodes": [],
     }
     values.update(overrides)
     return runtime.RuntimeFacts(**values)  # type: ignore[arg-type]
@@ -74,15 +73,6 @@ def test_cgroup_cpu_max_is_parsed(tmp_path: Path) -> None:
     cpu_max.write_text("250000 100000\n")
     assert runtime.cgroup_cpu_quota(cpu_max) == 2.5
     assert runtime.cgroup_cpu_quota(tmp_path / "missing") is None
-
-
-def test_numa_nodes_are_read_in_numeric_order(tmp_path: Path) -> None:
-    for node, cpus in ((10, "80-87"), (0, "0-7"), (2, "16-23")):
-        (tmp_path / f"node{node}").mkdir()
-        (tmp_path / f"node{node}" / "cpulist").write_text(cpus + "\n")
-    assert runtime.numa_cpulists(tmp_path) == ["0-7", "16-23", "80-87"]
-    check = runtime.check_numa(runtime.numa_cpulists(tmp_path))
-    assert check.summary == "3 node(s): 0-7; 16-23; 80-87"
 
 
 def test_this_machines_runtime_facts_match_what_its_tools_say() -> None:

@@ -33,7 +33,6 @@ def runtime_facts(**changes: object) -> RuntimeFacts:
         cpu_count=32,
         usable_cpus=32,
         cpu_quota=None,
-        numa_nodes=["0-31"],
     )
     return dataclasses.replace(healthy, **changes)  # type: ignore[arg-type]
 

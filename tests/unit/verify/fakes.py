@@ -50,7 +50,6 @@ def runtime_facts(**overrides: Any) -> RuntimeFacts:
         "cpu_count": 128,
         "usable_cpus": 128,
         "cpu_quota": None,
-        "numa_nodes": ["0-63", "64-127"],
     }
     values.update(overrides)
     return RuntimeFacts(**values)

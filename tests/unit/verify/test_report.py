@@ -8,9 +8,6 @@ import json
 from torchrig.facts.verdict import Check, Verdict
 from torchrig.verify import report
 from torchrig.verify.report import SCHEMA, Report
-from torchrig.verify.runner import Options, verify
-
-from . import fakes
 
 
 def sample_report() -> Report:
@@ -65,12 +62,3 @@ def test_the_all_reduce_sweep_is_printed_under_its_row() -> None:
     text = report.render_text(result)
     assert "busbw GB/s" in text
     assert "4 KiB" in text
-
-
-def test_the_topology_matrix_is_printed_under_its_row() -> None:
-    text = report.render_text(verify(Options(quick=True, gpus=[0, 5]), fakes.readers()))
-    lines = text.splitlines()
-    header = next(index for index, line in enumerate(lines) if "topology" in line)
-    assert lines[header + 1].split() == ["GPU0", "GPU5"]
-    assert lines[header + 2].split() == ["GPU0", "X", "NV"]
-    assert lines[header + 3].split() == ["GPU5", "NV", "X"]
