@@ -1,4 +1,4 @@
-"""`torchrig status` in the container sees a running torchrun job and its last checkpoint."""
+"""`torchrig status` in the container sees a running torchrun job."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def status_json(stack: Stack) -> dict:
 
 
 @pytest.mark.timeout(600, func_only=True)
-def test_status_shows_the_running_job_and_its_last_checkpoint(running_stack: Stack) -> None:
+def test_status_shows_the_running_job_and_its_workers(running_stack: Stack) -> None:
     # Long enough to be seen running, with a checkpoint every 5 steps. `exec` makes the shell's
     # pid torchrun's: the pid file names the job to look for and to stop.
     torchrun = torchrun_command(
@@ -49,17 +49,12 @@ def test_status_shows_the_running_job_and_its_last_checkpoint(running_stack: Sta
         assert any(arg.endswith("train_ddp.py") for arg in job["command"])
         assert [worker["rank"] for worker in job["workers"]] == [0]
         assert job["running_s"] > 0
-        assert job["checkpoint_dir"] == CHECKPOINT_DIR
-        assert job["checkpoint_dir_source"] == "recorded by rank 0"
-        last = job["last_checkpoint"]
-        assert last is not None and last["step"] >= 5 and last["step"] % 5 == 0
-        assert last["path"].startswith(CHECKPOINT_DIR + "/step_")
         # CPU mode: no GPU, said as such rather than as an error.
         assert report["gpus"]["available"] is False and report["gpus"]["cpu_mode"] is True
         code, text = running_stack.exec("torchrig status", user="dev")
         assert code == 0, text
         assert text.startswith("GPUs: none (CPU mode)\n") and "NVML" not in text, text
-        assert f"{CHECKPOINT_DIR} (recorded by rank 0): last step" in text
+        assert f"pid {agent}, running " in text and "workers: " in text, text
     finally:
         running_stack.exec(f"test -s {pid_file} && kill $(cat {pid_file})", user="dev")
 

@@ -43,7 +43,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "packages": {"shared"},
     "launch": {"facts", "train", "checkpoint", "shared", "pth"},
     "verify": {"facts", "train", "launch", "shared"},
-    "status": {"facts", "checkpoint", "shared"},
+    "status": {"facts", "shared"},
     "cli": {"shared", "verify", "launch", "checkpoint", "status", "packages"},
     "__main__": {"cli"},
 }

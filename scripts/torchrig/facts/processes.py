@@ -1,13 +1,12 @@
 """The process table, as /proc shows it: the one reader of it and the one `Process` type.
-Best-effort: a process that ends while read, or a zombie, is left out; another user's environment,
-working directory and file descriptors are unreadable (empty, None, and `files.known` False)."""
+Best-effort: a process that ends while read, or a zombie, is left out; another user's environment
+and file descriptors are unreadable (empty, and `files.known` False)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
-import stat
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,6 @@ PROC = Path("/proc")
 PTY_MASTERS = ("/dev/ptmx", "/dev/pts/ptmx")  # the second is what a container's devpts shows
 TERMINAL_PREFIX = "/dev/pts/"
 O_ACCMODE, O_RDONLY = 0o3, 0o0
-PATH_MAX = 4096  # the most a path held in a memfd may take (Linux's PATH_MAX)
 # Fields of /proc/PID/stat after "(comm)", counted from 0 (proc(5) numbers them from 3).
 STATE, PPID, PGRP, UTIME, STIME, STARTTIME = 0, 1, 2, 11, 12, 19
 
@@ -42,7 +40,6 @@ class Process:
     ignores_term: bool = False  # SIGTERM is SIG_IGN (an interactive shell at its prompt)
     running_s: float | None = None  # since it started; None when the uptime was not readable
     cpu_s: float = 0.0  # user + system time it has used
-    cwd: Path | None = None  # None: another user's
     # The names asked for, if readable (not hashed: a Process stays usable as a set member).
     environ: Mapping[str, str] = field(default_factory=dict, hash=False)
     files: OpenFiles = OpenFiles()  # when asked for
@@ -106,7 +103,6 @@ def read_process(
         ignores_term=ignores(status, signal.SIGTERM),
         running_s=None if uptime_s is None else max(0.0, uptime_s - started / ticks),
         cpu_s=(int(fields[UTIME]) + int(fields[STIME])) / ticks,
-        cwd=read_link(entry / "cwd"),
         environ=read_environ(entry, reading.environ) if reading.environ else {},
         files=read_open_files(entry) if reading.open_files else OpenFiles(),
     )
@@ -194,13 +190,6 @@ def ignores(status: str, signum: int) -> bool:
     return False
 
 
-def read_link(path: Path) -> Path | None:
-    try:
-        return Path(os.readlink(path))
-    except OSError:  # another user's process, or gone
-        return None
-
-
 def read_environ(entry: Path, names: Collection[str]) -> dict[str, str]:
     """The variables among `names` in a process's environment (readable for its own user)."""
     try:
@@ -236,30 +225,6 @@ def read_open_files(entry: Path) -> OpenFiles:
             continue  # closed while we looked
     sets = (terminals, pty_masters, pipes_read, pipes_written)
     return OpenFiles(*(frozenset(found) for found in sets), known=True)
-
-
-def read_memfd_paths(pid: int, name: str, proc: Path = PROC) -> list[Path]:
-    """The paths process `pid` holds in in-memory files (memfd) called `name`, oldest first; []
-    when it holds none, has ended, or is another user's."""
-    try:
-        entries = sorted((proc / str(pid) / "fd").iterdir(), key=lambda entry: int(entry.name))
-    except (OSError, ValueError):
-        return []
-    found = []
-    for entry in entries:
-        with contextlib.suppress(OSError):  # closed meanwhile, or not ours to read
-            if not os.readlink(entry).startswith(f"/memfd:{name}"):
-                continue
-            # Root reads other users' processes, whose descriptor may have become anything since
-            # its name was read: only a regular file, no FIFO waited on, a path's worth of bytes.
-            fd = os.open(entry, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                data = os.read(fd, PATH_MAX + 1) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-            finally:
-                os.close(fd)
-            if 0 < len(data) <= PATH_MAX:
-                found.append(Path(os.fsdecode(data)))
-    return found
 
 
 def fdinfo(entry: Path, fd: str) -> dict[str, str]:

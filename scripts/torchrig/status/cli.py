@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from functools import partial
 from pathlib import Path
 
 from torchrig.facts import container_runtime, processes
@@ -28,7 +27,7 @@ def run(args: argparse.Namespace, proc: Path = processes.PROC, nvml: object = No
             f"cannot read the process table ({exc}): is /proc mounted?"
         )
         return 1
-    running = jobs.find_jobs(found, partial(jobs.recorded_directories, proc=proc))
+    running = jobs.find_jobs(found)
     snapshot = None if container_runtime.cpu_only_mode() else read_snapshot(nvml)
     result = report.build_report(snapshot, running)
     print(json.dumps(result, indent=2) if args.json else harmless(report.render(result)))

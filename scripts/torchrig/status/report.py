@@ -1,12 +1,8 @@
-"""The status report: one dict (what `--json` prints) and its one-screen text form. A job's last
-checkpoint comes from `CheckpointManager.list`, imported (with torch) only when one is needed."""
+"""The status report: one dict (what `--json` prints) and its one-screen text form."""
 
 from __future__ import annotations
 
-import time
-import warnings
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from torchrig.facts.nvml import NvmlSnapshot
@@ -14,24 +10,16 @@ from torchrig.facts.processes import Process
 from torchrig.shared.voice import size_figure
 from torchrig.status.jobs import TorchrunJob, ranks
 
-NOT_RECORDED = (
-    "none recorded (torchrig's CheckpointManager records its directory at its first load or save)"
-)
-
-
 # --- gathering ------------------------------------------------------------------------------------
 
 
-def build_report(
-    snapshot: NvmlSnapshot | None, jobs: list[TorchrunJob], now: float | None = None
-) -> dict:
+def build_report(snapshot: NvmlSnapshot | None, jobs: list[TorchrunJob]) -> dict:
     """`snapshot` None: NVML was not asked, since the container runs in CPU mode (started
     without GPUs on purpose, where no NVIDIA library is what is expected)."""
-    now = time.time() if now is None else now
     owners = {worker.pid: job.agent.pid for job in jobs for worker in job.workers}
     owners.update({job.agent.pid: job.agent.pid for job in jobs})
     gpus = dict(CPU_MODE_GPUS) if snapshot is None else gpu_section(snapshot, owners)
-    return {"gpus": gpus, "jobs": [job_entry(job, now) for job in jobs]}
+    return {"gpus": gpus, "jobs": [job_entry(job) for job in jobs]}
 
 
 CPU_MODE_GPUS: dict[str, Any] = {
@@ -73,22 +61,11 @@ def gpu_section(snapshot: NvmlSnapshot, owners: dict[int, int]) -> dict[str, Any
     }
 
 
-def job_entry(job: TorchrunJob, now: float) -> dict[str, Any]:
-    entry: dict[str, Any] = {
+def job_entry(job: TorchrunJob) -> dict[str, Any]:
+    return {
         **process_entry(job.agent),
         "workers": [process_entry(worker) for worker in job.workers],
-        "checkpoint_dir": None,
-        "checkpoint_dir_source": None,
-        "last_checkpoint": None,
-        "checkpoint_note": NOT_RECORDED,
     }
-    if job.checkpoint_dir is not None:
-        entry["checkpoint_dir"] = str(job.checkpoint_dir.path)
-        entry["checkpoint_dir_source"] = job.checkpoint_dir.source
-        entry["last_checkpoint"], entry["checkpoint_note"] = last_checkpoint(
-            job.checkpoint_dir.path, now
-        )
-    return entry
 
 
 def process_entry(process: Process) -> dict[str, Any]:
@@ -98,33 +75,6 @@ def process_entry(process: Process) -> dict[str, Any]:
         "running_s": None if process.running_s is None else round(process.running_s, 1),
         **{name.lower(): value for name, value in ranks(process).items()},
     }
-
-
-def last_checkpoint(directory: Path, now: float) -> tuple[dict[str, Any] | None, str | None]:
-    """(the newest good checkpoint, None), or (None, why there is none)."""
-    if not directory.is_dir():
-        return None, f"{directory} does not exist yet (no checkpoint saved)"
-    try:
-        from torchrig.checkpoint.manager import CheckpointManager
-    except ImportError as exc:
-        return None, f"cannot list checkpoints: {exc} (torch is needed)"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an odd `latest` pointer: the listing says enough
-        infos = CheckpointManager(directory).list()
-    good = [info for info in infos if info.ok]
-    if not good:
-        bad = len(infos) - len(good)
-        return None, f"no good checkpoint yet ({bad} damaged)" if bad else "no checkpoint yet"
-    chosen = next((info for info in good if info.is_latest), good[-1])
-    modified = chosen.path.stat().st_mtime
-    return {
-        "path": str(chosen.path),
-        "step": chosen.step,
-        "size_bytes": chosen.size_bytes,
-        "modified": modified,
-        "age_s": round(max(0.0, now - modified), 1),
-        "checkpoints": len(infos),
-    }, None
 
 
 # --- the one screen -------------------------------------------------------------------------------
@@ -171,27 +121,12 @@ def render_jobs(jobs: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  pid {job['pid']}, running {duration(job['running_s'])}: {command(job)}")
         workers = ", ".join(worker_label(worker) for worker in job["workers"]) or "none yet"
         lines.append(f"    workers: {workers}")
-        lines.append(f"    checkpoints: {checkpoint_line(job)}")
     return lines
 
 
 def worker_label(worker: dict[str, Any]) -> str:
     rank = f" rank {worker['rank']}" if "rank" in worker else ""
     return f"{worker['pid']}{rank}"
-
-
-def checkpoint_line(job: dict[str, Any]) -> str:
-    if job["checkpoint_dir"] is None:
-        return job["checkpoint_note"]
-    where = f"{job['checkpoint_dir']} ({job['checkpoint_dir_source']})"
-    last = job["last_checkpoint"]
-    if last is None:
-        return f"{where}: {job['checkpoint_note']}"
-    return (
-        f"{where}: last step {last['step']}, {Path(last['path']).name}, "
-        f"{gib(last['size_bytes'])} GiB, {duration(last['age_s'])} ago "
-        f"({last['checkpoints']} kept)"
-    )
 
 
 def command(job: dict[str, Any], width: int = 100) -> str:

@@ -10,8 +10,8 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 def fake_proc(root: Path, uptime_s: float, processes: list[dict]) -> Path:
     """`processes`: dicts of pid, ppid, argv, started_s (seconds after boot), and optionally
-    comm, state (default "S"), cpu_s (user time), env (a dict), cwd (a path; the link is made),
-    hidden (environ and cwd unreadable, as another user's)."""
+    comm, state (default "S"), cpu_s (user time), env (a dict),
+    hidden (environ unreadable, as another user's)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "uptime").write_text(f"{uptime_s:.2f} 12345.67\n")
     for process in processes:
@@ -31,6 +31,4 @@ def fake_proc(root: Path, uptime_s: float, processes: list[dict]) -> Path:
             continue
         env = process.get("env", {})
         (folder / "environ").write_bytes(b"".join(f"{k}={v}\0".encode() for k, v in env.items()))
-        if "cwd" in process:
-            os.symlink(process["cwd"], folder / "cwd")
     return root

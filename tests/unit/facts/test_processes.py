@@ -167,7 +167,6 @@ def test_processes_carry_their_command_line_parent_age_cwd_and_the_variables_ask
                 "argv": ["python", "train.py"],
                 "started_s": 40,
                 "cpu_s": 12.5,
-                "cwd": "/work",
                 "env": {"RANK": "0", "SECRET": "kept out"},
             },
         ],
@@ -177,7 +176,6 @@ def test_processes_carry_their_command_line_parent_age_cwd_and_the_variables_ask
     assert job.argv == ("python", "train.py") and job.ppid == 50 and job.name == "python"
     assert job.running_s == pytest.approx(60.0, abs=0.1)
     assert job.cpu_s == pytest.approx(12.5, abs=0.1)
-    assert job.cwd == Path("/work")
     assert job.environ == {"RANK": "0"}  # only the names asked for; no value of another is held
     assert len({job, kernel_thread}) == 2  # usable in sets, environment and all
     assert read_processes(proc)[1].environ == {}  # none asked for, none read
@@ -195,10 +193,10 @@ def test_a_command_name_with_spaces_and_parentheses_does_not_shift_the_fields(
     assert process.ppid == 3 and process.running_s == pytest.approx(75.0, abs=0.1)
 
 
-def test_another_users_process_is_listed_without_its_environment_or_cwd(tmp_path: Path) -> None:
+def test_another_users_process_is_listed_without_its_environment_or_files(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path / "proc", 10.0, [{"pid": 9, "ppid": 1, "argv": ["x"], "hidden": 1}])
     (process,) = read_processes(proc, Reading(environ=("RANK",), open_files=True))
-    assert process.environ == {} and process.cwd is None and not process.files.known
+    assert process.environ == {} and not process.files.known
 
 
 def test_a_process_that_exits_while_it_is_read_or_is_a_zombie_is_left_out(tmp_path: Path) -> None:

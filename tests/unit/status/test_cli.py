@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -85,29 +83,3 @@ def test_the_command_is_registered_and_refuses_unknown_flags(
         cli.main(["status", "--watch"])
     assert exit_info.value.code == 2
     assert "unrecognized arguments: --watch" in capsys.readouterr().err
-
-
-def test_the_checkpoint_dir_is_what_the_jobs_worker_recorded(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A real process records (as its CheckpointManager would), seen as rank 0 of the faked job
-    through its /proc/PID/fd."""
-    code = (
-        "from pathlib import Path; from torchrig.checkpoint import location; "
-        f"location.record(Path({str(tmp_path / 'ckpt')!r})); print('ready', flush=True); "
-        "import sys; sys.stdin.read()"
-    )
-    worker = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert worker.stdout is not None and worker.stdout.readline() == "ready\n"
-        proc = a_job(tmp_path / "proc")
-        (proc / "101" / "fd").symlink_to(f"/proc/{worker.pid}/fd")
-        assert status(proc, FakeNvml(board(1)), "--json") == 0
-    finally:
-        worker.communicate(timeout=60)
-    (job,) = json.loads(capsys.readouterr().out)["jobs"]
-    assert job["checkpoint_dir"] == str(tmp_path / "ckpt")
-    assert job["checkpoint_dir_source"] == "recorded by rank 0"
-    assert job["checkpoint_note"] == f"{tmp_path / 'ckpt'} does not exist yet (no checkpoint saved)"

@@ -1,4 +1,4 @@
-"""torchrun jobs read from a faked /proc: agents, their workers, their ranks, their checkpoint dir.
+"""torchrun jobs read from a faked /proc: agents, their workers, their ranks.
 (Reading the table itself is torchrig.facts.processes's, tested there.)"""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from torchrig.shared.torchrun import is_agent
 from torchrig.status import jobs
-from torchrig.status.jobs import CheckpointDir, find_jobs
+from torchrig.status.jobs import find_jobs
 
 from ..facts.fake_proc import fake_proc
 
@@ -28,7 +28,7 @@ def a_job(root: Path, **agent: object) -> Path:
             {"pid": 1, "ppid": 0, "argv": ["tini", "--", "entry"], "started_s": 0},
             {"pid": 2, "ppid": 0, "argv": [], "comm": "kthreadd"},
             {"pid": 50, "ppid": 1, "argv": ["bash"], "started_s": 10},
-            {"pid": 100, "ppid": 50, "argv": AGENT_ARGV, "started_s": 40, "cwd": "/work", **agent},
+            {"pid": 100, "ppid": 50, "argv": AGENT_ARGV, "started_s": 40, **agent},
             {
                 "pid": 101,
                 "ppid": 100,
@@ -54,14 +54,13 @@ def test_processes_carry_their_command_line_parent_age_and_ranks(tmp_path: Path)
     agent, worker = processes[100], processes[101]
     assert agent.argv == tuple(AGENT_ARGV) and agent.ppid == 50
     assert agent.running_s == pytest.approx(60.0, abs=0.1)
-    assert agent.cwd == Path("/work")
     assert jobs.ranks(worker) == {"RANK": 0, "LOCAL_RANK": 0, "WORLD_SIZE": 2}
 
 
 def test_another_users_process_is_listed_without_its_ranks(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path / "proc", 10.0, [{"pid": 9, "ppid": 1, "argv": ["x"], "hidden": 1}])
     (process,) = jobs.read_commands(proc)
-    assert jobs.ranks(process) == {} and process.cwd is None
+    assert jobs.ranks(process) == {}
 
 
 def test_a_process_that_exits_while_it_is_read_is_skipped(tmp_path: Path) -> None:
@@ -125,19 +124,3 @@ def test_a_worker_run_by_the_images_hook_is_torchruns_own_child(tmp_path: Path) 
 def test_no_torchrun_no_jobs(tmp_path: Path) -> None:
     proc = fake_proc(tmp_path / "proc", 5.0, [{"pid": 1, "ppid": 0, "argv": ["bash"]}])
     assert find_jobs(jobs.read_commands(proc)) == []
-
-
-def test_the_checkpoint_dir_is_the_one_the_lowest_rank_recorded(tmp_path: Path) -> None:
-    notes = {101: [Path("/checkpoints/run"), Path("/checkpoints/ema")], 102: [Path("/other")]}
-    (job,) = find_jobs(jobs.read_commands(a_job(tmp_path / "proc")), lambda pid: notes.get(pid, []))
-    assert job.checkpoint_dir == CheckpointDir(Path("/checkpoints/run"), "recorded by rank 0")
-    only_rank_1 = {102: [Path("/checkpoints/run")]}
-    (job,) = find_jobs(jobs.read_commands(a_job(tmp_path / "p2")), lambda p: only_rank_1.get(p, []))
-    assert job.checkpoint_dir == CheckpointDir(Path("/checkpoints/run"), "recorded by rank 1")
-
-
-def test_a_job_whose_workers_recorded_nothing_has_no_checkpoint_dir(tmp_path: Path) -> None:
-    """Not even a --checkpoint-dir on its command line: only what the manager said counts."""
-    proc = a_job(tmp_path / "proc", argv=[*AGENT_ARGV, "--checkpoint-dir", "/checkpoints/x"])
-    (job,) = find_jobs(jobs.read_commands(proc), lambda pid: [])
-    assert job.checkpoint_dir is None
