@@ -97,16 +97,6 @@ def check_counts(snapshot: Snapshot, facts: TorchFacts, env: dict[str, str | Non
             count_mismatch_fix(facts, cuda_visible),
             **data,
         )
-    listed = explicit_device_list(nvidia_visible)
-    if listed is not None and listed != nvml_count:
-        return warned(
-            SECTION,
-            "counts",
-            f"{summary}, but NVIDIA_VISIBLE_DEVICES lists {listed}",
-            "the container runtime did not pass the listed GPUs: check the NVIDIA Container "
-            "Toolkit",
-            **data,
-        )
     return passed(SECTION, "counts", summary, **data)
 
 
@@ -116,13 +106,6 @@ def count_mismatch_fix(facts: TorchFacts, cuda_visible: str | None) -> str:
     if cuda_visible is not None:
         return "CUDA_VISIBLE_DEVICES hides or misnames GPUs: unset it or list valid indices/UUIDs"
     return "a GPU fails to initialise: check `nvidia-smi` and the kernel log (dmesg) for Xid errors"
-
-
-def explicit_device_list(value: str | None) -> int | None:
-    """Length of NVIDIA_VISIBLE_DEVICES when it lists GPUs; None for all/none/void/unset."""
-    if value is None or value.strip().lower() in ("", "all", "none", "void"):
-        return None
-    return len([part for part in value.split(",") if part.strip()])
 
 
 # --- each GPU's identity -------------------------------------------------------------------------
