@@ -92,11 +92,11 @@ def start(
     return Child(process, stdout, stderr)
 
 
-def wait_all(children: Sequence[Child], timeout: float, peers: bool = True) -> list[Outcome]:
-    """Wait for every child until one shared deadline; kill the ones still running then, and,
-    for `peers`, PEER_GRACE_S after the first one failed."""
+def wait_all(children: Sequence[Child], timeout: float) -> list[Outcome]:
+    """Wait for every child until one shared deadline; kill the ones still running then, and
+    PEER_GRACE_S after the first one failed."""
     try:
-        wait_until_done(children, time.monotonic() + timeout, PEER_GRACE_S if peers else None)
+        wait_until_done(children, time.monotonic() + timeout, PEER_GRACE_S)
     finally:
         # Also on Ctrl-C: the children run in sessions of their own, so the terminal's SIGINT
         # never reaches them. Whatever a child left behind in its group goes too.

@@ -26,7 +26,7 @@ time.sleep(120)
 def test_a_child_past_its_deadline_is_killed_with_what_it_started(tmp_path: Path) -> None:
     begin = time.monotonic()
     child = children.start([sys.executable, "-c", ESCAPING], cwd=tmp_path)
-    (outcome,) = children.wait_all([child], timeout=2.0, peers=False)
+    (outcome,) = children.wait_all([child], timeout=2.0)
     assert time.monotonic() - begin < 2.0 + children.REAP_GRACE_S
     assert outcome.timed_out and not outcome.ok and not outcome.stuck
     assert outcome.stderr == "to stderr\n"
