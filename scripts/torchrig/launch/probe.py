@@ -71,16 +71,13 @@ def login_shell() -> str | None:
         return None
 
 
-def facts(cwd: str, script: str | None, endpoint: network.Endpoint) -> dict[str, Any]:
-    route = network.route_to(endpoint.host)
+def facts(cwd: str, script: str | None) -> dict[str, Any]:
+    """What the preflight compares across hosts (preflight.problems_of)."""
     return {
-        "host": socket.gethostname(),
         "python": platform.python_version(),
         "torch": package_version("torch"),
         "nccl": nccl_version(),
         "torchrig": __version__,
-        "cuda_flavour": os.environ.get("TORCHRIG_CUDA_FLAVOUR"),
-        "route": None if route is None else [route.address, route.interface],
         "public_addresses": network.public_addresses(),
         "login_shell": login_shell(),
         **script_facts(cwd, script),
@@ -132,7 +129,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    result = facts(args.cwd, args.script, args.endpoint)
+    result = facts(args.cwd, args.script)
     listener = None
     if args.listen:
         try:
