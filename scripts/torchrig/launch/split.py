@@ -14,7 +14,7 @@ from torchrig.facts.children import module_command
 from torchrig.launch import fanout, network
 from torchrig.launch.fanout import JobPolicy, Printer
 from torchrig.launch.hostfile import Host
-from torchrig.launch.job import HostJob, JobOutcome, Rendezvous, run_job
+from torchrig.launch.job import HostJob, Rendezvous, run_job
 from torchrig.launch.options import Launch, LaunchError, LaunchRequest, launch_argv
 from torchrig.launch.torchrun import TorchrunFlags, conf_with
 
@@ -101,7 +101,7 @@ def host_job(request: LaunchRequest, hosts: list[Host], python: str, cwd: str) -
     return HostJob(hosts, rendezvous, commands, python, cwd, script)
 
 
-def run_on_hosts(launch: Launch, cwd: str) -> JobOutcome:
+def run_on_hosts(launch: Launch, cwd: str) -> int:
     """Check every host of `launch`, then run its request on all of them (`run_job`)."""
     assert launch.hosts, "a launch on this machine has no hosts to run on"
     job = host_job(launch.request, launch.hosts, launch.remote_python or sys.executable, cwd)
