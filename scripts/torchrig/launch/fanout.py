@@ -217,14 +217,9 @@ class Captured:
         return "\n".join(self.err)
 
 
-def capture_all(
-    commands: Mapping[str, list[str]],
-    timeout_s: float,
-    hold_open: Iterable[str] = (),
-    on_line: LineHandler | None = None,
-) -> dict[str, Captured]:
-    """One command per host at once, output collected; `hold_open` hosts (a listener) keep their
-    stdin until the others finished; at the deadline everything still running is stopped."""
+def capture_all(commands: Mapping[str, list[str]], timeout_s: float) -> dict[str, Captured]:
+    """One command per host at once, output collected; at the deadline everything still running
+    is stopped."""
     results = {host: Captured(code=None) for host in commands}
 
     def collect(host: str, stream: str, text: str) -> None:
@@ -232,19 +227,11 @@ def capture_all(
             results[host].out.append((time.time(), text))
         else:
             results[host].err.append(text)
-        if on_line is not None:
-            on_line(host, stream, text)
 
     sessions = {host: Session.start(host, argv, collect) for host, argv in commands.items()}
-    held = {host for host in hold_open if host in sessions}
     deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline:
-            others = [sessions[host] for host in sessions if host not in held]
-            if all(session.process.poll() is not None for session in others):
-                for host in held:
-                    sessions[host].close_stdin()
-                held = set()
             if all(session.process.poll() is not None for session in sessions.values()):
                 break
             time.sleep(0.05)
