@@ -209,10 +209,6 @@ class Captured:
     err: list[str] = field(default_factory=list)
 
     @property
-    def stdout(self) -> str:
-        return "\n".join(line for _, line in self.out)
-
-    @property
     def stderr(self) -> str:
         return "\n".join(self.err)
 
