@@ -57,9 +57,7 @@ def node_range(given: str | None, host_count: int) -> str:
     return given
 
 
-def rendezvous_for(
-    flags: TorchrunFlags, hosts: list[Host], first_address: str, run_id: str | None = None
-) -> Rendezvous:
+def rendezvous_for(flags: TorchrunFlags, hosts: list[Host], first_address: str) -> Rendezvous:
     """On the first host, at the address the others use (its SSH HostName unless
     --rdzv-endpoint says otherwise), torchrun's port 29400 unless given."""
     check_flags(flags)
@@ -67,7 +65,7 @@ def rendezvous_for(
         endpoint = flags.rdzv_endpoint or network.parse_endpoint(first_address)
     except ValueError as exc:
         raise LaunchError(f"--rdzv-endpoint {exc}") from None
-    run_id = flags.rdzv_id or run_id or f"torchrig-{secrets.token_hex(4)}"
+    run_id = flags.rdzv_id or f"torchrig-{secrets.token_hex(4)}"
     return Rendezvous(endpoint, run_id, node_range(flags.nnodes, len(hosts)))
 
 
