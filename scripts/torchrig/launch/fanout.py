@@ -248,8 +248,8 @@ class JobPolicy:
 
     # Hosts whose loss ends the job (`job.run_job` adds the first one: it holds the rendezvous).
     essential: set[str] = field(default_factory=set)
-    # A host whose connection drops is started again while the job runs (elastic rejoin).
-    rejoin: bool = True
+    # A host whose connection drops (and is not essential) is started again this long after, while
+    # the job runs (elastic rejoin).
     retry_s: float = 5.0
     # After the others finished, how long a host that rejoined may take to finish too.
     drain_s: float = 60.0
@@ -316,13 +316,13 @@ class FanOut:
             self.finished.add(host)
             return None
         lost = code == SSH_FAILED
-        if session.quiet and self.policy.rejoin:
+        if session.quiet:
             # Still unreachable, or it came back too late for this round: the job is not at
             # stake (the hosts that stayed decide it), so try again while it runs.
             self.report_failed_rejoin(session, code)
             self.lost[host] = now + self.policy.retry_s
             return None
-        if lost and self.policy.rejoin and host not in self.policy.essential:
+        if lost and host not in self.policy.essential:
             self.printer.note(
                 f"{host}: connection lost; the job goes on without it, and it rejoins when it "
                 "answers again"
