@@ -67,16 +67,6 @@ def raw_write(path: Path, tensors: list[torch.Tensor]) -> None:
         os.fsync(f.fileno())
 
 
-def raw_read(path: Path) -> int:
-    """Sequential read through one reused 8 MiB buffer: the disk's speed, no memory set-up."""
-    buffer = bytearray(CHUNK)
-    total = 0
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buffer):
-            total += n
-    return total
-
-
 def raw_read_into_new_memory(path: Path) -> torch.Tensor:
     """Sequential read into freshly allocated memory of the file's size, as any loader must
     (the page faults of 100 MB of new memory are a visible part of a load)."""
@@ -145,7 +135,6 @@ def run(directory: Path, megabytes: int, repeats: int, device: str = "cpu") -> d
     cold = drop_from_cache(raw_path)
     time_each(
         {
-            "raw read (reused 8 MiB buffer)": (lambda: raw_read(raw_path), raw_path),
             "raw read into new memory": (lambda: raw_read_into_new_memory(raw_path), raw_path),
             "CheckpointManager.load_latest": (lambda: load(manager), ckpt_path),
             "load_latest (checksums=True file)": (lambda: load(checked), crc_path),
