@@ -1,10 +1,11 @@
 """Checkpoint save/load time against raw sequential I/O of the same bytes on the same disk.
 
-    python -m benchmarks.checkpoint_io [--dir DIR] [--mb 100] [--repeats 5] [--device cpu] [--json]
+    python -m benchmarks.checkpoint_io [--dir DIR] [--mb 100] [--repeats 5] [--device cpu]
 
 Save and load of a `TrainingState` by `CheckpointManager` against the same bytes written and
 read raw, reads cold where the OS allows (docs/checkpoints.md, "Speed"; docs/benchmarks.md,
-"Checkpoints"). --device cuda includes the copies between GPU and host memory.
+"Checkpoints"). --device cuda includes the copies between GPU and host memory. Prints one JSON
+document: each case's median and best seconds, and the ratios to raw I/O.
 """
 
 from __future__ import annotations
@@ -64,16 +65,6 @@ def raw_write(path: Path, tensors: list[torch.Tensor]) -> None:
                 f.write(view[start : start + CHUNK])
         f.flush()
         os.fsync(f.fileno())
-
-
-def raw_read(path: Path) -> int:
-    """Sequential read through one reused 8 MiB buffer: the disk's speed, no memory set-up."""
-    buffer = bytearray(CHUNK)
-    total = 0
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buffer):
-            total += n
-    return total
 
 
 def raw_read_into_new_memory(path: Path) -> torch.Tensor:
@@ -144,7 +135,6 @@ def run(directory: Path, megabytes: int, repeats: int, device: str = "cpu") -> d
     cold = drop_from_cache(raw_path)
     time_each(
         {
-            "raw read (reused 8 MiB buffer)": (lambda: raw_read(raw_path), raw_path),
             "raw read into new memory": (lambda: raw_read_into_new_memory(raw_path), raw_path),
             "CheckpointManager.load_latest": (lambda: load(manager), ckpt_path),
             "load_latest (checksums=True file)": (lambda: load(checked), crc_path),
@@ -173,34 +163,6 @@ def run(directory: Path, megabytes: int, repeats: int, device: str = "cpu") -> d
     }
 
 
-def markdown(report: dict[str, object]) -> str:
-    nbytes = int(report["tensor_bytes"])  # type: ignore[arg-type]
-    medians: dict[str, float] = report["median_s"]  # type: ignore[assignment]
-    mins: dict[str, float] = report["min_s"]  # type: ignore[assignment]
-    lines = [
-        f"{nbytes / 1e6:.1f} MB of tensors ({int(report['file_bytes']) / 1e6:.1f} MB file), "  # type: ignore[arg-type]
-        f"{report['repeats']} repeats, model on {report['device']}, cold reads: "
-        f"{report['cold_reads']}, {report['machine']}",
-        "",
-        "| operation | median s | min s | MB/s (median) |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    for name, seconds in medians.items():
-        lines.append(
-            f"| {name} | {seconds:.3f} | {mins[name]:.3f} | {nbytes / 1e6 / seconds:.0f} |"
-        )
-    lines += [
-        "",
-        f"save / raw write throughput: {report['save_vs_raw']:.2f} median, "
-        f"{report['save_vs_raw_best']:.2f} best-of (target >= 0.9; "
-        f"with checksums=True: {report['save_crc_vs_raw']:.2f} median)",
-        f"load / raw read into new memory: {report['load_vs_raw']:.2f} median, "
-        f"{report['load_vs_raw_best']:.2f} best-of "
-        f"(with checksums=True: {report['load_crc_vs_raw']:.2f} median)",
-    ]
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, default=Path("."), help="disk to test (default: .)")
@@ -209,7 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--device", default="cpu", choices=["cpu", "cuda"], help="where the model lives"
     )
-    parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     args = parser.parse_args(argv)
     if not args.dir.is_dir():
         print(f"checkpoint_io: {args.dir}: no such directory", file=sys.stderr)
@@ -225,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         report = run(work, args.mb, max(1, args.repeats), args.device)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(json.dumps(report, indent=2) if args.json else markdown(report))
+    print(json.dumps(report, indent=2))
     return 0
 
 

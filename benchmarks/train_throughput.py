@@ -1,14 +1,14 @@
 """Training throughput: what the example's defaults buy, and what DDP costs.
 
-    python -m benchmarks.train_throughput gpu     [--model resnet18] [--batch-size 128] [--json]
+    python -m benchmarks.train_throughput gpu     [--model resnet18] [--batch-size 128]
     python -m benchmarks.train_throughput compile [--model resnet18] [--batch-size 128]
-                                                  [--compile-mode MODE] [--ddp] [--json]
+                                                  [--compile-mode MODE] [--ddp]
 
 gpu: naive against the example's defaults, and the cost of DDP; compile: the first step against
 later ones and their images/s, in one torch.compile mode, with or without the example's DDP wrap
 (a group of one), the compile caches and the graphs that skipped CUDA graphs (docs/benchmarks.md,
-"Training"; docs/gpu-report.md). `--device cpu` proves the code path without a GPU; its figures
-say nothing about one.
+"Training"; docs/gpu-report.md), as one JSON line. `--device cpu` proves the code path without a
+GPU; its figures say nothing about one.
 """
 
 from __future__ import annotations
@@ -261,7 +261,6 @@ def main() -> int:
         default="default", help="compile: torch.compile's mode",
     )  # fmt: skip
     parser.add_argument("--ddp", action="store_true", help="compile: the example's DDP wrap")
-    parser.add_argument("--json", action="store_true", help="print JSON only")
     args = parser.parse_args()
     if min(args.batch_size, args.image_size, args.steps) < 1 or args.warmup < 0:
         parser.error("--batch-size, --image-size, --steps must be >= 1; --warmup >= 0")
@@ -271,11 +270,7 @@ def main() -> int:
     else:
         result = bench_compile(*shape, args.device, args.compile_mode, args.ddp)
     result["python"] = platform.python_version()
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result.items():
-            print(f"{key:36s} {value}")
+    print(json.dumps(result))
     return 0
 
 

@@ -43,7 +43,7 @@ def part_verify(r: Run) -> dict[str, Any]:
     figures["allreduce"] = allreduce_figures(json.loads((r.out / "verify-full.json").read_text()))
     # verify's matmul and triad method beside a plain torch loop, in one process.
     argv = [sys.executable, "-m", "benchmarks.gpu_report.verify_figures", "--device",
-            r.sizes.device, "--json"]  # fmt: skip
+            r.sizes.device]  # fmt: skip
     figures["figures"] = r.json_of("verify-figures", argv)
     return figures
 
@@ -78,7 +78,7 @@ def allreduce_figures(document: dict[str, Any]) -> dict[str, Any] | None:
 
 def throughput_args(s: Sizes) -> list[str]:
     return ["--device", s.device, "--model", s.model, "--batch-size", str(s.batch_size),
-            "--image-size", str(s.image_size), "--json"]  # fmt: skip
+            "--image-size", str(s.image_size)]  # fmt: skip
 
 
 def part_compile(r: Run) -> dict[str, Any]:
@@ -126,8 +126,7 @@ def part_modes(r: Run) -> dict[str, Any]:
 
 def part_checkpoint(r: Run) -> dict[str, Any]:
     argv = [sys.executable, "-m", "benchmarks.checkpoint_io", "--dir", str(r.disk), "--mb",
-            str(r.sizes.checkpoint_mb), "--repeats", "2", "--device", r.sizes.device,
-            "--json"]  # fmt: skip
+            str(r.sizes.checkpoint_mb), "--repeats", "2", "--device", r.sizes.device]  # fmt: skip
     done = r.child("checkpoint", argv)
     try:
         return {**json.loads(done.stdout), "disk": str(r.disk)}

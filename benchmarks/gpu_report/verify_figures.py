@@ -1,6 +1,6 @@
 """verify's matmul and triad method beside a plain torch loop, in one process on one device.
 
-    python -m benchmarks.gpu_report.verify_figures [--device cuda|cpu] [--json]
+    python -m benchmarks.gpu_report.verify_figures [--device cuda|cpu]
 
 The plain loop is what a user would write: 3 warm-up and 20 timed calls, CUDA events on a GPU.
 It runs before and after verify's method (`torchrig.verify.speed`, the very functions verify
@@ -70,7 +70,6 @@ def measure(device: str, size: int, nbytes: int, timing: speed.Timing) -> dict[s
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args(argv)
     begin = time.monotonic()
     if args.device == "cuda":
@@ -85,12 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         device, label, gpu = "cpu", "cpu", None
         result = measure(device, CPU_SIZE, CPU_ARRAY_BYTES, speed.CPU_TIMING)
     result.update(device=device, label=label, gpu=gpu, seconds=time.monotonic() - begin)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        for key, value in result["verify"].items():
-            unit = "GB/s" if key == "triad_gbps" else "TFLOP/s"
-            print(f"{key}: verify {value:.4g} {unit}, plain loop {result['plain'][key]:.4g}")
+    print(json.dumps(result))
     return 0
 
 

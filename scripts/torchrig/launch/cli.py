@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if launch.hosts is not None:
             from torchrig.launch import split  # the SSH launcher, only for the hosts
 
-            return split.run_on_hosts(launch, os.getcwd()).code
+            return split.run_on_hosts(launch, os.getcwd())
         environ = dict(os.environ)
         launch_plan = plan.plan_here(launch.request, environ)
     except (LaunchError, HostsError) as exc:

@@ -209,22 +209,13 @@ class Captured:
     err: list[str] = field(default_factory=list)
 
     @property
-    def stdout(self) -> str:
-        return "\n".join(line for _, line in self.out)
-
-    @property
     def stderr(self) -> str:
         return "\n".join(self.err)
 
 
-def capture_all(
-    commands: Mapping[str, list[str]],
-    timeout_s: float,
-    hold_open: Iterable[str] = (),
-    on_line: LineHandler | None = None,
-) -> dict[str, Captured]:
-    """One command per host at once, output collected; `hold_open` hosts (a listener) keep their
-    stdin until the others finished; at the deadline everything still running is stopped."""
+def capture_all(commands: Mapping[str, list[str]], timeout_s: float) -> dict[str, Captured]:
+    """One command per host at once, output collected; at the deadline everything still running
+    is stopped."""
     results = {host: Captured(code=None) for host in commands}
 
     def collect(host: str, stream: str, text: str) -> None:
@@ -232,19 +223,11 @@ def capture_all(
             results[host].out.append((time.time(), text))
         else:
             results[host].err.append(text)
-        if on_line is not None:
-            on_line(host, stream, text)
 
     sessions = {host: Session.start(host, argv, collect) for host, argv in commands.items()}
-    held = {host for host in hold_open if host in sessions}
     deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline:
-            others = [sessions[host] for host in sessions if host not in held]
-            if all(session.process.poll() is not None for session in others):
-                for host in held:
-                    sessions[host].close_stdin()
-                held = set()
             if all(session.process.poll() is not None for session in sessions.values()):
                 break
             time.sleep(0.05)
@@ -265,8 +248,8 @@ class JobPolicy:
 
     # Hosts whose loss ends the job (`job.run_job` adds the first one: it holds the rendezvous).
     essential: set[str] = field(default_factory=set)
-    # A host whose connection drops is started again while the job runs (elastic rejoin).
-    rejoin: bool = True
+    # A host whose connection drops (and is not essential) is started again this long after, while
+    # the job runs (elastic rejoin).
     retry_s: float = 5.0
     # After the others finished, how long a host that rejoined may take to finish too.
     drain_s: float = 60.0
@@ -333,13 +316,13 @@ class FanOut:
             self.finished.add(host)
             return None
         lost = code == SSH_FAILED
-        if session.quiet and self.policy.rejoin:
+        if session.quiet:
             # Still unreachable, or it came back too late for this round: the job is not at
             # stake (the hosts that stayed decide it), so try again while it runs.
             self.report_failed_rejoin(session, code)
             self.lost[host] = now + self.policy.retry_s
             return None
-        if lost and self.policy.rejoin and host not in self.policy.essential:
+        if lost and host not in self.policy.essential:
             self.printer.note(
                 f"{host}: connection lost; the job goes on without it, and it rejoins when it "
                 "answers again"

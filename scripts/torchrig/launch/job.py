@@ -8,7 +8,7 @@ always essential."""
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from torchrig.facts.children import module_command
 from torchrig.launch import fanout, preflight
@@ -41,12 +41,6 @@ class HostJob:
     script: str | None = None  # a file every host must hold alike; None: nothing to compare
 
 
-@dataclass(frozen=True)
-class JobOutcome:
-    code: int  # the job's exit status; PREFLIGHT_FAILED when the preflight stopped it
-    problems: list[str] = field(default_factory=list)  # the preflight's, one line each
-
-
 def ssh_commands(job: HostJob) -> dict[str, list[str]]:
     """host -> the `ssh` command that runs its command under the remote wrapper, in `cwd`."""
     return {
@@ -66,15 +60,16 @@ def summary(job: HostJob) -> str:
     )
 
 
-def run_job(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = False) -> JobOutcome:
+def run_job(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = False) -> int:
     """Say what runs where; then each host's command (`dry_run`), or the preflight and, when it
-    finds nothing, the job under `policy` (the first host, the rendezvous, always essential)."""
+    finds nothing, the job under `policy` (the first host, the rendezvous, always essential).
+    The job's exit status; PREFLIGHT_FAILED when the preflight stopped it."""
     commands = ssh_commands(job)
     printer.note(summary(job))
     if dry_run:
         for host, argv in commands.items():
             printer(host, "out", "+ " + shlex.join(argv))
-        return JobOutcome(0)
+        return 0
     problems = preflight.preflight_problems(
         job.hosts,
         job.rendezvous.endpoint,
@@ -86,6 +81,6 @@ def run_job(job: HostJob, printer: Printer, policy: JobPolicy, dry_run: bool = F
     if problems:
         for problem in problems:
             printer.note(problem)
-        return JobOutcome(PREFLIGHT_FAILED, problems)
+        return PREFLIGHT_FAILED
     policy = replace(policy, essential={*policy.essential, job.hosts[0].name})
-    return JobOutcome(fanout.FanOut(commands, printer, policy).run())
+    return fanout.FanOut(commands, printer, policy).run()

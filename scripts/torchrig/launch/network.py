@@ -150,21 +150,6 @@ def reach(endpoint: Endpoint, timeout_s: float = 5.0) -> tuple[str, str]:
         return Reach.UNREACHABLE, f"{address}: {exc.strerror or exc}"
 
 
-def listen(port: int) -> socket.socket:
-    """A listening socket on every interface at `port`, as torchrun's store would bind it.
-    OSError (EADDRINUSE) when something already holds the port.
-    """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("", port))
-        sock.listen(64)
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
 # --- what these facts mean for a job, in the same words from `launch` (this machine) and from
 # the multi-host preflight (every host)
 

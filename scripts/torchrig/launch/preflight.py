@@ -9,15 +9,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from torchrig.facts.children import module_command
-from torchrig.launch import fanout, network
+from torchrig.launch import fanout
 from torchrig.launch.fanout import Captured
 from torchrig.launch.hostfile import Host
-from torchrig.launch.network import Endpoint, Reach, exposure_warning, unreachable_message
+from torchrig.launch.network import Endpoint, exposure_warning
 from torchrig.shared import ports
 
 PREFLIGHT_TIMEOUT_S = 120.0
-# How long the other hosts keep trying the first host's test listener while it starts.
-CONNECT_FOR_S = 30.0
 # c10d drops a node whose heartbeat is older than 3 x 5 s by the reader's clock; clocks further
 # apart than this eat most of that margin.
 MAX_CLOCK_SKEW_S = 5.0
@@ -109,31 +107,7 @@ def clock_problems(skews: Mapping[str, float]) -> list[str]:
     return problems
 
 
-def network_problems(
-    facts: Mapping[str, Mapping[str, Any]], endpoint: network.Endpoint
-) -> list[str]:
-    problems = []
-    for host, host_facts in facts.items():
-        listen_error = host_facts.get("listen_error")
-        if listen_error:
-            problems.append(
-                f"{host}: the rendezvous port {endpoint.port} is taken ({listen_error}): another "
-                "job? stop it, or give --rdzv-endpoint HOST:PORT with a free port"
-            )
-        outcome, detail = host_facts.get("reach") or (Reach.OPEN, "")
-        if outcome == Reach.UNRESOLVED:
-            problems.append(
-                f"{host}: the rendezvous host {endpoint.host!r} does not resolve there: give "
-                "--rdzv-endpoint ADDRESS:PORT with an address every host reaches"
-            )
-        elif outcome != Reach.OPEN:
-            problems.append(f"{host}: " + unreachable_message(endpoint, detail))
-    return problems
-
-
-def exposure_warnings(
-    facts: Mapping[str, Mapping[str, Any]], endpoint: network.Endpoint
-) -> list[str]:
+def exposure_warnings(facts: Mapping[str, Mapping[str, Any]], endpoint: Endpoint) -> list[str]:
     """One warning per host that has a public address (every host opens ports for the job)."""
     ports = (
         f"the rendezvous store on port {endpoint.port} of the first host, the workers' store "
@@ -168,10 +142,7 @@ def shell_problems(facts: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def problems_of(
-    facts: Mapping[str, Mapping[str, Any]],
-    skews: Mapping[str, float],
-    script: str | None,
-    endpoint: network.Endpoint,
+    facts: Mapping[str, Mapping[str, Any]], skews: Mapping[str, float], script: str | None
 ) -> list[str]:
     """Everything that would make the hosts fail together, one line each."""
     problems = shell_problems(facts)
@@ -179,7 +150,6 @@ def problems_of(
     if script is not None:
         problems += script_problems(facts, script)
     problems += clock_problems(skews)
-    problems += network_problems(facts, endpoint)
     return problems
 
 
@@ -187,19 +157,13 @@ def problems_of(
 
 
 def probe_commands(
-    hosts: list[Host], endpoint: Endpoint, python: str, cwd: str, script: str | None
+    hosts: list[Host], python: str, cwd: str, script: str | None
 ) -> dict[str, list[str]]:
-    """The probe on every host: the first listens on the rendezvous port, the others connect."""
-    commands = {}
-    for index, host in enumerate(hosts):
-        remote = module_command(
-            python, "torchrig.launch.probe", "--cwd", cwd, "--endpoint", str(endpoint)
-        )
-        if script is not None:
-            remote += ["--script", script]
-        remote += ["--listen"] if index == 0 else ["--connect-for", f"{CONNECT_FOR_S:g}"]
-        commands[host.name] = fanout.ssh_command(host.name, remote)
-    return commands
+    """The probe on every host."""
+    remote = module_command(python, "torchrig.launch.probe", "--cwd", cwd)
+    if script is not None:
+        remote += ["--script", script]
+    return {host.name: fanout.ssh_command(host.name, remote) for host in hosts}
 
 
 def probe_answer(host: str, captured: Captured) -> tuple[dict[str, Any] | None, str | None]:
@@ -231,11 +195,7 @@ def preflight_problems(
     warn: Callable[[str], None],
 ) -> list[str]:
     """The problems that stop the start; `warn` gets what does not (a public address)."""
-    answers = fanout.capture_all(
-        probe_commands(hosts, endpoint, python, cwd, script),
-        PREFLIGHT_TIMEOUT_S,
-        hold_open=[hosts[0].name],
-    )
+    answers = fanout.capture_all(probe_commands(hosts, python, cwd, script), PREFLIGHT_TIMEOUT_S)
     facts: dict[str, dict[str, Any]] = {}
     problems = []
     for host in hosts:
@@ -249,4 +209,4 @@ def preflight_problems(
     skews = {host: answer["time"] - answer["received"] for host, answer in facts.items()}
     for warning in exposure_warnings(facts, endpoint):
         warn(warning)
-    return problems_of(facts, skews, script, endpoint)
+    return problems_of(facts, skews, script)

@@ -14,7 +14,7 @@ from torchrig.facts.children import module_command
 from torchrig.launch import fanout, network
 from torchrig.launch.fanout import JobPolicy, Printer
 from torchrig.launch.hostfile import Host
-from torchrig.launch.job import HostJob, JobOutcome, Rendezvous, run_job
+from torchrig.launch.job import HostJob, Rendezvous, run_job
 from torchrig.launch.options import Launch, LaunchError, LaunchRequest, launch_argv
 from torchrig.launch.torchrun import TorchrunFlags, conf_with
 
@@ -57,9 +57,7 @@ def node_range(given: str | None, host_count: int) -> str:
     return given
 
 
-def rendezvous_for(
-    flags: TorchrunFlags, hosts: list[Host], first_address: str, run_id: str | None = None
-) -> Rendezvous:
+def rendezvous_for(flags: TorchrunFlags, hosts: list[Host], first_address: str) -> Rendezvous:
     """On the first host, at the address the others use (its SSH HostName unless
     --rdzv-endpoint says otherwise), torchrun's port 29400 unless given."""
     check_flags(flags)
@@ -67,7 +65,7 @@ def rendezvous_for(
         endpoint = flags.rdzv_endpoint or network.parse_endpoint(first_address)
     except ValueError as exc:
         raise LaunchError(f"--rdzv-endpoint {exc}") from None
-    run_id = flags.rdzv_id or run_id or f"torchrig-{secrets.token_hex(4)}"
+    run_id = flags.rdzv_id or f"torchrig-{secrets.token_hex(4)}"
     return Rendezvous(endpoint, run_id, node_range(flags.nnodes, len(hosts)))
 
 
@@ -101,7 +99,7 @@ def host_job(request: LaunchRequest, hosts: list[Host], python: str, cwd: str) -
     return HostJob(hosts, rendezvous, commands, python, cwd, script)
 
 
-def run_on_hosts(launch: Launch, cwd: str) -> JobOutcome:
+def run_on_hosts(launch: Launch, cwd: str) -> int:
     """Check every host of `launch`, then run its request on all of them (`run_job`)."""
     assert launch.hosts, "a launch on this machine has no hosts to run on"
     job = host_job(launch.request, launch.hosts, launch.remote_python or sys.executable, cwd)

@@ -135,20 +135,9 @@ def test_ctrl_c_stops_every_host() -> None:
     assert "interrupted: stopping every host" in err
 
 
-def test_capture_all_holds_a_listener_open_until_the_others_are_done() -> None:
-    listener = [PYTHON, "-c", "import os; print('up', flush=True); os.read(0, 1); print('bye')"]
-    results = fanout.capture_all(
-        {"a": listener, "b": sh("sleep 0.5; echo checked; echo note >&2")}, 30, hold_open=["a"]
-    )
-    assert results["a"].code == 0 and results["a"].stdout == "up\nbye"
-    assert results["b"].stdout == "checked" and results["b"].stderr == "note"
-    first_of_a, last_of_a = results["a"].out[0][0], results["a"].out[-1][0]
-    assert first_of_a <= results["b"].out[0][0] <= last_of_a
-
-
 def test_capture_all_stops_what_runs_past_the_deadline() -> None:
     results = fanout.capture_all({"a": sh("echo started; sleep 30")}, timeout_s=1)
-    assert results["a"].code is None and results["a"].stdout == "started"
+    assert results["a"].code is None and [line for _, line in results["a"].out] == ["started"]
 
 
 @pytest.mark.parametrize("grace", [0.5])

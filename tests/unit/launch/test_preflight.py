@@ -9,12 +9,12 @@ import pytest
 from torchrig.launch import fanout, preflight
 from torchrig.launch.fanout import SSH_FAILED, Captured
 from torchrig.launch.hostfile import Host
-from torchrig.launch.network import Endpoint, Reach
+from torchrig.launch.network import Endpoint
 
 ENDPOINT = Endpoint("a", 29400)
 SAME = {
     "torch": "2.13.0", "nccl": "nvidia-nccl-cu13 2.29.7", "python": "3.11.2", "torchrig": "0.1.0",
-    "script_sha256": "ab" * 32, "reach": [Reach.OPEN, "10.0.0.1"],
+    "script_sha256": "ab" * 32,
 }  # fmt: skip
 
 
@@ -46,11 +46,11 @@ def test_ssh_failures_become_advice(stderr: str, advice: str) -> None:
 
 
 def test_hosts_that_agree_have_no_problems() -> None:
-    assert preflight.problems_of(hosts(), {"a": 0.0, "b": -0.4, "c": 1.0}, "t.py", ENDPOINT) == []
+    assert preflight.problems_of(hosts(), {"a": 0.0, "b": -0.4, "c": 1.0}, "t.py") == []
 
 
 def test_a_host_with_another_torch_is_named() -> None:
-    problems = preflight.problems_of(hosts(b={"torch": "2.12.0"}), {}, "t.py", ENDPOINT)
+    problems = preflight.problems_of(hosts(b={"torch": "2.12.0"}), {}, "t.py")
     assert problems == [
         "torch differs between hosts: 2.13.0 on a, c; 2.12.0 on b: run the same image (or torch "
         "build) on every host"
@@ -59,46 +59,28 @@ def test_a_host_with_another_torch_is_named() -> None:
 
 def test_nccl_python_and_torchrig_must_agree_too() -> None:
     facts = hosts(a={"nccl": None}, b={"python": "3.12.1"}, c={"torchrig": "0.2.0"})
-    problems = preflight.problems_of(facts, {}, None, ENDPOINT)
+    problems = preflight.problems_of(facts, {}, None)
     assert [problem.split(" differs")[0] for problem in problems] == ["nccl", "python", "torchrig"]
     assert "none on a" in problems[0]
 
 
 def test_a_script_that_differs_or_is_missing() -> None:
     facts = hosts(b={"script_sha256": "cd" * 32}, c={"script_error": "cannot read t.py in /w"})
-    problems = preflight.problems_of(facts, {}, "t.py", ENDPOINT)
+    problems = preflight.problems_of(facts, {}, "t.py")
     assert problems == [
         "c: cannot read t.py in /w",
         "t.py differs between hosts: sha256 abababababab on a; sha256 cdcdcdcdcdcd on b: put the "
         "same code on every host (a shared folder, or the same git commit)",
     ]
     # -m module: nothing to compare.
-    assert preflight.problems_of(facts, {}, None, ENDPOINT) == []
+    assert preflight.problems_of(facts, {}, None) == []
 
 
 def test_clocks_far_apart() -> None:
-    problems = preflight.problems_of(hosts(), {"a": 0.1, "b": 42.0, "c": -7.5}, None, ENDPOINT)
+    problems = preflight.problems_of(hosts(), {"a": 0.1, "b": 42.0, "c": -7.5}, None)
     assert problems[0].startswith("b: its clock is 42 s ahead of this machine's: the rendezvous")
     assert problems[1].startswith("c: its clock is 8 s behind this machine's")
     assert len(problems) == 2
-
-
-def test_the_rendezvous_port_and_the_way_to_it() -> None:
-    facts = hosts(
-        a={"listen_error": "Address already in use"},
-        b={"reach": [Reach.UNREACHABLE, "10.0.0.1: no answer within 5 s"]},
-        c={"reach": [Reach.UNRESOLVED, "a does not resolve"]},
-    )
-    problems = preflight.problems_of(facts, {}, None, ENDPOINT)
-    assert problems == [
-        "a: the rendezvous port 29400 is taken (Address already in use): another job? stop it, "
-        "or give --rdzv-endpoint HOST:PORT with a free port",
-        "b: cannot reach the rendezvous endpoint a:29400 (10.0.0.1: no answer within 5 s): a "
-        "firewall dropping TCP port 29400? open it (and the ports gloo/NCCL use) between the "
-        "nodes, or give --rdzv-endpoint an address every node reaches",
-        "c: the rendezvous host 'a' does not resolve there: give --rdzv-endpoint ADDRESS:PORT "
-        "with an address every host reaches",
-    ]
 
 
 # --- what the job exposes, and the shells the commands go through ----------------------------
@@ -106,7 +88,7 @@ def test_the_rendezvous_port_and_the_way_to_it() -> None:
 
 def test_a_host_with_a_public_address_gets_a_warning_and_the_launch_goes_on() -> None:
     facts = hosts(b={"public_addresses": [["203.0.114.9", "eth0"]]})
-    assert preflight.problems_of(facts, {}, "t.py", ENDPOINT) == []
+    assert preflight.problems_of(facts, {}, "t.py") == []
     assert preflight.exposure_warnings(facts, ENDPOINT) == [
         "b has public address(es) 203.0.114.9 (eth0), and the job listens there too: torch's "
         "stores listen on every interface (the rendezvous store on port 29400 of the first host, "
@@ -120,7 +102,7 @@ def test_a_host_with_a_public_address_gets_a_warning_and_the_launch_goes_on() ->
 
 @pytest.mark.parametrize("shell", ["/usr/bin/fish", "/bin/tcsh", "/bin/csh", "/usr/bin/nu"])
 def test_a_login_shell_that_is_not_posix_stops_the_launch(shell: str) -> None:
-    problems = preflight.problems_of(hosts(c={"login_shell": shell}), {}, None, ENDPOINT)
+    problems = preflight.problems_of(hosts(c={"login_shell": shell}), {}, None)
     assert problems == [
         f"c: the login shell there is {shell}, which does not read POSIX shell quoting, so the "
         "commands sent over SSH could be misread: make a POSIX shell (bash, sh, zsh) that "
@@ -131,7 +113,7 @@ def test_a_login_shell_that_is_not_posix_stops_the_launch(shell: str) -> None:
 
 @pytest.mark.parametrize("shell", ["/bin/bash", "/bin/sh", "/usr/bin/dash", "/bin/zsh", None])
 def test_posix_login_shells_pass(shell: str | None) -> None:
-    assert preflight.problems_of(hosts(a={"login_shell": shell}), {}, None, ENDPOINT) == []
+    assert preflight.problems_of(hosts(a={"login_shell": shell}), {}, None) == []
 
 
 # --- asking the hosts -----------------------------------------------------------------------
@@ -139,14 +121,13 @@ def test_posix_login_shells_pass(shell: str | None) -> None:
 HOSTS = [Host("a", 2), Host("b"), Host("c", 4)]
 
 
-def test_the_probes_listen_on_the_first_host_and_connect_from_the_others() -> None:
-    commands = preflight.probe_commands(HOSTS, ENDPOINT, "py", "/w", "t.py")
-    assert shlex.split(commands["a"][-1]) == [
-        "py", "-P", "-m", "torchrig.launch.probe", "--cwd", "/w", "--endpoint", "a:29400",
-        "--script", "t.py", "--listen",
+def test_the_probe_runs_on_every_host() -> None:
+    commands = preflight.probe_commands(HOSTS, "py", "/w", "t.py")
+    assert [argv[-2] for argv in commands.values()] == ["a", "b", "c"]
+    assert shlex.split(commands["c"][-1]) == [
+        "py", "-P", "-m", "torchrig.launch.probe", "--cwd", "/w", "--script", "t.py",
     ]  # fmt: skip
-    assert shlex.split(commands["c"][-1])[-2:] == ["--connect-for", "30"]
-    assert "--script" not in preflight.probe_commands(HOSTS, ENDPOINT, "py", "/w", None)["b"][-1]
+    assert "--script" not in preflight.probe_commands(HOSTS, "py", "/w", None)["b"][-1]
 
 
 def test_reading_a_probes_answer() -> None:
@@ -168,7 +149,7 @@ def test_the_preflight_warns_of_a_public_address_and_refuses_a_fish_login_shell(
     common = {"torch": "2.13.0", "python": "3.11.2", "login_shell": "/bin/bash", "time": 5.0}
     answers = {
         "a": {**common, "public_addresses": [["203.0.114.9", "eth0"]]},
-        "b": {**common, "login_shell": "/usr/bin/fish", "reach": ["open", "10.0.0.1"]},
+        "b": {**common, "login_shell": "/usr/bin/fish"},
     }
     monkeypatch.setattr(
         fanout,

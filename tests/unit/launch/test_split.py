@@ -32,10 +32,10 @@ def flags(*pairs: tuple[str, str]) -> TorchrunFlags:
 
 
 def test_the_default_rendezvous_is_elastic_on_the_first_host() -> None:
-    rendezvous = split.rendezvous_for(flags(), HOSTS, "10.0.0.1", run_id="r1")
-    assert rendezvous == Rendezvous(Endpoint("10.0.0.1", 29400), "r1", "1:3")
-    assert split.rendezvous_for(flags(), HOSTS[:1], "a", run_id="r").nnodes == "1"
-    assert split.rendezvous_for(flags(), HOSTS, "a").run_id.startswith("torchrig-")
+    rendezvous = split.rendezvous_for(flags(), HOSTS, "10.0.0.1")
+    assert rendezvous == Rendezvous(Endpoint("10.0.0.1", 29400), rendezvous.run_id, "1:3")
+    assert rendezvous.run_id.startswith("torchrig-")
+    assert split.rendezvous_for(flags(), HOSTS[:1], "a").nnodes == "1"
 
 
 def test_the_users_rendezvous_choices_are_kept() -> None:
