@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 import random
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -119,19 +119,6 @@ def load_part(target: Stateful | None, saved: Any, name: str) -> None:
         )
         return
     target.load_state_dict(saved)
-
-
-def summary_of(stored: Mapping[str, Any], parts: Iterable[str] = ()) -> dict[str, Any]:
-    """What `torchrig ckpt inspect` shows of what both layouts store alike (and `parts`)."""
-    return {
-        "format": stored["format"],
-        "step": stored.get("step"),
-        "epoch": stored.get("epoch"),
-        "sampler": stored.get("sampler"),
-        "config": stored.get("config"),
-        "parts": sorted({*parts, *(key for key, value in stored.items() if value is not None)}),
-        "rng_ranks": len(stored.get("rng") or []),
-    }
 
 
 def require_format(value: Any, expected: str, path: Path) -> dict[str, Any]:
