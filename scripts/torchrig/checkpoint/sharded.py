@@ -53,7 +53,7 @@ class ShardedLayout:
     def check(self, path: Path, *, verify: bool) -> None:
         check_folder(path)
 
-    def read(self, path: Path, map_location: Any, *, verify: bool) -> dict[str, Any]:
+    def read(self, path: Path, map_location: Any) -> dict[str, Any]:
         """extra.pt, once the folder is known complete (DCP puts tensors where the model's own
         are: `map_location` does not apply)."""
         return check_folder(path)

@@ -42,14 +42,14 @@ def check_structure(path: Path) -> None:
         raise CheckpointError(f"{path}: a zip file, but not one written by torch.save")
 
 
-def load(path: Path, map_location: Any = None, *, verify: bool = True) -> Any:
+def load(path: Path, map_location: Any = None) -> Any:
     """torch.load with weights_only=True; every failure becomes a CheckpointError naming `path`.
-    `verify` checks every record's CRC32 first: torch.load does not, so flipped bytes inside
-    tensor data would load silently."""
+    Every record's CRC32 is checked first: torch.load does not, so flipped bytes inside tensor
+    data would load silently."""
     check_structure(path)
     try:
         with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist() if verify else []
+            infos = archive.infolist()
             # A writer with CRCs switched off (torch.serialization.set_crc32_options(False))
             # records 0 everywhere: nothing to verify then.
             if any(info.CRC != 0 for info in infos if info.file_size > 0):

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from torchrig.checkpoint import CheckpointError, CheckpointManager, CheckpointWarning, TrainingState
+from torchrig.checkpoint import (
+    CheckpointError,
+    CheckpointManager,
+    CheckpointWarning,
+    TrainingState,
+    load_model_weights,
+)
 
 from ...checkpoint_support import Position, TinyNet, ckpt, run_ranks, train_steps
 
@@ -158,14 +164,14 @@ def test_fsdp2_sharded_save_resume_and_fallback(
     # Export path: full weights from the shards in one process, no process group. Step 3 was
     # damaged by the workers, so it falls back to step 2, with a warning naming step 3.
     with pytest.warns(CheckpointWarning, match="step_00000003"):
-        weights = CheckpointManager(directory).latest_weights()
+        weights = load_model_weights(directory)
     expected = torch.load(reference, weights_only=True)
     assert weights.keys() == expected.keys()
     for key, value in expected.items():
         assert torch.equal(weights[key], value), key
 
     # The CLI on the sharded folders: ls flags the damaged one, export writes the same weights
-    # as latest_weights.
+    # as load_model_weights.
     capsys.readouterr()
     assert ckpt("ls", directory) == 2
     listing = capsys.readouterr().out.splitlines()

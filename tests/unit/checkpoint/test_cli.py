@@ -127,8 +127,9 @@ def test_sharded_folders_list_and_export(
 
 def test_export_of_a_view_writes_only_its_bytes(tmp_path: Path) -> None:
     big = torch.zeros(1000, 1000)
-    torch.save({"w": big[:2]}, tmp_path / "plain.pt")  # a view into a 4 MB storage
-    assert ckpt("export", tmp_path / "plain.pt", tmp_path / "small.pt") == 0
+    view = {"format": "torchrig-checkpoint/1", "model": {"w": big[:2]}}  # into a 4 MB storage
+    torch.save(view, tmp_path / "step_00000001.pt")
+    assert ckpt("export", tmp_path / "step_00000001.pt", tmp_path / "small.pt") == 0
     assert (tmp_path / "small.pt").stat().st_size < 10_000
 
 

@@ -17,11 +17,13 @@ from torchrig.checkpoint import (
     CheckpointManager,
     CheckpointWarning,
     TrainingState,
+)
+from torchrig.checkpoint.state import (
     capture_rng_state,
+    check_loadable,
     gather_rng_states,
     restore_rng_state,
 )
-from torchrig.checkpoint.state import check_loadable
 
 from ...checkpoint_support import Position, TinyNet, train_steps
 
