@@ -9,7 +9,6 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
 
 from torchrig.checkpoint import CheckpointError
 from torchrig.shared.voice import Voice, harmless, size_text
@@ -80,28 +79,6 @@ def _ls(args: argparse.Namespace) -> int:
     return 0 if all(row[4] == "ok" for row in rows) else 2
 
 
-def _tensor_totals(value: Any) -> tuple[int, int]:
-    """Number of tensors and their bytes, counting shared storages once."""
-    import torch
-
-    seen: set[int] = set()
-    count = total = 0
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            count += 1
-            storage = item.untyped_storage()
-            if storage.data_ptr() not in seen or storage.nbytes() == 0:
-                seen.add(storage.data_ptr())
-                total += storage.nbytes()
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple | set):
-            stack.extend(item)
-    return count, total
-
-
 def _export(args: argparse.Namespace) -> int:
     import torch
 
@@ -122,6 +99,5 @@ def _export(args: argparse.Namespace) -> int:
         if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
             weights[key] = tensor.clone()
     atomic_write(out, lambda f: torch.save(weights, f))
-    count, nbytes = _tensor_totals(weights)
-    print(f"wrote {out}: {count} tensors, {size_text(nbytes)}")
+    print(f"wrote {out}: {len(weights)} tensors, {size_text(out.stat().st_size)}")
     return 0

@@ -214,11 +214,9 @@ def gather_rng_states() -> list[dict[str, Any]]:
     return distributed.all_gather(capture_rng_state())
 
 
-def restore_rng_state(states: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -> bool:
-    """Restore this rank's entry of a gathered list (a single dict counts as a list of one);
-    whether it did. A list not of the world size restores nothing: a warning says to reseed."""
-    if isinstance(states, Mapping):
-        states = [states]
+def restore_rng_state(states: Sequence[Mapping[str, Any]]) -> bool:
+    """Restore this rank's entry of a gathered list; whether it did. A list not of the world size
+    restores nothing: a warning says to reseed."""
     world = distributed.world_size()
     if len(states) != world:
         warnings.warn(
