@@ -61,7 +61,6 @@ class TrainingState:
     def progress(self, step: int) -> dict[str, Any]:
         """The parts besides model and optimizer, as stored. Collective (it gathers every rank's
         RNG state): the manager calls it on every rank, even where only rank 0 writes."""
-        check_json_like(self.config)
         extras = {name: part.state_dict() for name, part in self.extras.items()}
         epoch = self.epoch if self.epoch is not None else getattr(self.sampler, "epoch", 0)
         return {
@@ -137,7 +136,6 @@ def require_format(value: Any, expected: str, path: Path) -> dict[str, Any]:
 # which weights_only loading refuses.
 _PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes)
 _TORCH_LEAVES = (torch.Tensor, torch.Size, torch.dtype, torch.device)
-_JSON_LEAVES = (type(None), bool, int, float, str)
 
 
 def check_loadable(value: Any, where: str = "state") -> None:
@@ -160,26 +158,6 @@ def check_loadable(value: Any, where: str = "state") -> None:
         f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which "
         "torch.load(weights_only=True) refuses: store plain values (numbers, strings, lists, "
         "dicts, tensors) or allow-list the type with torch.serialization.add_safe_globals"
-    )
-
-
-def check_json_like(value: Any, where: str = "config") -> None:
-    """Configs must survive JSON: dicts with str keys, lists, str/int/float/bool/None."""
-    if type(value) in _JSON_LEAVES:
-        return
-    if type(value) is dict:
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise CheckpointError(f"{where} has a non-string key {key!r}")
-            check_json_like(item, f"{where}[{key!r}]")
-        return
-    if type(value) in (list, tuple):
-        for index, item in enumerate(value):
-            check_json_like(item, f"{where}[{index}]")
-        return
-    raise CheckpointError(
-        f"{where} is a {type(value).__qualname__}; configs hold only JSON-like values "
-        "(dict, list, str, int, float, bool, None)"
     )
 
 
