@@ -148,9 +148,18 @@ def test_a_trainjob_restarted_after_losing_a_node_resumes_from_the_claim(image: 
     assert (summary["step"], summary["rng_ranks"]) == (steps, NODES * PROCS_PER_NODE)
 
 
+# The step of the checkpoint `latest` names in the folder argv[1], and how many ranks' RNG states.
+LATEST_CHECKPOINT = """
+import json, pathlib, sys, torch
+run = pathlib.Path(sys.argv[1])
+saved = torch.load(run / (run / "latest").read_text().strip(), weights_only=True)
+print(json.dumps({"step": saved["step"], "rng_ranks": len(saved["rng"])}))
+"""
+
+
 def latest_checkpoint(job: Cluster, pod: Pod) -> dict:
-    """`torchrig ckpt inspect` of the newest checkpoint in the pod's --checkpoint-dir."""
+    """The newest checkpoint in the pod's --checkpoint-dir, loaded as any user would."""
     directory = checkpoint_dir(pod)
     claim, mount_path = claim_mount(pod, directory)
-    inspect = 'exec torchrig ckpt inspect --json "$1/$(cat "$1/latest")"'
-    return json.loads(job.run_in_claim(claim, mount_path, ["bash", "-c", inspect, "-", directory]))
+    command = ["python", "-c", LATEST_CHECKPOINT, directory]
+    return json.loads(job.run_in_claim(claim, mount_path, command))

@@ -60,10 +60,11 @@ def test_status_shows_the_running_job_and_its_workers(running_stack: Stack) -> N
 
 
 OSC52 = "\x1b]52;c;cHduZWQ=\x07"  # sets the host terminal's clipboard in several terminals
-# A checkpoint that loads under weights_only=True, its step a string with OSC 52 in it.
+# A sharded checkpoint whose metadata names a class with OSC 52 in its name: `ls` says why it is
+# bad, naming what the metadata refers to.
 CRAFTED_CHECKPOINT = (
-    "import torch; torch.save({'format': 'torchrig-checkpoint/1', 'model': {}, "
-    f"'step': 'one{OSC52}'}}, '/checkpoints/crafted/step_00000001.pt')"
+    "import pathlib; folder = pathlib.Path('/checkpoints/crafted/step_00000001'); "
+    f"folder.mkdir(); (folder / '.metadata').write_text('cpathlib\\none{OSC52}\\n.')"
 )
 # A process of dev's that looks like a torchrun agent, with OSC 52 among its arguments.
 AGENT = (
@@ -75,8 +76,8 @@ AGENT = (
 def test_what_root_s_torchrig_shows_of_dev_s_checkpoints_and_processes_is_harmless(
     running_stack: Stack,
 ) -> None:
-    """Root's `torchrig ckpt inspect` of dev's checkpoint and `torchrig status` beside dev's
-    processes printed OSC 52 as it was: shown as text, the escape dropped."""
+    """Root's `torchrig ckpt ls` of dev's checkpoint and `torchrig status` beside dev's
+    processes: what dev chose is shown as text, the OSC 52 escape dropped."""
     code, output = running_stack.exec("mkdir -p /checkpoints/crafted", user="dev")
     assert code == 0, output
     code, output = running_stack.exec(f"python -c {shlex.quote(CRAFTED_CHECKPOINT)}", user="dev")
@@ -84,12 +85,12 @@ def test_what_root_s_torchrig_shows_of_dev_s_checkpoints_and_processes_is_harmle
     code, agent = running_stack.exec(f"bash -c {shlex.quote(AGENT)}", user="dev")
     assert code == 0, agent
     try:
-        for command, text in (
-            ("torchrig ckpt inspect /checkpoints/crafted/step_00000001.pt", f"{'step:':<11}one\n"),
-            ("torchrig status", f"pid {agent.strip()}, running "),
+        for command, expected, text in (
+            ("torchrig ckpt ls /checkpoints/crafted", 2, "refers to pathlib.one, "),
+            ("torchrig status", 0, f"pid {agent.strip()}, running "),
         ):
             code, shown = running_stack.exec(command)  # as root
-            assert code == 0 and text in shown, shown
+            assert code == expected and text in shown, shown
             assert "\x1b" not in shown and "52;c;" not in shown, f"{command}: {shown!r}"
     finally:
         running_stack.exec(f"kill {agent.strip()}; rm -rf /checkpoints/crafted", user="dev")

@@ -29,10 +29,10 @@ def test_cuda_round_trip_lands_on_the_local_device(tmp_path: Path) -> None:
     expected = torch.rand(3, device=device)
 
     layout = SingleFileLayout()
-    loaded = layout.read(path, device, verify=True)
+    loaded = layout.read(path, device)
     assert "cuda" in loaded["rng"][0]
     assert loaded["model"]["head.weight"].device == device
-    cpu = layout.read(path, "cpu", verify=True)
+    cpu = layout.read(path, "cpu")
     assert cpu["model"]["head.weight"].device.type == "cpu"
 
     fresh = TinyNet().to(device)

@@ -33,13 +33,7 @@ class CheckpointWarning(UserWarning):
 
 if TYPE_CHECKING:
     from torchrig.checkpoint.manager import CheckpointInfo, CheckpointManager, load_model_weights
-    from torchrig.checkpoint.single_file import strip_prefixes, unwrap_model
-    from torchrig.checkpoint.state import (
-        TrainingState,
-        capture_rng_state,
-        gather_rng_states,
-        restore_rng_state,
-    )
+    from torchrig.checkpoint.state import TrainingState
     from torchrig.checkpoint.stop import (
         RESUMABLE_EXIT,
         StopSignals,
@@ -55,12 +49,7 @@ _LAZY: dict[str, str] = {
     "StopSignals": "stop",
     "exit_resumable": "stop",
     "ignore_stop_signals": "stop",
-    "capture_rng_state": "state",
-    "gather_rng_states": "state",
-    "restore_rng_state": "state",
     "load_model_weights": "manager",
-    "strip_prefixes": "single_file",
-    "unwrap_model": "single_file",
 }
 
 __all__ = [
@@ -72,14 +61,9 @@ __all__ = [
     "CheckpointWarning",
     "StopSignals",
     "TrainingState",
-    "capture_rng_state",
     "exit_resumable",
-    "gather_rng_states",
     "ignore_stop_signals",
     "load_model_weights",
-    "restore_rng_state",
-    "strip_prefixes",
-    "unwrap_model",
 ]
 
 

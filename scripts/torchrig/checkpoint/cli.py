@@ -1,16 +1,14 @@
-"""`torchrig ckpt`: list, inspect and export checkpoints. Standard library only at module level
+"""`torchrig ckpt`: list and export checkpoints. Standard library only at module level
 (the dispatcher imports it to build its parser). A checkpoint holds what its writer chose (root
 may inspect dev's): all of it reaches the terminal through voice.harmless."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
 
 from torchrig.checkpoint import CheckpointError
 from torchrig.shared.voice import Voice, harmless, size_text
@@ -27,11 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--verify", action="store_true", help="check CRCs and unpickle every file (slower)"
     )
     ls.set_defaults(_ckpt=_ls)
-
-    inspect = sub.add_parser("inspect", help="show what one checkpoint holds")
-    inspect.add_argument("path", type=Path, metavar="FILE", help="a step file or sharded folder")
-    inspect.add_argument("--json", action="store_true", help="print JSON instead of text")
-    inspect.set_defaults(_ckpt=_inspect)
 
     export = sub.add_parser(
         "export", help="write the latest good checkpoint's weights as a plain state_dict"
@@ -86,86 +79,6 @@ def _ls(args: argparse.Namespace) -> int:
     return 0 if all(row[4] == "ok" for row in rows) else 2
 
 
-def _inspect(args: argparse.Namespace) -> int:
-    path: Path = args.path
-    if path.is_dir():
-        from torchrig.checkpoint.sharded import METADATA_NAME, describe_folder
-
-        if not (path / METADATA_NAME).exists():
-            raise CheckpointError(
-                f"{path}: a directory, not a checkpoint (no {METADATA_NAME}); "
-                "`torchrig ckpt ls` lists the checkpoints in a directory"
-            )
-        summary = describe_folder(path)
-    elif path.is_file():
-        summary = describe_file(path)
-    else:
-        raise CheckpointError(f"{path}: no such file or directory")
-    if args.json:
-        print(json.dumps(summary, indent=2, default=str))
-    else:
-        _print_summary(summary)
-    return 0
-
-
-def describe_file(path: Path) -> dict[str, Any]:
-    """Step, epoch, config and tensor totals of one checkpoint file (or plain state_dict)."""
-    from torchrig.checkpoint import torchfile
-    from torchrig.checkpoint.single_file import FORMAT
-    from torchrig.checkpoint.state import summary_of
-
-    state = torchfile.load(path, "cpu")
-    count, nbytes = _tensor_totals(state)
-    summary: dict[str, Any] = {"path": str(path), "size_bytes": path.stat().st_size}
-    if isinstance(state, dict) and state.get("format") == FORMAT:
-        model_count, model_bytes = _tensor_totals(state.get("model"))
-        summary.update(summary_of(state), model_tensors=model_count, model_bytes=model_bytes)
-    else:
-        summary["format"] = "plain torch.save file (no torchrig metadata)"
-    summary.update(tensors=count, tensor_bytes=nbytes)
-    return summary
-
-
-def _tensor_totals(value: Any) -> tuple[int, int]:
-    """Number of tensors and their bytes, counting shared storages once."""
-    import torch
-
-    seen: set[int] = set()
-    count = total = 0
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, torch.Tensor):
-            count += 1
-            storage = item.untyped_storage()
-            if storage.data_ptr() not in seen or storage.nbytes() == 0:
-                seen.add(storage.data_ptr())
-                total += storage.nbytes()
-        elif isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple | set):
-            stack.extend(item)
-    return count, total
-
-
-def _print_summary(summary: dict[str, Any]) -> None:
-    order = ("path", "format", "step", "epoch", "sampler", "parts", "rng_ranks", "config")
-    for key in order:
-        if key in summary:
-            value = summary[key]
-            if isinstance(value, dict | list):
-                value = json.dumps(value, sort_keys=True, default=str)
-            print(f"{key + ':':<11}{harmless(str(value))}")
-    if "size_bytes" in summary:
-        print(f"{'size:':<11}{size_text(summary['size_bytes'])}")
-    print(f"{'tensors:':<11}{summary['tensors']} ({size_text(summary['tensor_bytes'])})")
-    if "model_tensors" in summary:
-        print(
-            f"{'model:':<11}{summary['model_tensors']} tensors "
-            f"({size_text(summary['model_bytes'])})"
-        )
-
-
 def _export(args: argparse.Namespace) -> int:
     import torch
 
@@ -186,6 +99,5 @@ def _export(args: argparse.Namespace) -> int:
         if tensor.untyped_storage().nbytes() != tensor.numel() * tensor.element_size():
             weights[key] = tensor.clone()
     atomic_write(out, lambda f: torch.save(weights, f))
-    count, nbytes = _tensor_totals(weights)
-    print(f"wrote {out}: {count} tensors, {size_text(nbytes)}")
+    print(f"wrote {out}: {len(weights)} tensors, {size_text(out.stat().st_size)}")
     return 0

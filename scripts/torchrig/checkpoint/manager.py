@@ -160,7 +160,7 @@ class CheckpointManager:
             )
 
     def load_latest(
-        self, state: TrainingState, *, map_location: Any = None, verify: bool = True
+        self, state: TrainingState, *, map_location: Any = None
     ) -> dict[str, Any] | None:
         """Restore `state` in place from the newest good checkpoint; {"epoch", "step", "sampler",
         "config"} as saved, or None when there is nothing to resume (docs/checkpoints.md#use,
@@ -173,7 +173,7 @@ class CheckpointManager:
         # the folder holds another run's (of another model): one error, not a warning for each.
         misfits: builtins.list[tuple[str, dict[str, Any]]] = []
         for path in self._agreed_candidates(layout.kind):
-            payload, error = _agreed_attempt(layout.read, path, map_location, verify=verify)
+            payload, error = _agreed_attempt(layout.read, path, map_location)
             if error is not None:
                 warnings.warn(f"skipping bad checkpoint {error}", CheckpointWarning, stacklevel=2)
                 continue
@@ -207,17 +207,6 @@ class CheckpointManager:
                 "must see the same checkpoint directory (shared storage on multi-node runs)"
             )
         return paths
-
-    def latest_weights(self, map_location: Any = "cpu") -> dict[str, torch.Tensor]:
-        """The full, prefix-free model weights of the newest good checkpoint, in this one process
-        (no process group needed); a sharded one is gathered in CPU memory."""
-        layout = self._layout or self._layout_here(None)
-        for path in layout.kind.candidates(self.directory):
-            try:
-                return layout.model_weights(path, map_location)
-            except CheckpointError as exc:
-                warnings.warn(f"skipping bad checkpoint {exc}", CheckpointWarning, stacklevel=2)
-        raise CheckpointError(f"{self.directory}: no good checkpoint in this directory")
 
     def list(self, *, verify: bool = False) -> builtins.list[CheckpointInfo]:
         """Every checkpoint in the directory, of either layout, oldest first; `verify=True` also
@@ -270,16 +259,23 @@ def _restore(
 def load_model_weights(
     path_or_dir: str | os.PathLike[str], map_location: Any = "cpu"
 ) -> dict[str, torch.Tensor]:
-    """Prefix-free model weights of a checkpoint file, a plain state_dict file, a directory (its
-    latest good checkpoint) or one sharded step folder."""
+    """Prefix-free model weights of a step file, one sharded step folder or a directory's newest
+    good checkpoint, in this one process (no process group needed); a sharded one is gathered in
+    CPU memory."""
     path = Path(path_or_dir)
     if path.is_dir() and (path / METADATA_NAME).exists():
         return ShardedLayout().model_weights(path, map_location)
-    if path.is_dir():
-        return CheckpointManager(path).latest_weights(map_location)
     if path.is_file():
         return SingleFileLayout().model_weights(path, map_location)
-    raise CheckpointError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        raise CheckpointError(f"{path}: no such file or directory")
+    layout = CheckpointManager(path)._layout_here(None)
+    for entry in layout.kind.candidates(path):
+        try:
+            return layout.model_weights(entry, map_location)
+        except CheckpointError as exc:
+            warnings.warn(f"skipping bad checkpoint {exc}", CheckpointWarning, stacklevel=2)
+    raise CheckpointError(f"{path}: no good checkpoint in this directory")
 
 
 def run_on_rank0(fn: Callable[[], object], what: str) -> None:

@@ -13,8 +13,8 @@ from typing import Any
 import torch
 
 from torchrig.checkpoint import CheckpointError, CheckpointWarning, torchfile
-from torchrig.checkpoint.directory import FOLDER, atomic_write, entry_size
-from torchrig.checkpoint.state import TrainingState, require_format, summary_of
+from torchrig.checkpoint.directory import FOLDER, atomic_write
+from torchrig.checkpoint.state import TrainingState, require_format
 from torchrig.checkpoint.torchfile import first_line
 from torchrig.train import distributed
 
@@ -53,7 +53,7 @@ class ShardedLayout:
     def check(self, path: Path, *, verify: bool) -> None:
         check_folder(path)
 
-    def read(self, path: Path, map_location: Any, *, verify: bool) -> dict[str, Any]:
+    def read(self, path: Path, map_location: Any) -> dict[str, Any]:
         """extra.pt, once the folder is known complete (DCP puts tensors where the model's own
         are: `map_location` does not apply)."""
         return check_folder(path)
@@ -158,29 +158,6 @@ def _read_metadata(folder: Path) -> Any:
         return SafeReader(str(folder)).read_metadata()
     except Exception as exc:  # unpickling damaged metadata raises all sorts of things
         raise CheckpointError(f"{folder}: unreadable {METADATA_NAME} ({exc})") from exc
-
-
-def describe_folder(folder: Path) -> dict[str, Any]:
-    """What `torchrig ckpt inspect` shows for a step folder (reads metadata and extra.pt only)."""
-    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
-
-    extra = check_folder(folder)
-    tensors = [  # (part, bytes) of each tensor
-        (key.split(".", 1)[0], item.size.numel() * item.properties.dtype.itemsize)
-        for key, item in _read_metadata(folder).state_dict_metadata.items()
-        if isinstance(item, TensorStorageMetadata)
-    ]
-    model = [nbytes for part, nbytes in tensors if part == "model"]
-    return {
-        "path": str(folder),
-        **summary_of(extra, {"model", *(part for part, _ in tensors)}),
-        "format": f"{extra['format']} (torch.distributed.checkpoint)",
-        "size_bytes": entry_size(folder),
-        "tensors": len(tensors),
-        "tensor_bytes": sum(nbytes for _, nbytes in tensors),
-        "model_tensors": len(model),
-        "model_bytes": sum(model),
-    }
 
 
 @contextlib.contextmanager

@@ -124,26 +124,16 @@ class SingleFileLayout:
     def check(self, path: Path, *, verify: bool) -> None:
         """Cheap by default (the zip's directory only); `verify` also checks CRCs and unpickles."""
         if verify:
-            torchfile.load(path, "cpu", verify=True)
+            torchfile.load(path, "cpu")
         else:
             torchfile.check_structure(path)
 
-    def read(self, path: Path, map_location: Any, *, verify: bool) -> dict[str, Any]:
-        return require_format(torchfile.load(path, map_location, verify=verify), FORMAT, path)
+    def read(self, path: Path, map_location: Any) -> dict[str, Any]:
+        return require_format(torchfile.load(path, map_location), FORMAT, path)
 
     def restore_model(self, path: Path, payload: dict[str, Any], state: TrainingState) -> None:
         load_model_state(state.model, payload["model"])
         load_part(state.optimizer, payload.get("optimizer"), "optimizer")
 
     def model_weights(self, path: Path, map_location: Any) -> dict[str, torch.Tensor]:
-        """Prefix-free weights of a torchrig checkpoint, or of a plain state_dict of tensors."""
-        value = torchfile.load(path, map_location)
-        if isinstance(value, Mapping) and value.get("format") == FORMAT:
-            return strip_prefixes(value["model"])
-        if (
-            isinstance(value, Mapping)
-            and value
-            and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in value.items())
-        ):
-            return strip_prefixes(value)
-        raise CheckpointError(f"{path}: neither a torchrig checkpoint nor a state_dict of tensors")
+        return strip_prefixes(self.read(path, map_location)["model"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import collections
 import random
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -61,7 +61,6 @@ class TrainingState:
     def progress(self, step: int) -> dict[str, Any]:
         """The parts besides model and optimizer, as stored. Collective (it gathers every rank's
         RNG state): the manager calls it on every rank, even where only rank 0 writes."""
-        check_json_like(self.config)
         extras = {name: part.state_dict() for name, part in self.extras.items()}
         epoch = self.epoch if self.epoch is not None else getattr(self.sampler, "epoch", 0)
         return {
@@ -121,19 +120,6 @@ def load_part(target: Stateful | None, saved: Any, name: str) -> None:
     target.load_state_dict(saved)
 
 
-def summary_of(stored: Mapping[str, Any], parts: Iterable[str] = ()) -> dict[str, Any]:
-    """What `torchrig ckpt inspect` shows of what both layouts store alike (and `parts`)."""
-    return {
-        "format": stored["format"],
-        "step": stored.get("step"),
-        "epoch": stored.get("epoch"),
-        "sampler": stored.get("sampler"),
-        "config": stored.get("config"),
-        "parts": sorted({*parts, *(key for key, value in stored.items() if value is not None)}),
-        "rng_ranks": len(stored.get("rng") or []),
-    }
-
-
 def require_format(value: Any, expected: str, path: Path) -> dict[str, Any]:
     """`value` (what `path` holds) as a dict tagged `expected`; else a CheckpointError."""
     if not isinstance(value, dict):
@@ -150,7 +136,6 @@ def require_format(value: Any, expected: str, path: Path) -> dict[str, Any]:
 # which weights_only loading refuses.
 _PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes)
 _TORCH_LEAVES = (torch.Tensor, torch.Size, torch.dtype, torch.device)
-_JSON_LEAVES = (type(None), bool, int, float, str)
 
 
 def check_loadable(value: Any, where: str = "state") -> None:
@@ -173,26 +158,6 @@ def check_loadable(value: Any, where: str = "state") -> None:
         f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which "
         "torch.load(weights_only=True) refuses: store plain values (numbers, strings, lists, "
         "dicts, tensors) or allow-list the type with torch.serialization.add_safe_globals"
-    )
-
-
-def check_json_like(value: Any, where: str = "config") -> None:
-    """Configs must survive JSON: dicts with str keys, lists, str/int/float/bool/None."""
-    if type(value) in _JSON_LEAVES:
-        return
-    if type(value) is dict:
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise CheckpointError(f"{where} has a non-string key {key!r}")
-            check_json_like(item, f"{where}[{key!r}]")
-        return
-    if type(value) in (list, tuple):
-        for index, item in enumerate(value):
-            check_json_like(item, f"{where}[{index}]")
-        return
-    raise CheckpointError(
-        f"{where} is a {type(value).__qualname__}; configs hold only JSON-like values "
-        "(dict, list, str, int, float, bool, None)"
     )
 
 
@@ -227,11 +192,9 @@ def gather_rng_states() -> list[dict[str, Any]]:
     return distributed.all_gather(capture_rng_state())
 
 
-def restore_rng_state(states: Sequence[Mapping[str, Any]] | Mapping[str, Any]) -> bool:
-    """Restore this rank's entry of a gathered list (a single dict counts as a list of one);
-    whether it did. A list not of the world size restores nothing: a warning says to reseed."""
-    if isinstance(states, Mapping):
-        states = [states]
+def restore_rng_state(states: Sequence[Mapping[str, Any]]) -> bool:
+    """Restore this rank's entry of a gathered list; whether it did. A list not of the world size
+    restores nothing: a warning says to reseed."""
     world = distributed.world_size()
     if len(states) != world:
         warnings.warn(

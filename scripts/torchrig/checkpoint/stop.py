@@ -54,12 +54,6 @@ class StopSignals:
             signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
         self._previous.clear()
 
-    def __enter__(self) -> StopSignals:
-        return self.install()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.uninstall()
-
     def _record(self, signum: int, _frame: FrameType | None) -> None:
         # Only a note: a signal can land anywhere, even in the middle of a save.
         if self.received is None:

@@ -4,43 +4,23 @@ loaded with weights_only."""
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import torch
 
-from torchrig.checkpoint import CheckpointError, staging
+from torchrig.checkpoint import CheckpointError
 
 _CRC_CHUNK = 4 << 20
 
 
-def save(
-    value: Any,
-    f: IO[bytes],
-    *,
-    checksums: bool,
-    stage: Callable[[torch.Tensor], bool] = staging.needs_staging,
-) -> None:
-    """torch.save into an open file; `checksums` records each zip record's CRC32. The tensors
-    `stage` picks (those on a device) are copied to host memory while the file is written."""
+def save(value: Any, f: IO[bytes], *, checksums: bool) -> None:
+    """torch.save into an open file; `checksums` records each zip record's CRC32."""
     # A process-wide switch: set it for this one save and put it back.
     previous = torch.serialization.get_crc32_options()
     torch.serialization.set_crc32_options(checksums)
     try:
-        with staging.staged(value, select=stage) as staged:
-            if not staged.storages:
-                torch.save(value, f)
-            elif checksums:
-                # A record's CRC is computed from its memory before its first byte is written.
-                staged.wait_all()
-                torch.save(staged.value, f)
-            else:
-                try:
-                    torch.save(staged.value, staging.WaitingWriter(f, staged))
-                except Exception:
-                    staged.raise_error()  # the copy's failure, not the writer's echo of it
-                    raise
+        torch.save(value, f)
     finally:
         torch.serialization.set_crc32_options(previous)
 
@@ -62,14 +42,14 @@ def check_structure(path: Path) -> None:
         raise CheckpointError(f"{path}: a zip file, but not one written by torch.save")
 
 
-def load(path: Path, map_location: Any = None, *, verify: bool = True) -> Any:
+def load(path: Path, map_location: Any = None) -> Any:
     """torch.load with weights_only=True; every failure becomes a CheckpointError naming `path`.
-    `verify` checks every record's CRC32 first: torch.load does not, so flipped bytes inside
-    tensor data would load silently."""
+    Every record's CRC32 is checked first: torch.load does not, so flipped bytes inside tensor
+    data would load silently."""
     check_structure(path)
     try:
         with zipfile.ZipFile(path) as archive:
-            infos = archive.infolist() if verify else []
+            infos = archive.infolist()
             # A writer with CRCs switched off (torch.serialization.set_crc32_options(False))
             # records 0 everywhere: nothing to verify then.
             if any(info.CRC != 0 for info in infos if info.file_size > 0):

@@ -6,10 +6,8 @@ from collections.abc import Iterator, Sized
 from typing import Any
 
 
-def epoch_permutation(num_samples: int, seed: int, epoch: int, shuffle: bool = True) -> list[int]:
+def epoch_permutation(num_samples: int, seed: int, epoch: int) -> list[int]:
     """The order of one epoch: the same on every rank, for any world size."""
-    if not shuffle:
-        return list(range(num_samples))
     import torch
 
     generator = torch.Generator()
@@ -34,7 +32,6 @@ class ResumableDistributedSampler:
         num_replicas: int,
         rank: int,
         seed: int = 0,
-        shuffle: bool = True,
     ) -> None:
         if num_replicas < 1:
             raise ValueError(f"num_replicas must be >= 1, got {num_replicas}")
@@ -48,7 +45,6 @@ class ResumableDistributedSampler:
         self.num_replicas = num_replicas
         self.rank = rank
         self.seed = seed
-        self.shuffle = shuffle
         self.epoch = 0
         # Samples of `epoch` consumed before this process's iterator started (from a checkpoint).
         self.start = 0
@@ -63,7 +59,7 @@ class ResumableDistributedSampler:
             self.consumed = 0
 
     def __iter__(self) -> Iterator[int]:
-        order = epoch_permutation(self.num_samples_total, self.seed, self.epoch, self.shuffle)
+        order = epoch_permutation(self.num_samples_total, self.seed, self.epoch)
         return iter(rank_share(order[self.start :], self.rank, self.num_replicas))
 
     def __len__(self) -> int:

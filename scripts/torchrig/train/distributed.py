@@ -31,7 +31,6 @@ class DistInfo:
     rank: int
     local_rank: int
     world_size: int
-    restart_count: int
     backend: str
 
     @property
@@ -103,7 +102,7 @@ def init_distributed(
 
     if not launched_by_torchrun(env):
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
-        return DistInfo(rank=0, local_rank=0, world_size=1, restart_count=0, backend=backend)
+        return DistInfo(rank=0, local_rank=0, world_size=1, backend=backend)
 
     rank = _env_int("RANK", env)
     world_size = _env_int("WORLD_SIZE", env)
@@ -123,13 +122,7 @@ def init_distributed(
     else:
         # Rank 0 hosts a fresh store for every attempt here, so there are no stale keys to avoid.
         dist.init_process_group(backend, timeout=timeout)
-    return DistInfo(
-        rank=rank,
-        local_rank=local_rank,
-        world_size=world_size,
-        restart_count=restart_count,
-        backend=backend,
-    )
+    return DistInfo(rank=rank, local_rank=local_rank, world_size=world_size, backend=backend)
 
 
 def shutdown_distributed() -> None:
@@ -220,10 +213,9 @@ def shard_model(
     min_unit_params: int = 1_000_000,
     *,
     compile_units: bool = False,
-    **fsdp_kwargs,
 ) -> None:
     """FSDP2's `fully_shard` bottom-up, in place: a submodule holding `min_unit_params` parameters
-    not in a unit below it becomes a unit, then the root; `fsdp_kwargs` go to every call.
+    not in a unit below it becomes a unit, then the root.
 
     `compile_units` compiles each unit on its own before it is sharded, as torchtitan compiles its
     blocks: a whole-model compile breaks its graph at every unit's hooks, and took twice as long
@@ -243,8 +235,8 @@ def shard_model(
         if compile_units and not inner:
             unit = torch.compile(unit)
             parent.register_module(name, unit)
-        fully_shard(unit, **fsdp_kwargs)
-    fully_shard(model, **fsdp_kwargs)
+        fully_shard(unit)
+    fully_shard(model)
 
 
 def _units(

@@ -29,6 +29,6 @@ def test_through_the_torchrig_command(tmp_path: Path) -> None:
     listing = torchrig("ls", tmp_path / "run")
     assert listing.returncode == 0, listing.stderr
     assert "step_00000200.pt" in listing.stdout
-    missing = torchrig("inspect", tmp_path / "nope.pt")
+    missing = torchrig("ls", tmp_path / "nope")
     assert missing.returncode == 1
     assert missing.stderr.startswith("torchrig ckpt: ") and "Traceback" not in missing.stderr

@@ -1,9 +1,8 @@
-"""`torchrig ckpt ls | inspect | export`, driven through the module's own parser."""
+"""`torchrig ckpt ls | export`, driven through the module's own parser."""
 
 from __future__ import annotations
 
 import ast
-import json
 from pathlib import Path
 
 import pytest
@@ -62,32 +61,18 @@ def test_ls_marks_corrupt_files(
     assert "corrupt" in out.splitlines()[2] and out.splitlines()[1].endswith("ok")
 
 
-def test_inspect_shows_step_epoch_config_tensors(
-    run_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert ckpt("inspect", run_dir / "step_00000200.pt", "--json") == 0
-    summary = json.loads(capsys.readouterr().out)
-    assert summary["step"] == 200 and summary["epoch"] == 2
-    assert summary["config"] == {"lr": 0.1, "model": "tiny"}
-    assert summary["format"] == "torchrig-checkpoint/1"
-    params = TinyNet().state_dict()
-    assert summary["model_tensors"] == len(params)
-    assert summary["model_bytes"] == sum(t.numel() * t.element_size() for t in params.values())
-    assert ckpt("inspect", run_dir / "step_00000200.pt") == 0
-    text = capsys.readouterr().out
-    assert "step:      200" in text and '"model": "tiny"' in text
-
-
-def test_what_a_checkpoint_holds_reaches_the_terminal_without_its_escapes(
+def test_what_a_checkpoint_names_reaches_the_terminal_without_its_escapes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Its writer chose its step (any string loads under weights_only=True): root inspects it."""
-    crafted = tmp_path / "step_00000001.pt"
-    step = "one\x1b]52;c;cHduZWQ=\x07\x1b[2J"
-    torch.save({"format": "torchrig-checkpoint/1", "model": {}, "step": step}, crafted)
-    assert ckpt("inspect", crafted) == 0
+    """Its writer chose the names in a folder's metadata: root lists it, and the reason it is
+    bad names what the metadata refers to."""
+    folder = tmp_path / "run" / "step_00000001"
+    folder.mkdir(parents=True)
+    name = "one\x1b]52;c;cHduZWQ=\x07\x1b[2J"
+    (folder / ".metadata").write_bytes(f"cpathlib\n{name}\n.".encode())
+    assert ckpt("ls", tmp_path / "run") == 2
     out = capsys.readouterr().out
-    assert "step:      one\n" in out and "\x1b" not in out
+    assert "refers to pathlib.one, " in out and "\x1b" not in out
 
 
 def test_export_writes_plain_prefix_free_weights(
@@ -127,7 +112,7 @@ def test_export_skips_corrupt_latest(
     assert all(torch.equal(exported[k], v) for k, v in saved.items())
 
 
-def test_sharded_folders_list_inspect_and_export(
+def test_sharded_folders_list_and_export(
     sharded_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Multi-rank FSDP2 folders, with a damaged one: tests/integration/checkpoint.
@@ -135,10 +120,6 @@ def test_sharded_folders_list_inspect_and_export(
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].split()[:2] == ["1", "step_00000001/"] and lines[1].endswith("ok")
     assert "*" in lines[2].split() and lines[2].endswith("ok")
-    assert ckpt("inspect", sharded_dir / "step_00000002", "--json") == 0
-    summary = json.loads(capsys.readouterr().out)
-    assert summary["format"].startswith("torchrig-sharded/1")
-    assert summary["step"] == 2 and summary["config"] == {"lr": 0.01}
     out = tmp_path / "model.pt"
     assert ckpt("export", sharded_dir, out) == 0
     TinyNet().load_state_dict(torch.load(out, weights_only=True))  # strict: every key
@@ -146,8 +127,9 @@ def test_sharded_folders_list_inspect_and_export(
 
 def test_export_of_a_view_writes_only_its_bytes(tmp_path: Path) -> None:
     big = torch.zeros(1000, 1000)
-    torch.save({"w": big[:2]}, tmp_path / "plain.pt")  # a view into a 4 MB storage
-    assert ckpt("export", tmp_path / "plain.pt", tmp_path / "small.pt") == 0
+    view = {"format": "torchrig-checkpoint/1", "model": {"w": big[:2]}}  # into a 4 MB storage
+    torch.save(view, tmp_path / "step_00000001.pt")
+    assert ckpt("export", tmp_path / "step_00000001.pt", tmp_path / "small.pt") == 0
     assert (tmp_path / "small.pt").stat().st_size < 10_000
 
 
@@ -157,9 +139,6 @@ def test_export_of_a_view_writes_only_its_bytes(tmp_path: Path) -> None:
         (["ls", "{tmp}/absent"], "no such directory"),
         (["ls", "{tmp}/file.txt"], "not a directory"),
         (["ls", "{tmp}/empty"], "no checkpoints"),
-        (["inspect", "{tmp}/absent.pt"], "no such file"),
-        (["inspect", "{tmp}/file.txt"], "not a torch.save file"),
-        (["inspect", "{tmp}/empty"], "torchrig ckpt ls"),
         (["export", "{tmp}/empty", "{tmp}/out.pt"], "no good checkpoint"),
         (["export", "{tmp}/absent", "{tmp}/out.pt"], "no such file"),
         (["export", "{tmp}/file.txt", "{tmp}/out.pt"], "not a torch.save file"),

@@ -281,7 +281,7 @@ def test_unloadable_values_are_refused_before_anything_is_written(
     manager = CheckpointManager(tmp_path / "run", layout=layout)
     state = make_state()
     state.config = {"path": tmp_path}
-    with pytest.raises(CheckpointError, match=r"config\['path'\]"):
+    with pytest.raises(CheckpointError, match=r"state\['config'\]\['path'\].*weights_only"):
         manager.save(1, state)
     state = make_state()
     state.sampler.position = np.random.default_rng(0)
@@ -361,22 +361,13 @@ def test_skips_a_bad_newest_checkpoint(tmp_path: Path) -> None:
         assert equal(load_model_weights(tmp_path), history[1])
 
 
-def test_loads_a_foreign_prefixed_state_dict(tmp_path: Path) -> None:
-    source = TinyNet()
-    torch.save(
-        {f"module._orig_mod.{k}": v for k, v in source.state_dict().items()},
-        tmp_path / "other.pt",
-    )
-    assert equal(load_model_weights(tmp_path / "other.pt"), snapshot(source))
-
-
 def test_load_model_weights_errors(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="no such file"):
         load_model_weights(tmp_path / "absent.pt")
     with pytest.raises(CheckpointError, match="no good checkpoint"):
         load_model_weights(tmp_path)
-    torch.save({"a": 1}, tmp_path / "x.pt")
-    with pytest.raises(CheckpointError, match="neither"):
+    torch.save({"a": torch.zeros(1)}, tmp_path / "x.pt")  # a plain state_dict
+    with pytest.raises(CheckpointError, match="not a torchrig checkpoint"):
         load_model_weights(tmp_path / "x.pt")
     (tmp_path / "y.pt").write_text("hello")
     with pytest.raises(CheckpointError, match=r"y\.pt"):

@@ -1,5 +1,5 @@
 """Sharded step folders cannot run code: a crafted `.metadata` or non-tensor value is refused by
-`torchrig ckpt ls/inspect/export` and by a resume, and the code in it never runs."""
+`torchrig ckpt ls/export` and by a resume, and the code in it never runs."""
 
 from __future__ import annotations
 
@@ -60,15 +60,6 @@ def test_ls_reports_crafted_metadata_as_bad_without_running_it(
     assert ckpt("ls", run, "--verify") == 2
     assert not marker.exists()
     assert "refers to pathlib.Path.touch" in capsys.readouterr().out
-
-
-def test_inspect_refuses_crafted_metadata(
-    crafted_metadata: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
-) -> None:
-    run, marker = crafted_metadata
-    assert ckpt("inspect", run / "step_00000001") == 1
-    assert not marker.exists()
-    assert "refused unread" in capsys.readouterr().err
 
 
 def test_export_refuses_crafted_metadata(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 from torchrig.checkpoint import CheckpointManager, CheckpointWarning, TrainingState
-from torchrig.checkpoint.sharded import FORMAT, describe_folder
+from torchrig.checkpoint.sharded import FORMAT
 
 from ...checkpoint_support import Position, TinyNet, same_weights, snapshot, train_steps
 
@@ -77,14 +77,3 @@ def test_bad_newest_folder_falls_back(run, damage: str, reason: str) -> None:
         resumed = manager.load_latest(state := make_state(9))
     assert resumed is not None and resumed["step"] == 2
     assert same_weights(state.model, history[2])
-
-
-def test_describe_folder_reads_metadata_and_extra_only(run) -> None:
-    manager, history = run
-    summary = describe_folder(manager.directory / "step_00000002")
-    assert summary["format"] == "torchrig-sharded/1 (torch.distributed.checkpoint)"
-    assert summary["step"] == 2 and summary["config"] == {"lr": 0.01}
-    assert summary["sampler"] == {"position": 2} and summary["rng_ranks"] == 1
-    assert {"model", "optim", "rng", "sampler"} <= set(summary["parts"])
-    assert summary["model_tensors"] == len(history[2])
-    assert summary["model_bytes"] == sum(t.numel() * t.element_size() for t in history[2].values())

@@ -55,8 +55,9 @@ def test_uninstall_puts_the_previous_handlers_back() -> None:
         pass
 
     signal.signal(signal.SIGUSR2, mine)
-    with StopSignals() as stop:
-        assert signal.getsignal(signal.SIGUSR2) == stop._record
+    stop = StopSignals().install()
+    assert signal.getsignal(signal.SIGUSR2) == stop._record
+    stop.uninstall()
     assert signal.getsignal(signal.SIGUSR2) is mine
 
 
@@ -107,10 +108,13 @@ def test_a_stop_during_a_save_lets_the_save_finish_and_is_agreed_after(tmp_path)
             pass
 
     manager = CheckpointManager(tmp_path)
-    with StopSignals() as stop:
+    stop = StopSignals().install()
+    try:
         manager.save(4, TrainingState(torch.nn.Linear(8, 8), sampler=SignalsMidSave()))
         assert stop.received == "SIGTERM"
         assert stop.agreed()
+    finally:
+        stop.uninstall()
     resumed = manager.load_latest(TrainingState(torch.nn.Linear(8, 8)))
     assert resumed is not None and resumed["step"] == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "step_00000004.pt"]

@@ -46,7 +46,6 @@ def test_the_order_depends_on_seed_and_epoch_only() -> None:
     assert epoch_permutation(50, seed=1, epoch=0) == epoch_permutation(50, seed=1, epoch=0)
     assert epoch_permutation(50, seed=1, epoch=0) != epoch_permutation(50, seed=1, epoch=1)
     assert epoch_permutation(50, seed=1, epoch=0) != epoch_permutation(50, seed=2, epoch=0)
-    assert epoch_permutation(5, seed=1, epoch=0, shuffle=False) == [0, 1, 2, 3, 4]
 
 
 def test_set_epoch_changes_the_order_and_restarts_the_count() -> None:
