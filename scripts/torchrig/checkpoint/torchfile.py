@@ -4,23 +4,43 @@ loaded with weights_only."""
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import torch
 
-from torchrig.checkpoint import CheckpointError
+from torchrig.checkpoint import CheckpointError, staging
 
 _CRC_CHUNK = 4 << 20
 
 
-def save(value: Any, f: IO[bytes], *, checksums: bool) -> None:
-    """torch.save into an open file; `checksums` records each zip record's CRC32."""
+def save(
+    value: Any,
+    f: IO[bytes],
+    *,
+    checksums: bool,
+    stage: Callable[[torch.Tensor], bool] = staging.needs_staging,
+) -> None:
+    """torch.save into an open file; `checksums` records each zip record's CRC32. The tensors
+    `stage` picks (those on a device) are copied to host memory while the file is written."""
     # A process-wide switch: set it for this one save and put it back.
     previous = torch.serialization.get_crc32_options()
     torch.serialization.set_crc32_options(checksums)
     try:
-        torch.save(value, f)
+        with staging.staged(value, select=stage) as staged:
+            if not staged.storages:
+                torch.save(value, f)
+            elif checksums:
+                # A record's CRC is computed from its memory before its first byte is written.
+                staged.wait_all()
+                torch.save(staged.value, f)
+            else:
+                try:
+                    torch.save(staged.value, staging.WaitingWriter(f, staged))
+                except Exception:
+                    staged.raise_error()  # the copy's failure, not the writer's echo of it
+                    raise
     finally:
         torch.serialization.set_crc32_options(previous)
 
