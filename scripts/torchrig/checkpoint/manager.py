@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from torchrig.checkpoint import CheckpointError, CheckpointMismatch, CheckpointWarning, location
+from torchrig.checkpoint import CheckpointError, CheckpointMismatch, CheckpointWarning
 from torchrig.checkpoint.directory import (
     FILE,
     FOLDER,
@@ -109,7 +109,6 @@ class CheckpointManager:
     def save(self, step: int, state: TrainingState) -> Path | None:
         """Save `state` as step `step` (docs/checkpoints.md#how-a-save-stays-safe); its path on
         rank 0, None elsewhere. Collective: every rank, at a step boundary."""
-        location.record(self.directory)  # for `torchrig status`
         layout = self.resolve_layout(state.model)
         final = self.directory / layout.kind.name(step)
         tmp = layout.kind.temp_path(final)
@@ -165,7 +164,6 @@ class CheckpointManager:
         """Restore `state` in place from the newest good checkpoint; {"epoch", "step", "sampler",
         "config"} as saved, or None when there is nothing to resume (docs/checkpoints.md#use,
         #bad-checkpoints). Collective. `map_location` defaults to the model's device."""
-        location.record(self.directory)  # for `torchrig status`
         layout = self.resolve_layout(state.model)
         if map_location is None:
             map_location = next((p.device for p in state.model.parameters()), None)
