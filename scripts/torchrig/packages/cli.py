@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 
 from torchrig.shared import kept, places, stack
@@ -42,9 +41,7 @@ def show(root: Path) -> int:
     print(f"Kept packages in {prefix}: {len(dists)}")
     for dist in dists:
         print(f"  {dist.name} {dist.version}")
-    stamp = kept.read_stamp(prefix)
     lines = [
-        kept.torch_warning(dists, stamp, prefix),
         kept.overrides_note(dists, kept.read_constraints(Path(stack.CONSTRAINTS_FILE))),
         *(
             f"{old} holds the kept packages of another Python, set aside when the image changed"
@@ -60,7 +57,7 @@ def show(root: Path) -> int:
 
 def reset(root: Path) -> int:
     removed = kept.reset(root)
-    prepared = kept.prepare(root, now=time.time())
+    prepared = kept.prepare(root)
     if prepared.prefix is None:
         VOICE.error(prepared.warnings[0])
         return 1
