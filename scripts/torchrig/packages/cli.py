@@ -7,7 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
-from torchrig.shared import kept, places, stack
+from torchrig.shared import kept, places
 from torchrig.shared.voice import Voice
 
 VOICE = Voice("torchrig packages:")
@@ -41,17 +41,11 @@ def show(root: Path) -> int:
     print(f"Kept packages in {prefix}: {len(dists)}")
     for dist in dists:
         print(f"  {dist.name} {dist.version}")
-    lines = [
-        kept.overrides_note(dists, kept.read_constraints(Path(stack.CONSTRAINTS_FILE))),
-        *(
-            f"{old} holds the kept packages of another Python, set aside when the image changed"
-            " (`make packages-reset` removes it)"
-            for old in kept.set_aside_venvs(root)
-        ),
-    ]
-    for line in lines:
-        if line:
-            print(f"note: {line}")  # part of the listing, on stdout
+    for old in kept.set_aside_venvs(root):
+        print(  # part of the listing, on stdout
+            f"note: {old} holds the kept packages of another Python, set aside when the image "
+            "changed (`make packages-reset` removes it)"
+        )
     return 0
 
 

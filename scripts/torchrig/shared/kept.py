@@ -9,7 +9,6 @@ import re
 import shutil
 import sys
 import venv
-from collections.abc import Iterable
 from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
@@ -81,21 +80,6 @@ def kept_dists(site: Path) -> list[KeptDist]:
     return sorted((d for d in dists if d is not None), key=lambda d: stack.normalize(d.name))
 
 
-def overrides_note(dists: Iterable[KeptDist], pinned: dict[str, str]) -> str | None:
-    """Stack packages the user replaced on purpose (with the constraints lifted)."""
-    replaced = [
-        f"{d.name} {d.version} (the image has {pinned[stack.normalize(d.name)]})"
-        for d in dists
-        if stack.normalize(d.name) in pinned
-    ]
-    if not replaced:
-        return None
-    return (
-        f"the kept packages replace part of the image's stack: {', '.join(replaced)}; "
-        "`make packages-reset` goes back to the image's"
-    )
-
-
 def venv_version(prefix: Path) -> tuple[int, int] | None:
     """The Python a venv was made for, from its pyvenv.cfg (`version`, or uv's `version_info`)."""
     try:
@@ -150,7 +134,6 @@ def remove_image_records(site: Path) -> None:
 def prepare(
     root: Path,
     image_prefix: str = places.IMAGE_PREFIX,
-    constraints: Path = Path(stack.CONSTRAINTS_FILE),
     version: tuple[int, int] | None = None,
 ) -> Prepared:
     """Make or refresh the kept venv for this Python, and judge what it holds."""
@@ -162,7 +145,7 @@ def prepare(
             "or folder there (PACKAGES_DIR)."
         ])  # fmt: skip
     prefix = Path(places.kept_prefix(str(root)))
-    warnings = []
+    warnings: list[str] = []
     made_for = venv_version(prefix)
     if made_for is not None and made_for != version:
         count = len(kept_dists(kept_site(prefix, made_for)))
@@ -179,15 +162,12 @@ def prepare(
     (site / IMAGE_PTH).write_text(line, encoding="utf-8")
     write_wrappers(prefix, version)
     remove_image_records(site)
-    dists = kept_dists(site)
-    pinned = read_constraints(constraints)
-    notes = [
+    note = (
         f"kept packages: made a fresh venv for them in {prefix} (pip, uv and %pip install there)"
         if made
-        else f"kept packages: {len(dists)} in {prefix} (`make packages` lists them)",
-        overrides_note(dists, pinned),
-    ]
-    return Prepared(prefix, [n for n in notes if n], [w for w in warnings if w])
+        else f"kept packages: {len(kept_dists(site))} in {prefix} (`make packages` lists them)"
+    )
+    return Prepared(prefix, [note], warnings)
 
 
 def read_constraints(path: Path) -> dict[str, str]:

@@ -23,12 +23,6 @@ def dist_info(site: Path, name: str, version: str, requires: tuple[str, ...] = (
     return folder
 
 
-def constraints(tmp_path: Path, torch: str = "2.13.0") -> Path:
-    path = tmp_path / "constraints.txt"
-    path.write_text(f"# pins\ntorch=={torch}\ntriton==3.7.1\n")
-    return path
-
-
 def test_kept_dists_are_what_the_user_installed_not_the_images_records(tmp_path: Path) -> None:
     dist_info(tmp_path, "torch-ema", "0.3", requires=("torch",))
     dist_info(tmp_path, "six", "1.16.0")
@@ -54,7 +48,7 @@ def test_a_kept_venv_of_another_python_is_set_aside_whole_and_a_fresh_one_made(
     (old / "pyvenv.cfg").write_text("version = 3.10.12\n")
     dist_info(old / "lib" / "python3.10" / "site-packages", "six", "1.16.0")
     (root / f"{VENV}-python3.10").mkdir()  # an earlier one: this one goes beside it
-    prepared = kept.prepare(root, constraints=constraints(tmp_path))
+    prepared = kept.prepare(root)
     moved = root / f"{VENV}-python3.10-2"
     assert (moved / "lib" / "python3.10" / "site-packages" / "six-1.16.0.dist-info").is_dir()
     assert kept.venv_version(root / VENV) == VERSION
@@ -67,17 +61,10 @@ def test_a_kept_venv_of_another_python_is_set_aside_whole_and_a_fresh_one_made(
     assert kept.set_aside_venvs(root) == [root / f"{VENV}-python3.10", moved]
 
 
-def test_a_replaced_stack_package_is_noted(tmp_path: Path) -> None:
-    dist_info(tmp_path, "torch", "2.12.0")
-    note = kept.overrides_note(kept.kept_dists(tmp_path), {"torch": "2.13.0"})
-    assert note is not None and "torch 2.12.0 (the image has 2.13.0)" in note
-    assert kept.overrides_note([], {"torch": "2.13.0"}) is None
-
-
 def test_prepare_makes_the_kept_venv_once_and_refreshes_its_files(tmp_path: Path) -> None:
     root = tmp_path / "packages"
     root.mkdir()
-    first = kept.prepare(root, image_prefix="/img", constraints=constraints(tmp_path))
+    first = kept.prepare(root, image_prefix="/img")
     prefix = root / VENV
     assert first.prefix == prefix and first.warnings == []
     assert "made a fresh venv" in first.notes[0]
@@ -93,7 +80,7 @@ def test_prepare_makes_the_kept_venv_once_and_refreshes_its_files(tmp_path: Path
     # A record left by a killed uv run goes; the user's packages stay.
     dist_info(site, "numpy", "2.4.6", installer=kept.IMAGE_RECORD_INSTALLER)
     dist_info(site, "six", "1.16.0")
-    again = kept.prepare(root, image_prefix="/img", constraints=constraints(tmp_path))
+    again = kept.prepare(root, image_prefix="/img")
     assert again.notes[0].startswith(f"kept packages: 1 in {prefix}")
     assert [d.name for d in kept.kept_dists(site)] == ["six"]
     assert not list(site.glob("numpy-*"))
