@@ -170,13 +170,6 @@ def prepare(
     return Prepared(prefix, [note], warnings)
 
 
-def read_constraints(path: Path) -> dict[str, str]:
-    try:
-        return stack.read_pins(path.read_text(encoding="utf-8"))
-    except OSError:
-        return {}
-
-
 def reset(root: Path) -> list[Path]:
     """Empty the kept folder (the volume's mount point stays); symlinks removed, never followed."""
     removed = []
