@@ -34,8 +34,6 @@ START_HOOK_TIMEOUT_DEFAULT_S = 300.0
 TORCHRUN_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 # One DNS name: labels of letters, digits and inner hyphens, dot-separated.
 HOSTNAME = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*\.?$", re.I)
-# Where a mounted authorized_keys file is read from unless SSH_AUTHORIZED_KEYS_FILE says otherwise.
-AUTHORIZED_KEYS_FILE_DEFAULT = Path("/etc/torchrig/authorized_keys")
 # The system's own directories (Docker's default PATH): all root's commands resolve in these.
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -51,7 +49,6 @@ class Settings:
     jupyter_allow_no_token: bool
     jupyter_hostnames: tuple[str, ...]
     ssh_public_keys_text: str
-    ssh_authorized_keys_file: Path
     home: Path | None  # HOME as started; None when unset (the entrypoint then uses dev's home)
     path: str  # PATH as started (the image's venv first); dev's comes from it
     bind_addr: str = ports.BIND_ADDR[1]  # where Jupyter and sshd listen
@@ -153,7 +150,6 @@ def bind_address(environ: Mapping[str, str]) -> str:
 
 def read_settings(environ: Mapping[str, str]) -> Settings:
     token = environ.get("JUPYTER_TOKEN")
-    keys_file = environ.get("SSH_AUTHORIZED_KEYS_FILE")
     allow_no_token = parse_flag("JUPYTER_ALLOW_NO_TOKEN", environ.get("JUPYTER_ALLOW_NO_TOKEN"))
     if allow_no_token and token:
         raise SetupError(
@@ -170,10 +166,6 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         jupyter_allow_no_token=allow_no_token,
         jupyter_hostnames=parse_hostnames("JUPYTER_HOSTNAMES", environ.get("JUPYTER_HOSTNAMES")),
         ssh_public_keys_text=environ.get("SSH_PUBLIC_KEY", ""),
-        ssh_authorized_keys_file=(
-            parse_absolute_path("SSH_AUTHORIZED_KEYS_FILE", keys_file)
-            or AUTHORIZED_KEYS_FILE_DEFAULT
-        ),
         home=parse_absolute_path("HOME", environ.get("HOME")),
         path=environ.get("PATH") or SYSTEM_PATH,
         bind_addr=bind_address(environ),

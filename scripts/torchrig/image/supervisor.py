@@ -52,8 +52,8 @@ def service_specs(
             specs.append(ServiceSpec("sshd", ssh.sshd_command(settings.bind_addr)))
     if settings.services == ("sshd",) and not sshd_ok:
         raise SetupError(
-            "SERVICES=sshd but there is no SSH key, so nothing would run: set SSH_PUBLIC_KEY "
-            "(or mount an authorized_keys file), or add jupyter to SERVICES."
+            "SERVICES=sshd but there is no SSH key, so nothing would run: set SSH_PUBLIC_KEY, "
+            "or add jupyter to SERVICES."
         )
     return specs
 
