@@ -57,9 +57,8 @@ def test_hooks_run_in_order_before_the_services_and_each_is_said(
     lines = stack.logs().splitlines()
     assert f"[start.d/10-first] first, as {TEST_PUID} in /workspace" in lines
     assert "[start.d/20-fails] about to fail" in lines
-    failed = lines[index_of(lines, "start hook start.d/20-fails failed")]
-    assert failed.startswith("[torchrig] warning: start hook start.d/20-fails failed with exit "
-                             "status 3 after ")  # fmt: skip
+    failed = lines[index_of(lines, "start hook start.d/20-fails ended")]
+    assert failed.startswith("[torchrig] warning: start hook start.d/20-fails ended with code 3 ")
     assert (
         "[torchrig] warning: start hook start.d/30-notes.txt is not executable, so it did not "
         "run: `chmod +x start.d/30-notes.txt` to run it at every start, or move it out of start.d"

@@ -2,7 +2,8 @@
 
 1. Read and check the settings and the SSH keys (SSH_PUBLIC_KEY's: no key file is read).
 2. As root (run from root's own copy, see root_main.py): remap dev to PUID/PGID, make dev's
-   folders dev's (their tops alone), sudo when GRANT_SUDO=1; then drop to dev for good. Unless GRANT_SUDO=1, no-new-privileges from here on.
+   folders dev's (their tops alone), sudo when GRANT_SUDO=1; then drop to dev for good. Unless
+   GRANT_SUDO=1, no-new-privileges from here on.
 3. As dev: the banner, the mounts' check, the examples copied to a workspace without them, the
    kept packages' venv first on PATH, the environment for SSH sessions, the start hooks, the SSH
    host keys and authorized keys.

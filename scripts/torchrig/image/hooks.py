@@ -10,7 +10,6 @@ that fails or is stopped is named, and the services start anyway.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from torchrig.facts import children
 from torchrig.image.settings import VOICE
+from torchrig.image.supervisor import describe_exit
 from torchrig.shared import mounts
 
 WORKDIR = mounts.WORKSPACE.point
@@ -63,16 +63,9 @@ def describe(outcome: HookOutcome, timeout_s: float) -> str | None:
             f"start hook {outcome.name} did not finish within {timeout_s:g} s "
             "(START_HOOK_TIMEOUT): stopped it; the services start anyway"
         )
-    if outcome.status < 0:
-        try:
-            how = f"was killed by {signal.Signals(-outcome.status).name}"
-        except ValueError:
-            how = f"was killed by signal {-outcome.status}"
-    else:
-        how = f"failed with exit status {outcome.status}"
     return (
-        f"start hook {outcome.name} {how} after {outcome.seconds:.1f} s; the services start "
-        "anyway (its output is above, under its name)"
+        f"start hook {outcome.name} ended with {describe_exit(outcome.status)} after "
+        f"{outcome.seconds:.1f} s; the services start anyway (its output is above, under its name)"
     )
 
 

@@ -55,14 +55,14 @@ def test_a_failing_hook_is_named_with_its_exit_status(tmp_path: Path) -> None:
     assert outcome.status == 3
     said = hooks.describe(outcome, 30)
     assert said is not None
-    assert said.startswith("start hook start.d/20-fail failed with exit status 3 after ")
+    assert said.startswith("start hook start.d/20-fail ended with code 3 after ")
     assert said.endswith("the services start anyway (its output is above, under its name)")
 
 
 def test_a_hook_killed_by_a_signal_is_named_with_it(tmp_path: Path) -> None:
     outcome, _ = run(hook(tmp_path / "start.d", "30-killed", "kill -9 $$"))
     assert outcome.status == -9
-    assert "start.d/30-killed was killed by SIGKILL" in (hooks.describe(outcome, 30) or "")
+    assert "start.d/30-killed ended with signal SIGKILL" in (hooks.describe(outcome, 30) or "")
 
 
 def test_a_hanging_hook_is_stopped_at_the_limit_with_its_children(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_run_hooks_names_each_outcome(tmp_path: Path, capsys: pytest.CaptureFixt
     err = capsys.readouterr().err
     assert "[start.d/10-ok] hello" in err
     assert "[torchrig] start hook start.d/10-ok: done in " in err
-    assert "[torchrig] warning: start hook start.d/20-fail failed with exit status 4" in err
+    assert "[torchrig] warning: start hook start.d/20-fail ended with code 4" in err
     assert (
         "[torchrig] warning: start hook start.d/30-not-executable is not executable, so it did "
         "not run: `chmod +x start.d/30-not-executable`" in err
