@@ -5,12 +5,12 @@
    folders dev's (their tops alone), sudo when GRANT_SUDO=1; then drop to dev for good. Unless
    GRANT_SUDO=1, no-new-privileges from here on.
 3. As dev: the banner, the mounts' check, the examples copied to a workspace without them, the
-   kept packages' venv first on PATH, the environment for SSH sessions, the start hooks, the SSH
-   host keys and authorized keys.
+   kept packages' venv first on PATH, the environment for SSH sessions, the SSH host keys and
+   authorized keys.
 4. Run the given command, or supervise the services in SERVICES.
 
 This file is the order of the steps and what each decides; each step's work is in its module
-(accounts, mounted, banner, examples, environment, hooks, ssh, jupyter, supervisor).
+(accounts, mounted, banner, examples, environment, ssh, jupyter, supervisor).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import socket
 import sys
 from pathlib import Path
 
-from torchrig.image import accounts, banner, environment, hooks, jupyter, mounted, ssh, supervisor
+from torchrig.image import accounts, banner, environment, jupyter, mounted, ssh, supervisor
 from torchrig.image.examples import copy_to_workspace
 from torchrig.image.settings import (
     SYSTEM_PATH,
@@ -83,9 +83,6 @@ def start(command: list[str]) -> int:
     state = state_dir()
     os.environ.update(stop_environment(settings, os.environ))
     ssh.export_environment(home, state)
-    hooks.run_hooks(
-        hooks.HOOKS_DIR, settings.start_hook_timeout_s, ssh.without_per_rank(os.environ)
-    )
     if command:
         write_private(state / SERVICES_FILE, "")
         return supervisor.run_command(command)

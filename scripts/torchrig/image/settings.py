@@ -28,7 +28,6 @@ FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 # STOP_GRACE: the time a stop gives every process to finish. docker-compose.yml's
 # stop_grace_period is this plus a margin, with this same default (a unit test holds the two).
 STOP_GRACE_DEFAULT_S = 60.0
-START_HOOK_TIMEOUT_DEFAULT_S = 300.0
 # torchrun's own wait for its workers after it passes a stop signal on (its default is 30 s): set
 # to STOP_GRACE unless the user set it.
 TORCHRUN_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
@@ -53,7 +52,6 @@ class Settings:
     path: str  # PATH as started (the image's venv first); dev's comes from it
     bind_addr: str = ports.BIND_ADDR[1]  # where Jupyter and sshd listen
     stop_grace_s: float = STOP_GRACE_DEFAULT_S
-    start_hook_timeout_s: float = START_HOOK_TIMEOUT_DEFAULT_S
 
 
 def parse_flag(name: str, value: str | None) -> bool:
@@ -170,7 +168,4 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         path=environ.get("PATH") or SYSTEM_PATH,
         bind_addr=bind_address(environ),
         stop_grace_s=parse_seconds("STOP_GRACE", environ.get("STOP_GRACE"), STOP_GRACE_DEFAULT_S),
-        start_hook_timeout_s=parse_seconds(
-            "START_HOOK_TIMEOUT", environ.get("START_HOOK_TIMEOUT"), START_HOOK_TIMEOUT_DEFAULT_S
-        ),
     )

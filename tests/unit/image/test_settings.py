@@ -90,13 +90,6 @@ def test_a_bad_stop_grace_says_what_to_set(value: str) -> None:
         read_settings({"STOP_GRACE": value})
 
 
-def test_start_hooks_get_five_minutes_unless_start_hook_timeout_says_otherwise() -> None:
-    assert read_settings({}).start_hook_timeout_s == 300.0
-    assert read_settings({"START_HOOK_TIMEOUT": "900"}).start_hook_timeout_s == 900.0
-    with pytest.raises(SetupError, match=r"START_HOOK_TIMEOUT='5m' is not a number of seconds"):
-        read_settings({"START_HOOK_TIMEOUT": "5m"})
-
-
 def test_torchrun_waits_for_its_workers_as_long_as_the_container_does() -> None:
     settings = read_settings({"STOP_GRACE": "90.5"})
     assert stop_environment(settings, {}) == {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "91"}
