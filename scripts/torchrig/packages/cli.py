@@ -41,11 +41,6 @@ def show(root: Path) -> int:
     print(f"Kept packages in {prefix}: {len(dists)}")
     for dist in dists:
         print(f"  {dist.name} {dist.version}")
-    for old in kept.set_aside_venvs(root):
-        print(  # part of the listing, on stdout
-            f"note: {old} holds the kept packages of another Python, set aside when the image "
-            "changed (`make packages-reset` removes it)"
-        )
     return 0
 
 

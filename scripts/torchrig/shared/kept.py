@@ -101,11 +101,6 @@ def set_aside(prefix: Path, version: tuple[int, int]) -> Path:
     return target
 
 
-def set_aside_venvs(root: Path) -> list[Path]:
-    """The kept venvs moved aside for another Python, for `make packages` to name."""
-    return sorted(p for p in root.glob(f"{places.KEPT_VENV}-python*") if p.is_dir())
-
-
 def ensure_venv(prefix: Path) -> bool:
     """Make the kept venv (no pip: the image's runs in it) unless it is there; True if made."""
     if (prefix / "pyvenv.cfg").is_file() and (prefix / "bin" / "python").exists():
