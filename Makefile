@@ -64,7 +64,7 @@ test-smoke: $(VENV)/.installed ## run the container smoke tests (with BASE_IMAGE
 lint: $(VENV)/.installed ## ruff, shellcheck and actionlint
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
-	shellcheck entrypoint/*.sh examples/start.d/*.sh .ci/run deploy/slurm/*.sbatch
+	shellcheck entrypoint/*.sh .ci/run deploy/slurm/*.sbatch
 	$(VENV)/bin/actionlint .github/workflows/*.yml
 
 # The Dev Containers reference CLI for the container tests, at the version tools/package.json pins.

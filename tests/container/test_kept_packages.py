@@ -1,8 +1,8 @@
 """Packages dev installs are kept: pip and uv over SSH and %pip in a notebook install into the
 kept packages (the `packages` volume), which survive `make down`/`make up` and a rebuilt image,
 are seen by SSH sessions, Jupyter's kernels and torchrun's workers, and are listed and reset by
-`make packages` and `make packages-reset`. A volume from another Python, or packages from before
-a torch change, are said in one line at start.
+`make packages` and `make packages-reset`. A volume from another Python is said in one line at
+start.
 
 Small pinned packages from PyPI: tifffile needs numpy, torch-ema needs torch, and neither the
 image's numpy nor its torch may be fetched again."""
@@ -180,26 +180,6 @@ def test_a_kept_venv_from_another_python_is_set_aside_and_said_in_one_line(
     assert "torch_ema" in kept_aside.stdout.split()
     fresh = session_run(stack, ssh_keys, "python -c 'import torch_ema'")
     assert "No module named 'torch_ema'" in fresh.stderr  # nothing built for 3.10 is imported
-
-
-def test_packages_from_before_a_torch_change_are_said_in_one_line(
-    stack: Stack, ssh_keys: KeyPair
-) -> None:
-    # As if the volume had been used with an image of torch 2.12.0 until now.
-    stamp = json.dumps({"torch": "2.12.0", "since": 0, "before": ""})
-    done = session_run(
-        stack,
-        ssh_keys,
-        f"pip install --no-input {NEEDS_TORCH} {NEEDS_NUMPY} && "
-        f"printf '%s\\n' '{stamp}' > {KEPT}/torchrig-stack.json",
-    )
-    assert done.exit_code == 0, done.stdout + done.stderr
-    restart_keeping_volumes(stack)
-    said = [line for line in stack.logs().splitlines() if "installed with torch 2.12.0" in line]
-    assert len(said) == 1, stack.logs()
-    assert "torch-ema 0.3" in said[0] and "tifffile" not in said[0]  # tifffile needs no torch
-    listed = stack.make("packages")
-    assert any("installed with torch 2.12.0" in line for line in listed.stdout.splitlines())
 
 
 def test_the_kept_packages_volume_is_the_one_compose_names(stack: Stack) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchrig.image.settings import VOICE, Settings, SetupError
+from torchrig.image.state import write_private
 
 USER = "dev"
 HOME = Path("/home/dev")
@@ -118,21 +119,13 @@ def plan_remap(
     )
 
 
-def write_atomically(path: Path, text: str) -> None:
-    mode = path.stat().st_mode & 0o7777
-    tmp = path.with_name(f".{path.name}.torchrig")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-
-
 def apply_remap(uid: int | None, gid: int | None, etc: Path = Path("/etc")) -> bool:
     """Rewrite passwd/group for the wanted ids. True when anything changed."""
     passwd, group = etc / "passwd", etc / "group"
     remap = plan_remap(passwd.read_text(), group.read_text(), uid, gid)
     if remap.changed:
-        write_atomically(passwd, remap.passwd)
-        write_atomically(group, remap.group)
+        write_private(passwd, remap.passwd, mode=0o644)
+        write_private(group, remap.group, mode=0o644)
     return remap.changed
 
 
@@ -236,8 +229,7 @@ def configure_sudo(grant: bool, sudoers: Path = SUDOERS_FILE) -> None:
     if not grant:
         sudoers.unlink(missing_ok=True)
         return
-    sudoers.write_text(f"{USER} ALL=(ALL:ALL) NOPASSWD: ALL\n", encoding="utf-8")
-    sudoers.chmod(0o440)
+    write_private(sudoers, f"{USER} ALL=(ALL:ALL) NOPASSWD: ALL\n", mode=0o440)
     VOICE.note("GRANT_SUDO=1: dev may use sudo without a password")
 
 

@@ -6,8 +6,8 @@ The answering side of the protocol torchrig.shared.startup defines (its words an
 has), with the host addresses compose published: `--jupyter 127.0.0.1:8888 --ssh ...`. With
 `--wait SECONDS` it first polls every 50 ms until every service the entrypoint started answers
 the healthcheck's probes (Docker's own view waits for its next run, seconds later), saying what
-the container is doing at each change, and why not when the time runs out. Time in start hooks
-counts like the rest: only a file of dev's could say that a hook runs, and dev could say so
+the container is doing at each change, and why not when the time runs out. The time of dev's
+steps counts like the rest: only a file of dev's could say what they do, and dev could say so
 for ever.
 """
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from torchrig.shared.startup import NOT_READY, STATUS, Answer
 
 USER = "dev"
 POLL_S = 0.05
-SETTING_UP = "setting up (user, mounts, checks, start hooks)"
+SETTING_UP = "setting up (user, mounts, checks)"
 
 Probe = Callable[[], str | None]
 
@@ -157,7 +156,3 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("\n".join(lines))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,16 +1,16 @@
 """The container's start sequence (`entrypoint/entrypoint.sh` execs this under tini).
 
-1. Read and check the settings.
+1. Read and check the settings and the SSH keys (SSH_PUBLIC_KEY's: no key file is read).
 2. As root (run from root's own copy, see root_main.py): remap dev to PUID/PGID, make dev's
-   folders dev's (their tops alone), sudo when GRANT_SUDO=1, read the SSH keys; then drop to dev
-   for good. Unless GRANT_SUDO=1, no-new-privileges from here on.
+   folders dev's (their tops alone), sudo when GRANT_SUDO=1; then drop to dev for good. Unless
+   GRANT_SUDO=1, no-new-privileges from here on.
 3. As dev: the banner, the mounts' check, the examples copied to a workspace without them, the
-   kept packages' venv first on PATH, the environment for SSH sessions, the start hooks, the SSH
-   host keys and authorized keys.
+   kept packages' venv first on PATH, the environment for SSH sessions, the SSH host keys and
+   authorized keys.
 4. Run the given command, or supervise the services in SERVICES.
 
 This file is the order of the steps and what each decides; each step's work is in its module
-(accounts, mounted, banner, examples, environment, hooks, ssh, jupyter, supervisor).
+(accounts, mounted, banner, examples, environment, ssh, jupyter, supervisor).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import socket
 import sys
 from pathlib import Path
 
-from torchrig.image import accounts, banner, environment, hooks, jupyter, mounted, ssh, supervisor
+from torchrig.image import accounts, banner, environment, jupyter, mounted, ssh, supervisor
 from torchrig.image.examples import copy_to_workspace
 from torchrig.image.settings import (
     SYSTEM_PATH,
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def start(command: list[str]) -> int:
     settings = read_settings(os.environ)
-    keys_file = settings.ssh_authorized_keys_file
+    keys = ssh.parse_keys(settings.ssh_public_keys_text)
     table = mounted.read_mountinfo()  # once: root's steps and dev's check read the same table
     # With sudo granted, dev may become root anyway; else nothing started here gains privileges.
     confine = True
@@ -59,7 +59,6 @@ def start(command: list[str]) -> int:
     if started_as_root:
         os.environ["PATH"] = SYSTEM_PATH  # root's commands resolve in the system's dirs alone
         who = prepare_as_root(settings, table)
-        keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)  # file may be root-only
         accounts.drop_privileges(who)
         confine = not settings.grant_sudo
         home = Path(who.home)
@@ -72,7 +71,6 @@ def start(command: list[str]) -> int:
         )
     else:
         accounts.note_unprivileged(settings)
-        keys = ssh.collect_keys(settings.ssh_public_keys_text, keys_file)
         home = settings.home or accounts.HOME
     if confine:
         accounts.set_no_new_privileges()
@@ -85,13 +83,10 @@ def start(command: list[str]) -> int:
     state = state_dir()
     os.environ.update(stop_environment(settings, os.environ))
     ssh.export_environment(home, state)
-    hooks.run_hooks(
-        hooks.HOOKS_DIR, settings.start_hook_timeout_s, ssh.without_per_rank(os.environ)
-    )
     if command:
         write_private(state / SERVICES_FILE, "")
         return supervisor.run_command(command)
-    sshd_ok = "sshd" in settings.services and ssh.prepare_sshd(keys, home, keys_file)
+    sshd_ok = "sshd" in settings.services and ssh.prepare_sshd(keys, home)
     reach = (
         jupyter.REACHED_BY_MAKE
         if started_as_root

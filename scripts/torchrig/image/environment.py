@@ -5,7 +5,6 @@ can write may be on root's PATH or hold root's caches."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,7 +17,7 @@ def use_kept_packages(root: Path = Path(mounts.PACKAGES.point)) -> Path | None:
     """Make or refresh the kept packages' venv and put it first on PATH (Jupyter's kernels start
     it through entrypoint/kernel-python.sh). A failure leaves the kept packages off."""
     try:
-        prepared = kept.prepare(root, now=time.time())
+        prepared = kept.prepare(root)
     except OSError as exc:
         VOICE.warning(f"the kept packages are off: preparing {root} failed ({exc})")
         return None

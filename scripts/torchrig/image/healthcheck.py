@@ -6,7 +6,6 @@ and imports nothing slow.
 from __future__ import annotations
 
 import os
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -115,7 +114,3 @@ def main() -> int:
         return 1
     print("healthy")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

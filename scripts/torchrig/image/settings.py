@@ -28,14 +28,11 @@ FALSE_WORDS = frozenset({"", "0", "false", "no", "off"})
 # STOP_GRACE: the time a stop gives every process to finish. docker-compose.yml's
 # stop_grace_period is this plus a margin, with this same default (a unit test holds the two).
 STOP_GRACE_DEFAULT_S = 60.0
-START_HOOK_TIMEOUT_DEFAULT_S = 300.0
 # torchrun's own wait for its workers after it passes a stop signal on (its default is 30 s): set
 # to STOP_GRACE unless the user set it.
 TORCHRUN_SHUTDOWN_TIMEOUT = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"
 # One DNS name: labels of letters, digits and inner hyphens, dot-separated.
 HOSTNAME = re.compile(r"^(?!-)[a-z0-9-]{1,63}(?<!-)(\.(?!-)[a-z0-9-]{1,63}(?<!-))*\.?$", re.I)
-# Where a mounted authorized_keys file is read from unless SSH_AUTHORIZED_KEYS_FILE says otherwise.
-AUTHORIZED_KEYS_FILE_DEFAULT = Path("/etc/torchrig/authorized_keys")
 # The system's own directories (Docker's default PATH): all root's commands resolve in these.
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -51,12 +48,10 @@ class Settings:
     jupyter_allow_no_token: bool
     jupyter_hostnames: tuple[str, ...]
     ssh_public_keys_text: str
-    ssh_authorized_keys_file: Path
     home: Path | None  # HOME as started; None when unset (the entrypoint then uses dev's home)
     path: str  # PATH as started (the image's venv first); dev's comes from it
     bind_addr: str = ports.BIND_ADDR[1]  # where Jupyter and sshd listen
     stop_grace_s: float = STOP_GRACE_DEFAULT_S
-    start_hook_timeout_s: float = START_HOOK_TIMEOUT_DEFAULT_S
 
 
 def parse_flag(name: str, value: str | None) -> bool:
@@ -153,7 +148,6 @@ def bind_address(environ: Mapping[str, str]) -> str:
 
 def read_settings(environ: Mapping[str, str]) -> Settings:
     token = environ.get("JUPYTER_TOKEN")
-    keys_file = environ.get("SSH_AUTHORIZED_KEYS_FILE")
     allow_no_token = parse_flag("JUPYTER_ALLOW_NO_TOKEN", environ.get("JUPYTER_ALLOW_NO_TOKEN"))
     if allow_no_token and token:
         raise SetupError(
@@ -170,15 +164,8 @@ def read_settings(environ: Mapping[str, str]) -> Settings:
         jupyter_allow_no_token=allow_no_token,
         jupyter_hostnames=parse_hostnames("JUPYTER_HOSTNAMES", environ.get("JUPYTER_HOSTNAMES")),
         ssh_public_keys_text=environ.get("SSH_PUBLIC_KEY", ""),
-        ssh_authorized_keys_file=(
-            parse_absolute_path("SSH_AUTHORIZED_KEYS_FILE", keys_file)
-            or AUTHORIZED_KEYS_FILE_DEFAULT
-        ),
         home=parse_absolute_path("HOME", environ.get("HOME")),
         path=environ.get("PATH") or SYSTEM_PATH,
         bind_addr=bind_address(environ),
         stop_grace_s=parse_seconds("STOP_GRACE", environ.get("STOP_GRACE"), STOP_GRACE_DEFAULT_S),
-        start_hook_timeout_s=parse_seconds(
-            "START_HOOK_TIMEOUT", environ.get("START_HOOK_TIMEOUT"), START_HOOK_TIMEOUT_DEFAULT_S
-        ),
     )

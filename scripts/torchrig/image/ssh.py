@@ -18,14 +18,11 @@ from pathlib import Path
 from torchrig.image.settings import VOICE, SetupError
 from torchrig.image.state import ENVIRONMENT_FILE, write_private
 from torchrig.shared import mounts, ports
-from torchrig.shared.ownership import FileNotRead, read_small_file
 
 SSHD = "/usr/sbin/sshd"
 SSHD_CONFIG = "/etc/torchrig/sshd_config"
 HOST_KEY_DIR = Path(mounts.SSH_HOST_KEYS.point)
 HOST_KEY_TYPES = ("ed25519", "ecdsa")
-# A key file of many keys is a few hundred KiB at most.
-MAX_KEYS_FILE_BYTES = 1024 * 1024
 
 KEY_TYPES = frozenset(
     {
@@ -88,7 +85,6 @@ NOT_EXPORTED = frozenset(
         "MAIL",
         "SSH_PUBLIC_KEY",
         "JUPYTER_TOKEN",
-        "SSH_AUTHORIZED_KEYS_FILE",
     }
 )
 
@@ -180,32 +176,15 @@ def embedded_key_type(blob: str) -> str | None:
         return None
 
 
-def parse_keys(text: str, source: str) -> list[str]:
-    """Keys come one per line; a literal '\\n' (easy to put in .env) also separates keys."""
+def parse_keys(text: str) -> list[str]:
+    """SSH_PUBLIC_KEY's keys, one per line, de-duplicated; a literal '\\n' (easy to put in .env)
+    also separates keys."""
     lines = enumerate(text.replace("\\n", "\n").splitlines(), start=1)
-    return [
-        validate_key_line(line.strip(), f"{source} (line {number})")
+    keys = [
+        validate_key_line(line.strip(), f"SSH_PUBLIC_KEY (line {number})")
         for number, line in lines
         if line.strip() and not line.strip().startswith("#")
     ]
-
-
-def collect_keys(env_text: str, keys_file: Path) -> list[str]:
-    """Keys from SSH_PUBLIC_KEY and from a mounted authorized_keys file, de-duplicated."""
-    keys = parse_keys(env_text, "SSH_PUBLIC_KEY")
-    if keys_file.is_dir():
-        raise SetupError(
-            f"the authorized_keys file {keys_file} is a directory (Docker makes one when the "
-            "host file mounted there does not exist): mount an existing file."
-        )
-    # Root reads it, and SSH_AUTHORIZED_KEYS_FILE may name a file in a folder dev writes: not
-    # through a symlink, not a FIFO, not without end.
-    try:
-        read = read_small_file(keys_file.parent, keys_file.name, MAX_KEYS_FILE_BYTES, "a key file")
-    except (OSError, FileNotRead) as exc:
-        raise SetupError(f"cannot read the mounted key file {keys_file}: {exc}") from None
-    if read is not None:
-        keys += parse_keys(read.text, str(keys_file))
     return list(dict.fromkeys(keys))
 
 
@@ -232,12 +211,11 @@ def ensure_host_keys(directory: Path = HOST_KEY_DIR) -> list[Path]:
     return made
 
 
-def prepare_sshd(keys: list[str], home: Path, keys_file: Path) -> bool:
+def prepare_sshd(keys: list[str], home: Path) -> bool:
     """True when sshd can run: it has keys, host keys, and authorized_keys is installed."""
     if not keys:
         VOICE.note(
-            "sshd not started: no SSH public key (set SSH_PUBLIC_KEY, or mount an authorized_keys "
-            f"file at {keys_file}); Jupyter is unaffected"
+            "sshd not started: no SSH public key (set SSH_PUBLIC_KEY); Jupyter is unaffected"
         )
         return False
     try:

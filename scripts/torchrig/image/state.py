@@ -87,16 +87,17 @@ def readable_state_dir(preferred: Path = STATE_DIR) -> Path:
     return own if (own / SERVICES_FILE).exists() else preferred
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (sshd's StrictModes insists), whole or not at all:
-    made new beside it (O_EXCL|O_NOFOLLOW: never through a symlink, FIFO or file planted there),
-    then renamed over whatever `path` was."""
+def write_private(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write a file of `mode` (by default only its owner can read it: sshd's StrictModes insists),
+    whole or not at all: made new beside it (O_EXCL|O_NOFOLLOW: never through a symlink, FIFO or
+    file planted there), then renamed over whatever `path` was."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.unlink(missing_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        os.fchmod(fd, mode)  # whatever the umask
         handle.write(text)
     os.replace(tmp, path)
 

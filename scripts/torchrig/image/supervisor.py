@@ -1,5 +1,6 @@
 """Run the given command in place of the start, or the services SERVICES names: restart one that
-dies (with backoff), stop everything on SIGTERM/SIGINT.
+dies (after RESTART_DELAY_S, doubled for each quick exit in a row), stop everything on
+SIGTERM/SIGINT.
 
 The services run in sessions of their own, so that tini's signal reaches this process alone and
 the stop (stopping.py: every process in the container) stays in order. A service that exits
@@ -22,13 +23,11 @@ from torchrig.image.settings import STOP_GRACE_DEFAULT_S, VOICE, Settings, Setup
 from torchrig.image.stopping import Stopper
 
 POLL_S = 0.2
-FIRST_BACKOFF_S = 1.0
-MAX_BACKOFF_S = 30.0
-# A service that ran this long before dying counts as healthy: its backoff starts over.
-STABLE_AFTER_S = 60.0
-# Three tries take 3 s of back-off plus the service's start-up each (up to 20 s measured on a
+RESTART_DELAY_S = 1.0
+# A service that ran this long before dying counts as healthy: its count of quick exits starts
+# over. Three tries take 3 s of delays plus the service's start-up each (up to 20 s measured on a
 # loaded 2-core machine): inside the healthcheck's 60 s start period, so `make up` sees the stop.
-QUICK_EXIT_S = STABLE_AFTER_S
+QUICK_EXIT_S = 60.0
 GIVE_UP_AFTER = 3
 EXIT_GAVE_UP = 1
 
@@ -53,8 +52,8 @@ def service_specs(
             specs.append(ServiceSpec("sshd", ssh.sshd_command(settings.bind_addr)))
     if settings.services == ("sshd",) and not sshd_ok:
         raise SetupError(
-            "SERVICES=sshd but there is no SSH key, so nothing would run: set SSH_PUBLIC_KEY "
-            "(or mount an authorized_keys file), or add jupyter to SERVICES."
+            "SERVICES=sshd but there is no SSH key, so nothing would run: set SSH_PUBLIC_KEY, "
+            "or add jupyter to SERVICES."
         )
     return specs
 
@@ -75,17 +74,9 @@ class Running:
     spec: ServiceSpec
     process: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
-    backoff_s: float = FIRST_BACKOFF_S
     restart_at: float | None = None
     restarts: int = 0
     quick_exits: int = 0
-
-
-def next_backoff(current_s: float, ran_for_s: float) -> tuple[float, float]:
-    """(delay before this restart, backoff for the one after)."""
-    if ran_for_s >= STABLE_AFTER_S:
-        current_s = FIRST_BACKOFF_S
-    return current_s, min(current_s * 2, MAX_BACKOFF_S)
 
 
 @dataclass
@@ -158,7 +149,7 @@ class Supervisor:
                 "container instead of retrying forever. Its own messages are above (`make logs`)."
             )
             return
-        delay, service.backoff_s = next_backoff(service.backoff_s, ran_for_s)
+        delay = RESTART_DELAY_S * 2 ** max(service.quick_exits - 1, 0)
         service.restart_at = time.monotonic() + delay
         if code is not None:
             VOICE.error(

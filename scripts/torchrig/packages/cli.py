@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 
-from torchrig.shared import kept, places, stack
+from torchrig.shared import kept, places
 from torchrig.shared.voice import Voice
 
 VOICE = Voice("torchrig packages:")
@@ -42,25 +41,12 @@ def show(root: Path) -> int:
     print(f"Kept packages in {prefix}: {len(dists)}")
     for dist in dists:
         print(f"  {dist.name} {dist.version}")
-    stamp = kept.read_stamp(prefix)
-    lines = [
-        kept.torch_warning(dists, stamp, prefix),
-        kept.overrides_note(dists, kept.read_constraints(Path(stack.CONSTRAINTS_FILE))),
-        *(
-            f"{old} holds the kept packages of another Python, set aside when the image changed"
-            " (`make packages-reset` removes it)"
-            for old in kept.set_aside_venvs(root)
-        ),
-    ]
-    for line in lines:
-        if line:
-            print(f"note: {line}")  # part of the listing, on stdout
     return 0
 
 
 def reset(root: Path) -> int:
     removed = kept.reset(root)
-    prepared = kept.prepare(root, now=time.time())
+    prepared = kept.prepare(root)
     if prepared.prefix is None:
         VOICE.error(prepared.warnings[0])
         return 1

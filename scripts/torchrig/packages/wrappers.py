@@ -1,16 +1,13 @@
-"""`pip` and `uv` as dev runs them in the kept venv: the real tool, plus the override hint after a
-refusal by the pinned stack, and for uv the image's records while it runs (uv sees only the
-target's own site-packages, astral-sh/uv#2500; docs/architecture.md says why).
+"""`pip` and `uv` as dev runs them in the kept venv: the real tool, and for uv the image's records
+while it runs (uv sees only the target's own site-packages, astral-sh/uv#2500; docs/architecture.md
+says why).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import importlib.metadata
 import os
-import pty
-import selectors
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,8 +25,6 @@ UV = "/opt/uv/bin/uv"
 UV_READS_ENVIRONMENT = frozenset({"install", "sync", "list", "freeze", "show", "tree", "check"})
 # Options that point uv at another environment than VIRTUAL_ENV.
 UV_OTHER_TARGET = ("--python", "-p", "--system", "--target", "-t", "--prefix")
-# What is kept of a failed command's error output to look for the pins in.
-KEEP_BYTES = 256 * 1024
 
 
 def uv_pip_command(args: Sequence[str]) -> str | None:
@@ -76,49 +71,20 @@ def image_records(site: Path, image: Path) -> Iterator[None]:
         kept.remove_image_records(site)
 
 
-def run_keeping_output(command: Sequence[str]) -> tuple[int, str]:
-    """Run a command, its output shown as it comes; its status and output's tail. On a terminal
-    it gets a pseudo-terminal, so pip still draws its progress bars."""
-    out_read, out_write = pty.openpty() if sys.stdout.isatty() else os.pipe()
-    err_read, err_write = os.pipe()
-    try:
-        process = subprocess.Popen(list(command), stdout=out_write, stderr=err_write)
-    finally:
-        os.close(out_write)
-        os.close(err_write)
-    targets = {out_read: sys.stdout.buffer, err_read: sys.stderr.buffer}
-    tail = bytearray()
-    with selectors.DefaultSelector() as selector:
-        for fd in targets:
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map():
-            try:
-                ready = selector.select()
-            except KeyboardInterrupt:
-                continue  # the tool got the same Ctrl-C: let it end its own way
-            for key, _ in ready:
-                try:
-                    data = os.read(key.fd, 65536)
-                except OSError as error:  # a pseudo-terminal's end is EIO
-                    if error.errno != errno.EIO:
-                        raise
-                    data = b""
-                if not data:
-                    selector.unregister(key.fd)
-                    os.close(key.fd)
-                    continue
-                targets[key.fd].write(data)
-                targets[key.fd].flush()
-                tail += data
-                del tail[:-KEEP_BYTES]
-    return process.wait(), tail.decode("utf-8", errors="replace")
+def run(command: Sequence[str]) -> int:
+    """Run the tool; its status. A Ctrl-C reaches it too: it ends its own way, waited for."""
+    process = subprocess.Popen(list(command))
+    while True:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            continue
 
 
 def main(
     tool: str,
     args: Sequence[str],
     environ: Mapping[str, str] = os.environ,
-    constraints: Path = Path(stack.CONSTRAINTS_FILE),
 ) -> int:
     prefix = Path(sys.prefix)
     command = [UV, *args] if tool == "uv" else [sys.executable, "-m", "pip", *args]
@@ -128,10 +94,4 @@ def main(
     image = Path(places.site_packages(places.IMAGE_PREFIX))
     records = tool == "uv" and uv_needs_image_records(args, environ, prefix)
     with image_records(kept.kept_site(prefix), image) if records else contextlib.nullcontext():
-        code, output = run_keeping_output(command)
-    if code != 0:
-        pinned = kept.read_constraints(constraints)
-        names = stack.refused(output, pinned)
-        if names:
-            VOICE.note(stack.override_hint(names, pinned, tool))
-    return code
+        return run(command)

@@ -13,13 +13,14 @@ import contextlib
 import functools
 import gc
 import io
-import itertools
 import os
 import runpy
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from torchrig.shared.torchrun import is_agent
 
 SWITCH = "TORCHRIG_RANK_EXIT"
 OFF = "off"
@@ -58,7 +59,7 @@ def take_over() -> None:
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", "")
     if not is_on(os.environ):
         return
-    if is_torchrun(sys.orig_argv):
+    if is_agent(tuple(sys.orig_argv)):
         sys.excepthook = says_how_torchrun_ended(sys.excepthook)
     elif SPAWNED_FLAG in sys.orig_argv:
         import multiprocessing.spawn
@@ -106,13 +107,6 @@ def knows_its_status(spawn_main: Callable[..., None]) -> Callable[..., None]:
 # --- torchrun itself: how its job ended, in one line ----------------------------------------------
 # torchrun ends a failed job with ChildFailedError, and a stop it passed on with SignalException:
 # each a traceback of torchrun's own code (30-70 lines), after the workers said what happened.
-
-
-def is_torchrun(argv: Sequence[str]) -> bool:
-    """`torchrun ...` (its console script) or `python ... -m torch.distributed.run ...`."""
-    if len(argv) > 1 and os.path.basename(argv[1]) == "torchrun":
-        return True
-    return any(pair == ("-m", TORCHRUN_MODULE) for pair in itertools.pairwise(argv))
 
 
 def says_how_torchrun_ended(

@@ -4,14 +4,12 @@ listed and reset. Standard library only. Another Python or another torch: docs/p
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import sys
 import venv
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from email.parser import HeaderParser
 from pathlib import Path
 
@@ -21,13 +19,10 @@ from torchrig.shared import places, stack
 # not on sys.path yet: a Python of the image that added the kept packages already has it, and
 # processing its `.pth` files twice would run their hooks twice.
 IMAGE_PTH = "torchrig-image.pth"
-# In the kept venv: which torch its packages last saw, and since when.
-STAMP = "torchrig-stack.json"
 # What a dist-info's INSTALLER says when it is a record of the image's, not a kept package
 # (wrappers.py writes them for uv while it runs).
 IMAGE_RECORD_INSTALLER = "torchrig-image-record"
 VENV_VERSION = re.compile(r"^\s*version(?:_info)?\s*=\s*(\d+)\.(\d+)", re.MULTILINE)
-REQUIREMENT_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 WRAPPER = """\
 #!{python}
 # {tool} for the kept packages, with the image's stack protected (torchrig.packages.wrappers).
@@ -42,15 +37,6 @@ sys.exit(main({tool!r}, sys.argv[1:]))
 class KeptDist:
     name: str
     version: str
-    requires_stack: bool  # needs torch, torchvision, triton or an nvidia-* library
-    installed_at: float  # its dist-info's modification time
-
-
-@dataclass(frozen=True)
-class Stamp:
-    torch: str
-    since: float  # when the kept venv first saw this torch (0: from its start)
-    before: str = ""  # the torch it saw until then
 
 
 @dataclass(frozen=True)
@@ -62,12 +48,6 @@ class Prepared:
 
 def kept_site(prefix: Path, version: tuple[int, int] | None = None) -> Path:
     return Path(places.site_packages(str(prefix), version or sys.version_info))
-
-
-def requirement_name(requirement: str) -> str:
-    """'torch (>=2.0) ; extra == "x"' -> 'torch': the name a requirement starts with (PEP 508)."""
-    match = REQUIREMENT_NAME.match(requirement)
-    return stack.normalize(match.group(1)) if match else ""
 
 
 def is_image_record(dist_info: Path) -> bool:
@@ -84,15 +64,10 @@ def read_dist(dist_info: Path) -> KeptDist | None:
         return None
     try:
         metadata = HeaderParser().parsestr((dist_info / "METADATA").read_text(encoding="utf-8"))
-        installed_at = dist_info.stat().st_mtime
     except (OSError, UnicodeDecodeError):
         return None
-    requires = metadata.get_all("Requires-Dist") or []
     return KeptDist(
-        name=str(metadata.get("Name", dist_info.name)),
-        version=str(metadata.get("Version", "")),
-        requires_stack=any(stack.is_protected(requirement_name(r)) for r in requires if r.strip()),
-        installed_at=installed_at,
+        name=str(metadata.get("Name", dist_info.name)), version=str(metadata.get("Version", ""))
     )
 
 
@@ -103,54 +78,6 @@ def kept_dists(site: Path) -> list[KeptDist]:
     except OSError:
         return []
     return sorted((d for d in dists if d is not None), key=lambda d: stack.normalize(d.name))
-
-
-def read_stamp(prefix: Path) -> Stamp | None:
-    try:
-        data = json.loads((prefix / STAMP).read_text(encoding="utf-8"))
-        return Stamp(str(data["torch"]), float(data["since"]), str(data.get("before", "")))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def next_stamp(previous: Stamp | None, image_torch: str, now: float) -> Stamp:
-    """A kept venv without a stamp is new (or older than stamps): nothing in it is judged stale."""
-    if previous is None:
-        return Stamp(image_torch, 0.0)
-    if previous.torch != image_torch:
-        return Stamp(image_torch, now, previous.torch)
-    return previous
-
-
-def torch_warning(dists: Iterable[KeptDist], stamp: Stamp | None, prefix: Path) -> str | None:
-    """Names the kept packages that need the stack and were installed before this torch."""
-    if stamp is None:
-        return None
-    stale = [d for d in dists if d.requires_stack and d.installed_at < stamp.since]
-    if not stale:
-        return None
-    named = ", ".join(f"{d.name} {d.version}" for d in stale)
-    return (
-        f"kept packages that depend on torch were installed with torch {stamp.before or 'before'}"
-        f" and this image has torch {stamp.torch}: {named} (in {prefix}). Any built against the "
-        "old torch may fail to import: reinstall them (`pip install --force-reinstall "
-        "--no-deps NAME`) or start afresh (`make packages-reset`)."
-    )
-
-
-def overrides_note(dists: Iterable[KeptDist], pinned: dict[str, str]) -> str | None:
-    """Stack packages the user replaced on purpose (with the constraints lifted)."""
-    replaced = [
-        f"{d.name} {d.version} (the image has {pinned[stack.normalize(d.name)]})"
-        for d in dists
-        if stack.normalize(d.name) in pinned
-    ]
-    if not replaced:
-        return None
-    return (
-        f"the kept packages replace part of the image's stack: {', '.join(replaced)}; "
-        "`make packages-reset` goes back to the image's"
-    )
 
 
 def venv_version(prefix: Path) -> tuple[int, int] | None:
@@ -172,11 +99,6 @@ def set_aside(prefix: Path, version: tuple[int, int]) -> Path:
         target = base.with_name(f"{base.name}-{number}")
     prefix.rename(target)
     return target
-
-
-def set_aside_venvs(root: Path) -> list[Path]:
-    """The kept venvs moved aside for another Python, for `make packages` to name."""
-    return sorted(p for p in root.glob(f"{places.KEPT_VENV}-python*") if p.is_dir())
 
 
 def ensure_venv(prefix: Path) -> bool:
@@ -206,9 +128,7 @@ def remove_image_records(site: Path) -> None:
 
 def prepare(
     root: Path,
-    now: float,
     image_prefix: str = places.IMAGE_PREFIX,
-    constraints: Path = Path(stack.CONSTRAINTS_FILE),
     version: tuple[int, int] | None = None,
 ) -> Prepared:
     """Make or refresh the kept venv for this Python, and judge what it holds."""
@@ -220,7 +140,7 @@ def prepare(
             "or folder there (PACKAGES_DIR)."
         ])  # fmt: skip
     prefix = Path(places.kept_prefix(str(root)))
-    warnings = []
+    warnings: list[str] = []
     made_for = venv_version(prefix)
     if made_for is not None and made_for != version:
         count = len(kept_dists(kept_site(prefix, made_for)))
@@ -237,26 +157,12 @@ def prepare(
     (site / IMAGE_PTH).write_text(line, encoding="utf-8")
     write_wrappers(prefix, version)
     remove_image_records(site)
-    dists = kept_dists(site)
-    pinned = read_constraints(constraints)
-    if "torch" in pinned:
-        stamp = next_stamp(read_stamp(prefix), pinned["torch"], now)
-        (prefix / STAMP).write_text(json.dumps(asdict(stamp)) + "\n", encoding="utf-8")
-        warnings.append(torch_warning(dists, stamp, prefix))
-    notes = [
+    note = (
         f"kept packages: made a fresh venv for them in {prefix} (pip, uv and %pip install there)"
         if made
-        else f"kept packages: {len(dists)} in {prefix} (`make packages` lists them)",
-        overrides_note(dists, pinned),
-    ]
-    return Prepared(prefix, [n for n in notes if n], [w for w in warnings if w])
-
-
-def read_constraints(path: Path) -> dict[str, str]:
-    try:
-        return stack.read_pins(path.read_text(encoding="utf-8"))
-    except OSError:
-        return {}
+        else f"kept packages: {len(kept_dists(site))} in {prefix} (`make packages` lists them)"
+    )
+    return Prepared(prefix, [note], warnings)
 
 
 def reset(root: Path) -> list[Path]:

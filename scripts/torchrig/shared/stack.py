@@ -1,5 +1,5 @@
 """The image's stack (torch, torchvision, triton, nvidia-*), pinned in a constraints file
-written at build time, and the hint after a refusal (docs/packages.md, The stack is protected).
+written at build time (docs/packages.md, The stack is protected).
 Standard library only: root runs it at build time with `python3 -I -S`.
 """
 
@@ -43,36 +43,3 @@ def installed(site_packages: str) -> list[tuple[str, str]]:
 
 def constraints_text(pinned: Mapping[str, str]) -> str:
     return HEADER + "".join(f"{name}=={pinned[name]}\n" for name in sorted(pinned))
-
-
-def read_pins(text: str) -> dict[str, str]:
-    """The constraints file's `name==version` lines; comments and anything else skipped."""
-    pinned = {}
-    for line in text.splitlines():
-        name, separator, version = line.split("#", 1)[0].strip().partition("==")
-        if separator and name and version:
-            pinned[normalize(name)] = version.strip()
-    return pinned
-
-
-def refused(output: str, pinned: Mapping[str, str]) -> list[str]:
-    """The pins (`torch==2.13.0`) a failed install's output quotes: pip and uv quote only those
-    they ran into."""
-    quoted = set()
-    for name, version in re.findall(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s,;)'\"]+)", output):
-        quoted.add((normalize(name), version.rstrip(".")))
-    return sorted(name for name, version in pinned.items() if (name, version) in quoted)
-
-
-def override_hint(names: list[str], pinned: Mapping[str, str], tool: str) -> str:
-    """One line: what was kept, and how to replace it anyway (and what that risks)."""
-    stack = ", ".join(f"{name} {pinned[name]}" for name in names)
-    variable, command = (
-        ("UV_CONSTRAINT", "uv pip install") if tool == "uv" else ("PIP_CONSTRAINT", "pip install")
-    )
-    return (
-        f"kept {stack}: the image's stack is pinned in {CONSTRAINTS_FILE} "
-        f"({variable}). To replace it anyway: `{variable}= {command} ...`. That goes into your "
-        "kept packages, in front of the image's build, may not match the image's CUDA, driver or "
-        "NCCL, and `make packages-reset` undoes it."
-    )

@@ -144,3 +144,26 @@ def test_the_mount_table_is_read_once_for_roots_steps_and_devs_check(
     assert entrypoint.start(["true"]) == 0
     assert reads == ["read"]
     assert given == ({"root": table, "dev": table} if euid == 0 else {"dev": table})
+
+
+def test_the_start_reads_keys_from_ssh_public_key_alone_never_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root's start reads no key file, not even one the variable that once named a mounted key
+    file points to (a file in a folder dev writes, which dev could swap for a symlink or a FIFO)."""
+    planted = tmp_path / "authorized_keys"
+    planted.write_text(
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+    )
+    monkeypatch.setenv("SSH_AUTHORIZED_KEYS_FILE", str(planted))
+    monkeypatch.delenv("SSH_PUBLIC_KEY", raising=False)
+    monkeypatch.setenv("SERVICES", "jupyter,sshd")
+    given: list[list[str]] = []
+    quiet_start(monkeypatch, tmp_path, 0)
+    monkeypatch.setattr(
+        entrypoint.ssh, "prepare_sshd", lambda keys, *rest: given.append(keys) or False
+    )
+    monkeypatch.setattr(entrypoint.supervisor, "service_specs", lambda *args: [])
+    monkeypatch.setattr(entrypoint.supervisor.Supervisor, "run", lambda self: 0)
+    assert entrypoint.start([]) == 0
+    assert given == [[]]

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 from torchrig.image.settings import (
-    AUTHORIZED_KEYS_FILE_DEFAULT,
     STOP_GRACE_DEFAULT_S,
     SetupError,
     parse_flag,
@@ -91,13 +90,6 @@ def test_a_bad_stop_grace_says_what_to_set(value: str) -> None:
         read_settings({"STOP_GRACE": value})
 
 
-def test_start_hooks_get_five_minutes_unless_start_hook_timeout_says_otherwise() -> None:
-    assert read_settings({}).start_hook_timeout_s == 300.0
-    assert read_settings({"START_HOOK_TIMEOUT": "900"}).start_hook_timeout_s == 900.0
-    with pytest.raises(SetupError, match=r"START_HOOK_TIMEOUT='5m' is not a number of seconds"):
-        read_settings({"START_HOOK_TIMEOUT": "5m"})
-
-
 def test_torchrun_waits_for_its_workers_as_long_as_the_container_does() -> None:
     settings = read_settings({"STOP_GRACE": "90.5"})
     assert stop_environment(settings, {}) == {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": "91"}
@@ -127,24 +119,6 @@ def test_jupyter_hostnames_are_split_lowered_and_deduplicated() -> None:
 def test_a_jupyter_hostname_with_scheme_port_or_wildcard_is_refused(value: str) -> None:
     with pytest.raises(SetupError, match=r"JUPYTER_HOSTNAMES names .* not a host name.*no entry"):
         read_settings({"JUPYTER_HOSTNAMES": value})
-
-
-def test_the_keys_file_defaults_to_the_documented_mount_point() -> None:
-    docs = (Path(__file__).resolve().parents[3] / "docs" / "workstation.md").read_text()
-    row = next(line for line in docs.splitlines() if line.startswith("| `SSH_PUBLIC_KEY`"))
-    assert f"`{AUTHORIZED_KEYS_FILE_DEFAULT}`" in row
-    assert read_settings({}).ssh_authorized_keys_file == AUTHORIZED_KEYS_FILE_DEFAULT
-    empty = read_settings({"SSH_AUTHORIZED_KEYS_FILE": " "})
-    assert empty.ssh_authorized_keys_file == AUTHORIZED_KEYS_FILE_DEFAULT
-    given = read_settings({"SSH_AUTHORIZED_KEYS_FILE": "/run/secrets/keys"})
-    assert given.ssh_authorized_keys_file == Path("/run/secrets/keys")
-
-
-def test_a_relative_keys_file_is_an_error_that_says_to_give_the_full_path() -> None:
-    with pytest.raises(
-        SetupError, match=r"^SSH_AUTHORIZED_KEYS_FILE='keys' is not an absolute path: .*with /"
-    ):
-        read_settings({"SSH_AUTHORIZED_KEYS_FILE": "keys"})
 
 
 def test_home_is_read_once_here_and_absent_when_unset() -> None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,13 +24,13 @@ def test_a_real_key_made_by_ssh_keygen_is_accepted(tmp_path: Path) -> None:
         ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True
     )
     line = (tmp_path / "k.pub").read_text().strip()
-    assert ssh.parse_keys(line, "SSH_PUBLIC_KEY") == [line]
+    assert ssh.parse_keys(line) == [line]
 
 
 def test_several_keys_by_newline_or_literal_backslash_n() -> None:
     one, two = fake_key(), fake_key("ssh-rsa")
-    assert ssh.parse_keys(f"{one}\n\n# comment\n{two}\n", "x") == [one, two]
-    assert ssh.parse_keys(f"{one}\\n{two}", "x") == [one, two]
+    assert ssh.parse_keys(f"{one}\n\n# comment\n{two}\n") == [one, two]
+    assert ssh.parse_keys(f"{one}\\n{two}") == [one, two]
 
 
 @pytest.mark.parametrize("options", [
@@ -41,14 +40,14 @@ def test_several_keys_by_newline_or_literal_backslash_n() -> None:
 ])  # fmt: skip
 def test_authorized_keys_options_before_the_key_are_allowed(options: str) -> None:
     line = f"{options} {fake_key()}"
-    assert ssh.parse_keys(line, "x") == [line]
+    assert ssh.parse_keys(line) == [line]
 
 
 # sshd skips such a line without a word, so the login would just fail.
 @pytest.mark.parametrize("prefix", ["hello", "my laptop:", "no-pty junk", 'from="10.0.0.1" x'])
 def test_anything_else_before_the_key_type_is_refused(prefix: str) -> None:
     with pytest.raises(SetupError, match=r"^SSH_PUBLIC_KEY \(line 1\): .*before the key type"):
-        ssh.parse_keys(f"{prefix} {fake_key()}", "SSH_PUBLIC_KEY")
+        ssh.parse_keys(f"{prefix} {fake_key()}")
 
 
 PRIVATE_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW"
@@ -62,7 +61,7 @@ PRIVATE_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtz
 ])  # fmt: skip
 def test_errors_never_echo_the_line(line: str) -> None:
     with pytest.raises(SetupError) as refused:
-        ssh.parse_keys(line, "SSH_PUBLIC_KEY")
+        ssh.parse_keys(line)
     message = str(refused.value)
     assert "\n" not in message
     for token in line.split():
@@ -80,25 +79,17 @@ def test_errors_never_echo_the_line(line: str) -> None:
 ])  # fmt: skip
 def test_malformed_keys_are_clear_errors(text: str, message: str) -> None:
     with pytest.raises(SetupError, match=message):
-        ssh.parse_keys(text, "SSH_PUBLIC_KEY")
+        ssh.parse_keys(text)
 
 
 def test_error_names_the_line() -> None:
     with pytest.raises(SetupError, match=r"SSH_PUBLIC_KEY \(line 2\)"):
-        ssh.parse_keys(f"{fake_key()}\nssh-rsa AAAA", "SSH_PUBLIC_KEY")
+        ssh.parse_keys(f"{fake_key()}\nssh-rsa AAAA")
 
 
-def test_keys_from_env_and_mounted_file_are_merged_without_duplicates(tmp_path: Path) -> None:
+def test_a_key_given_twice_is_installed_once() -> None:
     one, two = fake_key(), fake_key("ecdsa-sha2-nistp256")
-    keys_file = tmp_path / "authorized_keys"
-    keys_file.write_text(f"{two}\n{one}\n")
-    assert ssh.collect_keys(one, keys_file) == [one, two]
-    assert ssh.collect_keys("", tmp_path / "absent") == []
-
-
-def test_a_directory_where_the_keys_file_should_be_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(SetupError, match=rf"{tmp_path} is a directory.*mount an existing file"):
-        ssh.collect_keys(fake_key(), tmp_path)
+    assert ssh.parse_keys(f"{one}\n{two}\n{one}") == [one, two]
 
 
 def test_authorized_keys_is_private(tmp_path: Path) -> None:
@@ -196,27 +187,13 @@ def test_torchruns_per_rank_variables_never_reach_a_session() -> None:
     }
 
 
-def test_a_key_file_that_is_a_symlink_or_a_fifo_is_refused_unread(tmp_path: Path) -> None:
-    """Root reads it at start, and SSH_AUTHORIZED_KEYS_FILE may name a file in the workspace."""
-    shadow = tmp_path / "shadow"
-    shadow.write_text(fake_key() + "\n")  # would authorize this key if followed
-    keys_file = tmp_path / "authorized_keys"
-    keys_file.symlink_to(shadow)
-    with pytest.raises(SetupError, match="a symlink, not followed"):
-        ssh.collect_keys("", keys_file)
-    keys_file.unlink()
-    os.mkfifo(keys_file)
-    with pytest.raises(SetupError, match="not a regular file, not read"):
-        ssh.collect_keys("", keys_file)
-
-
 def test_no_key_skips_sshd_with_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert ssh.prepare_sshd([], tmp_path, Path("/mnt/keys")) is False
+    assert ssh.prepare_sshd([], tmp_path) is False
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "sshd not started: no SSH public key" in err
-    assert "mount an authorized_keys file at /mnt/keys" in err
+    assert "set SSH_PUBLIC_KEY" in err
 
 
 def test_a_host_key_volume_dev_cannot_write_stops_the_start_with_the_fix(
@@ -227,14 +204,14 @@ def test_a_host_key_volume_dev_cannot_write_stops_the_start_with_the_fix(
 
     monkeypatch.setattr(ssh, "ensure_host_keys", unwritable)
     with pytest.raises(SetupError, match=r"SSH set-up failed .*must be writable for dev"):
-        ssh.prepare_sshd([fake_key()], tmp_path, Path("/mnt/keys"))
+        ssh.prepare_sshd([fake_key()], tmp_path)
 
 
 def test_with_a_key_sshd_gets_host_keys_and_authorized_keys(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(ssh, "ensure_host_keys", lambda: [tmp_path / "ssh_host_ed25519_key"])
-    assert ssh.prepare_sshd([fake_key()], tmp_path, Path("/mnt/keys")) is True
+    assert ssh.prepare_sshd([fake_key()], tmp_path) is True
     assert (tmp_path / ".ssh" / "authorized_keys").read_text() == fake_key() + "\n"
     err = capsys.readouterr().err
     assert "made SSH host keys in" in err

@@ -13,21 +13,9 @@ import pytest
 from torchrig.facts.processes import read_descendants
 from torchrig.image import supervisor
 from torchrig.image.settings import SetupError, read_settings
-from torchrig.image.supervisor import (
-    FIRST_BACKOFF_S,
-    MAX_BACKOFF_S,
-    QUICK_EXIT_S,
-    STABLE_AFTER_S,
-)
+from torchrig.image.supervisor import QUICK_EXIT_S
 
 from . import subreaper
-
-
-def test_backoff_doubles_up_to_a_cap_and_resets_after_a_stable_run() -> None:
-    delay, following = supervisor.next_backoff(FIRST_BACKOFF_S, ran_for_s=0.1)
-    assert (delay, following) == (FIRST_BACKOFF_S, 2 * FIRST_BACKOFF_S)
-    assert supervisor.next_backoff(MAX_BACKOFF_S, 0.1) == (MAX_BACKOFF_S, MAX_BACKOFF_S)
-    assert supervisor.next_backoff(16.0, STABLE_AFTER_S + 1)[0] == FIRST_BACKOFF_S
 
 
 def test_exit_descriptions() -> None:

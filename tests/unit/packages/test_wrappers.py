@@ -1,8 +1,7 @@
-"""pip's and uv's wrappers: the override hint after a refusal, the image's records for uv."""
+"""pip's and uv's wrappers: the image's records for uv."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,6 @@ from torchrig.packages import wrappers
 from torchrig.shared import kept
 
 from tests.unit.shared.test_kept import dist_info
-from tests.unit.shared.test_stack import PIP_REFUSAL
 
 KEPT = Path("/opt/packages/venv")
 
@@ -59,34 +57,3 @@ def test_the_images_records_stand_in_for_what_the_kept_venv_lacks_and_go_again(
         ]
         assert [d.name for d in kept.kept_dists(site)] == ["numpy"]  # records are not kept ones
     assert sorted(p.name for p in site.iterdir()) == ["numpy-2.4.5.dist-info"]
-
-
-def test_output_passes_through_and_its_tail_is_kept(capfd: pytest.CaptureFixture[str]) -> None:
-    program = "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"
-    code, output = wrappers.run_keeping_output([sys.executable, "-c", program])
-    assert code == 3
-    assert sorted(output.split()) == ["err", "out"]
-    shown = capfd.readouterr()
-    assert (shown.out, shown.err) == ("out\n", "err\n")
-
-
-def test_a_refusal_by_the_pins_gets_the_override_hint(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
-) -> None:
-    pins = tmp_path / "constraints.txt"
-    pins.write_text("torch==2.13.0\n")
-    refusal = tmp_path / "refusal.txt"
-    refusal.write_text(PIP_REFUSAL)
-    # pip prints the conflict on stdout; the hint comes after it, on stderr.
-    program = f"import sys; print(open({str(refusal)!r}).read()); sys.exit(1)"
-    run = wrappers.run_keeping_output  # the tool itself is this program
-    monkeypatch.setattr(
-        wrappers, "run_keeping_output", lambda _: run([sys.executable, "-c", program])
-    )
-    assert wrappers.main("pip", ["install", "torch==2.12.0"], {}, pins) == 1
-    err = capfd.readouterr().err
-    assert "[torchrig] kept torch 2.13.0" in err and "`PIP_CONSTRAINT= pip install ...`" in err
-    # Any other failure: pip's own message alone.
-    program = "raise SystemExit(2)"
-    assert wrappers.main("pip", ["install", "nothing"], {}, pins) == 2
-    assert "[torchrig]" not in capfd.readouterr().err

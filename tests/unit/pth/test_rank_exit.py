@@ -235,20 +235,6 @@ def test_the_switch() -> None:
 # --- torchrun's own end -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (["/opt/venv/bin/python", "/opt/venv/bin/torchrun", "--nproc-per-node", "2", "t.py"], True),
-        (["python", "-P", "-m", "torch.distributed.run", "--standalone", "t.py"], True),
-        (["python", "-u", "train.py", "--name", "torchrun"], False),  # a worker, or any script
-        (["python", "-m", "torchrig", "launch", "t.py"], False),  # launch runs torchrun as a child
-        (["python"], False),
-    ],
-)
-def test_torchrun_is_told_by_its_command_line(argv: list[str], expected: bool) -> None:
-    assert rank_exit.is_torchrun(argv) is expected
-
-
 def test_torchrun_s_endings_are_one_line_and_other_errors_keep_their_traceback(
     tmp_path: Path,
 ) -> None:

@@ -14,29 +14,13 @@ VENV = places.KEPT_VENV
 
 
 def dist_info(site: Path, name: str, version: str, requires: tuple[str, ...] = (),
-              installer: str = "pip", mtime: float = 1000.0) -> Path:  # fmt: skip
+              installer: str = "pip") -> Path:  # fmt: skip
     folder = site / f"{name.replace('-', '_')}-{version}.dist-info"
     folder.mkdir(parents=True)
     lines = [f"Name: {name}", f"Version: {version}", *(f"Requires-Dist: {r}" for r in requires)]
     (folder / "METADATA").write_text("Metadata-Version: 2.1\n" + "\n".join(lines) + "\n")
     (folder / "INSTALLER").write_text(installer + "\n")
-    os.utime(folder, (mtime, mtime))
     return folder
-
-
-def constraints(tmp_path: Path, torch: str = "2.13.0") -> Path:
-    path = tmp_path / "constraints.txt"
-    path.write_text(f"# pins\ntorch=={torch}\ntriton==3.7.1\n")
-    return path
-
-
-@pytest.mark.parametrize(
-    ("requirement", "name"),
-    [("torch", "torch"), ("torch (>=2.0)", "torch"), ("torch>=2; extra == 'gpu'", "torch"),
-     ("Nvidia_NCCL.cu13==2.29", "nvidia-nccl-cu13"), ("accelerate[torch] >=1", "accelerate")],
-)  # fmt: skip
-def test_a_requirement_is_known_by_its_name(requirement: str, name: str) -> None:
-    assert kept.requirement_name(requirement) == name
 
 
 def test_kept_dists_are_what_the_user_installed_not_the_images_records(tmp_path: Path) -> None:
@@ -44,32 +28,7 @@ def test_kept_dists_are_what_the_user_installed_not_the_images_records(tmp_path:
     dist_info(tmp_path, "six", "1.16.0")
     dist_info(tmp_path, "numpy", "2.4.6", installer=kept.IMAGE_RECORD_INSTALLER)
     found = kept.kept_dists(tmp_path)
-    assert [(d.name, d.version, d.requires_stack) for d in found] == [
-        ("six", "1.16.0", False),
-        ("torch-ema", "0.3", True),
-    ]
-
-
-def test_a_new_kept_venv_judges_nothing_stale_and_a_new_torch_starts_the_clock() -> None:
-    first = kept.next_stamp(None, "2.13.0", now=500.0)
-    assert first == kept.Stamp("2.13.0", 0.0)
-    assert kept.next_stamp(first, "2.13.0", now=600.0) is first
-    changed = kept.next_stamp(first, "2.14.0", now=700.0)
-    assert changed == kept.Stamp("2.14.0", 700.0, "2.13.0")
-
-
-def test_packages_on_the_stack_installed_before_a_new_torch_are_named(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    dist_info(site, "torch-ema", "0.3", requires=("torch",), mtime=100.0)
-    dist_info(site, "six", "1.16.0", mtime=100.0)  # no torch: fits any torch
-    dist_info(site, "xformers", "0.1", requires=("torch",), mtime=900.0)  # reinstalled since
-    stamp = kept.Stamp("2.14.0", since=700.0, before="2.13.0")
-    line = kept.torch_warning(kept.kept_dists(site), stamp, Path("/opt/packages/venv"))
-    assert line is not None and "\n" not in line
-    assert "installed with torch 2.13.0 and this image has torch 2.14.0: torch-ema 0.3 (in" in line
-    assert "make packages-reset" in line
-    assert kept.torch_warning([], stamp, Path("/p")) is None
-    assert kept.torch_warning(kept.kept_dists(site), None, Path("/p")) is None
+    assert [(d.name, d.version) for d in found] == [("six", "1.16.0"), ("torch-ema", "0.3")]
 
 
 def test_the_python_a_venv_was_made_for_is_read_from_its_pyvenv_cfg(tmp_path: Path) -> None:
@@ -89,7 +48,7 @@ def test_a_kept_venv_of_another_python_is_set_aside_whole_and_a_fresh_one_made(
     (old / "pyvenv.cfg").write_text("version = 3.10.12\n")
     dist_info(old / "lib" / "python3.10" / "site-packages", "six", "1.16.0")
     (root / f"{VENV}-python3.10").mkdir()  # an earlier one: this one goes beside it
-    prepared = kept.prepare(root, now=1.0, constraints=constraints(tmp_path))
+    prepared = kept.prepare(root)
     moved = root / f"{VENV}-python3.10-2"
     assert (moved / "lib" / "python3.10" / "site-packages" / "six-1.16.0.dist-info").is_dir()
     assert kept.venv_version(root / VENV) == VERSION
@@ -99,20 +58,13 @@ def test_a_kept_venv_of_another_python_is_set_aside_whole_and_a_fresh_one_made(
         in (prepared.warnings[0])
     )
     assert f"1 package(s), to {moved} (nothing deleted)" in prepared.warnings[0]
-    assert kept.set_aside_venvs(root) == [root / f"{VENV}-python3.10", moved]
-
-
-def test_a_replaced_stack_package_is_noted(tmp_path: Path) -> None:
-    dist_info(tmp_path, "torch", "2.12.0")
-    note = kept.overrides_note(kept.kept_dists(tmp_path), {"torch": "2.13.0"})
-    assert note is not None and "torch 2.12.0 (the image has 2.13.0)" in note
-    assert kept.overrides_note([], {"torch": "2.13.0"}) is None
+    assert (root / f"{VENV}-python3.10").is_dir()  # the earlier one, left as it was
 
 
 def test_prepare_makes_the_kept_venv_once_and_refreshes_its_files(tmp_path: Path) -> None:
     root = tmp_path / "packages"
     root.mkdir()
-    first = kept.prepare(root, now=100.0, image_prefix="/img", constraints=constraints(tmp_path))
+    first = kept.prepare(root, image_prefix="/img")
     prefix = root / VENV
     assert first.prefix == prefix and first.warnings == []
     assert "made a fresh venv" in first.notes[0]
@@ -128,29 +80,17 @@ def test_prepare_makes_the_kept_venv_once_and_refreshes_its_files(tmp_path: Path
     # A record left by a killed uv run goes; the user's packages stay.
     dist_info(site, "numpy", "2.4.6", installer=kept.IMAGE_RECORD_INSTALLER)
     dist_info(site, "six", "1.16.0")
-    again = kept.prepare(root, now=200.0, image_prefix="/img", constraints=constraints(tmp_path))
+    again = kept.prepare(root, image_prefix="/img")
     assert again.notes[0].startswith(f"kept packages: 1 in {prefix}")
     assert [d.name for d in kept.kept_dists(site)] == ["six"]
     assert not list(site.glob("numpy-*"))
-
-
-def test_prepare_after_a_torch_change_names_what_may_not_fit(tmp_path: Path) -> None:
-    root = tmp_path / "packages"
-    root.mkdir()
-    kept.prepare(root, now=100.0, constraints=constraints(tmp_path, "2.13.0"))
-    dist_info(kept.kept_site(root / VENV), "torch-ema", "0.3", requires=("torch",), mtime=150.0)
-    later = kept.prepare(root, now=200.0, constraints=constraints(tmp_path, "2.14.0"))
-    assert len(later.warnings) == 1 and "torch-ema 0.3" in later.warnings[0]
-    # Said at every start until the package is reinstalled.
-    again = kept.prepare(root, now=300.0, constraints=constraints(tmp_path, "2.14.0"))
-    assert again.warnings == later.warnings
 
 
 def test_prepare_on_a_folder_dev_cannot_write_turns_the_kept_packages_off(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(os, "access", lambda path, mode: False)
-    prepared = kept.prepare(tmp_path, now=1.0)
+    prepared = kept.prepare(tmp_path)
     assert prepared.prefix is None
     assert (
         "the kept packages are off" in prepared.warnings[0]

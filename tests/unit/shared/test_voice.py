@@ -42,8 +42,8 @@ def test_a_command_speaks_as_argparse_does(capsys: pytest.CaptureFixture[str]) -
 def test_inside_another_programs_output_torchrig_says_who_speaks(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    Voice(IN_OTHERS_OUTPUT).warning("start hook start.d/20-fail failed")
-    assert capsys.readouterr().err == "[torchrig] warning: start hook start.d/20-fail failed\n"
+    Voice(IN_OTHERS_OUTPUT).warning("sshd exited with code 1")
+    assert capsys.readouterr().err == "[torchrig] warning: sshd exited with code 1\n"
 
 
 def test_the_makefiles_helpers_say_only_the_level_and_blocks_keep_their_lines(
