@@ -14,7 +14,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -96,7 +96,7 @@ def wait_all(children: Sequence[Child], timeout: float) -> list[Outcome]:
     """Wait for every child until one shared deadline; kill the ones still running then, and
     PEER_GRACE_S after the first one failed."""
     try:
-        wait_until_done(children, time.monotonic() + timeout, PEER_GRACE_S)
+        wait_until_done(children, time.monotonic() + timeout)
     finally:
         # Also on Ctrl-C: the children run in sessions of their own, so the terminal's SIGINT
         # never reaches them. Whatever a child left behind in its group goes too.
@@ -104,28 +104,22 @@ def wait_all(children: Sequence[Child], timeout: float) -> list[Outcome]:
     return [outcome_of(child) for child in children]
 
 
-def wait_until_done(
-    children: Sequence[Child],
-    deadline: float,
-    peer_grace_s: float | None = None,
-    tick: Callable[[], None] = lambda: None,
-) -> bool:
-    """True once every child ended; False at the deadline or the peers' grace after a failure
-    (the ones still running marked for killing). `tick` runs at every poll."""
+def wait_until_done(children: Sequence[Child], deadline: float) -> None:
+    """Return once every child ended, or at the deadline or PEER_GRACE_S after the first failure
+    with the ones still running marked for killing."""
     first_failure: float | None = None
     while True:
-        tick()
         running = [child for child in children if child.process.poll() is None]
         if not running:
-            return True
+            return
         now = time.monotonic()
         failed = any(child.process.returncode not in (None, 0) for child in children)
-        if first_failure is None and failed and peer_grace_s is not None:
+        if first_failure is None and failed:
             first_failure = now
-        if now >= deadline or (first_failure is not None and now >= first_failure + peer_grace_s):
+        if now >= deadline or (first_failure is not None and now >= first_failure + PEER_GRACE_S):
             for child in running:
                 child.killed = True  # kill_and_reap does it
-            return False
+            return
         time.sleep(POLL_S)
 
 
