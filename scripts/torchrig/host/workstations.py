@@ -60,6 +60,29 @@ def within(process: subprocess.Popen[bytes], timeout_s: float, read: Callable[[]
     return result
 
 
+def read_bounded(
+    command: Sequence[str], limit: int, timeout_s: float, whole: bool = False
+) -> bytes | None:
+    """The first `limit` bytes `command` writes to stdout, as they come, within `timeout_s`,
+    never more; with `whole`, only all it wrote, from a command that ended well within them.
+    Else (or when nothing came) None, and the command is killed."""
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+    def read() -> bytes | None:
+        said = process.stdout.read(limit + 1 if whole else limit) if process.stdout else b""
+        if whole and (len(said) > limit or process.wait() != 0):
+            return None
+        return said or None
+
+    try:
+        return within(process, timeout_s, read)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 @dataclass(frozen=True)
 class Compose:
     """The compose command `make` built (files, CPU override), and the calls made with it."""
@@ -77,17 +100,8 @@ class Compose:
 
     def copy_out(self, container: str, path: str, limit: int, timeout_s: float) -> bytes | None:
         """The start of the tar `docker cp` writes of a container's file, running or stopped (a
-        symlink stays one): its first `limit` bytes, as they come, within `timeout_s`, never the
-        whole of a large file; None when there is none, or none came in time."""
-        process = subprocess.Popen(
-            [self.command[0], "cp", f"{container}:{path}", "-"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            return within(process, timeout_s, lambda: process.stdout.read(limit)) or None
-        except subprocess.TimeoutExpired:
-            return None
+        symlink stays one): its first `limit` bytes (read_bounded); None when none came."""
+        return read_bounded([self.command[0], "cp", f"{container}:{path}", "-"], limit, timeout_s)
 
     def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Compose with its output shown as it comes (a build takes minutes) and kept."""
