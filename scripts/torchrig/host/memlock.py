@@ -17,6 +17,7 @@ of two of bytes, found by bisection with the common limit (8 MiB) tried first.
 from __future__ import annotations
 
 import os
+import re
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -24,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from torchrig.host import compose_failure, dotenv
+from torchrig.host import dotenv
 from torchrig.host.workstations import Docker, run_docker
 from torchrig.shared.voice import MAKEFILE as VOICE
 from torchrig.shared.voice import CannotGoOn
@@ -39,6 +40,9 @@ LOWEST, HIGHEST, FIRST = 10, 44, 23
 NOT_FOUND = 127
 NO_PROGRAM = "/torchrig-memlock-probe"
 NEVER_STARTED = "0001-01-01"  # Docker's StartedAt of a container that was only created
+# runc, when the engine may not raise a ulimit this high (RLIMIT_MEMLOCK is type 8).
+REFUSED = re.compile(r"error setting rlimit type 8\b")
+MIB = 1024 * 1024
 
 
 def limits(value: Any) -> tuple[int, int] | None:
@@ -83,7 +87,7 @@ def grants(docker: Docker, image: str, limit: int) -> bool | None:
     )  # fmt: skip
     if tried.returncode == NOT_FOUND:
         return True
-    if compose_failure.MEMLOCK_REFUSED.search(tried.stderr):
+    if REFUSED.search(tried.stderr):
         return False
     return None
 
@@ -134,6 +138,25 @@ def limit_below(docker: Docker, wanted: int) -> int | None:
         return most_granted(lambda limit: grants(docker, image, limit))
 
 
+def memlock_text(limit: int) -> str:
+    if limit < 0:
+        return "unlimited"
+    return f"{limit // MIB} MiB" if limit % MIB == 0 else f"{limit} bytes"
+
+
+def refused_lines(wanted: int, limit: int) -> list[str]:
+    """The engine may not raise memlock to `wanted` (rootless Docker, Podman, a limited engine):
+    the value that works is the most it grants, `limit`."""
+    return [
+        f"the Docker engine may not raise the container's memlock limit to "
+        f"{memlock_text(wanted)} (MEMLOCK={wanted}) (error setting rlimit type 8: operation not "
+        f"permitted): it grants {memlock_text(limit)}. Nothing was built or started.",
+        f"  Set MEMLOCK={limit} in .env (or `make up MEMLOCK={limit}`), or unset MEMLOCK: "
+        "`make up` then writes the value itself. NCCL runs with it; pinned-memory transfers may "
+        "be slower.",
+    ]
+
+
 def settle(
     docker: Docker,
     service: Mapping[str, Any],
@@ -150,10 +173,9 @@ def settle(
     if limit is None:
         return  # granted, or the engine could not be asked (compose will say why)
     if dotenv.setting(VARIABLE, env_file) is not None:
-        lines = compose_failure.memlock_refused_lines(wanted[1], limit)
-        raise CannotGoOn(f"{lines[0]} Nothing was built or started.", *lines[1:])
+        raise CannotGoOn(*refused_lines(wanted[1], limit))
     os.environ[VARIABLE] = str(limit)  # this run's compose, over what it reads
-    text = compose_failure.memlock_text(limit)
+    text = memlock_text(limit)
     comment = f"the most memlock this Docker engine grants ({text}): it refuses unlimited"
     written = dotenv.set_value(env_file, VARIABLE, str(limit), comment=comment)
     where = (

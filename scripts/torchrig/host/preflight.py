@@ -38,6 +38,15 @@ def clashes(rows: list[tuple[str, str, int]], given: Collection[str]) -> list[st
     return []
 
 
+def port_taken_lines(address: str, port: int, variable: str) -> list[str]:
+    return [
+        f"port {port} on {address} is already taken on this machine ({variable}={port}), so the "
+        "workstation cannot be published there. Nothing was started or changed.",
+        f"  Choose another port: `make up {variable}=<free port>` (or set {variable} in .env), or "
+        f"stop what holds it (`ss -ltnp 'sport = :{port}'` shows it).",
+    ]
+
+
 def held_ports(inspected: Mapping[str, Any] | None) -> set[tuple[str, int]]:
     """(address, port) this workstation's running container publishes: its own, not taken."""
     if not inspected or not is_running(inspected):
@@ -64,8 +73,7 @@ def check_ports(
     held = held_ports(inspected)
     for variable, address, port in rows:
         if (address, port) not in held and not free(address, port):
-            lines = compose_failure.port_taken_lines(address, port, variable)
-            raise CannotGoOn(f"{lines[0]} Nothing was started or changed.", *lines[1:])
+            raise CannotGoOn(*port_taken_lines(address, port, variable))
 
 
 def is_running(inspected: Mapping[str, Any] | None) -> bool:

@@ -200,27 +200,18 @@ def report_failure(
     return 1
 
 
-def report_compose_failure(
-    compose: Compose, up: subprocess.CompletedProcess[str], cpu: bool
-) -> int:
+def report_compose_failure(compose: Compose, up: subprocess.CompletedProcess[str]) -> int:
     """compose itself failed, so no container ran: say what it was (its output is above)."""
     version = compose.run("version", "--short")
     config = compose.run("config", "--format", "json")
     workstation = compose_failure.service_config(config.stdout, SERVICE)
-    published = {port: variable for variable, _, port in compose_failure.port_rows(workstation)}
     image, missing = workstation.get("image"), None
     if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
         missing = None if present else image
-    wanted = memlock.limits((workstation.get("ulimits") or {}).get("memlock"))
-    refused = wanted is not None and compose_failure.MEMLOCK_REFUSED.search(up.stdout)
     facts = compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
-        cpu_mode=cpu,
-        published=published,
         missing_image=missing,
-        memlock_wanted=wanted[1] if wanted else None,
-        memlock_limit=memlock.engine_memlock_limit(compose.docker) if refused else None,
     )
     lines = compose_failure.diagnose(up.stdout, facts) or [
         f"`docker compose up` failed (exit {up.returncode}) before the workstation "
@@ -379,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     since = time.time()
     up = compose.shown("up", "-d")
     if up.returncode != 0:
-        return report_compose_failure(compose, up, mode.cpu)
+        return report_compose_failure(compose, up)
     return wait_until_ready(compose, args.timeout, mode.cpu, since)
 
 

@@ -348,23 +348,6 @@ def test_when_compose_itself_fails_its_own_message_stands_and_is_named(
     assert not any(call[0] in ("exec", "stop") for call in compose.calls)
 
 
-def test_a_port_taken_is_said_with_its_variable(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = {"services": {"workstation": {"ports": [{"target": 8888, "published": "18888"}]}}}
-    taken = (
-        "Error starting userland proxy: listen tcp4 127.0.0.1:18888: bind: address already in use"
-    )
-    compose = ready_compose(up=(1, taken), config=(0, json.dumps(config)))
-    assert run_main(monkeypatch, compose, cpu="1") == 1
-    err = capsys.readouterr().err
-    assert (
-        "error: port 18888 on 127.0.0.1 is already taken on this machine (JUPYTER_PORT=18888)"
-        in err
-    )
-    assert "not ready" not in err
-
-
 def test_a_published_image_that_cannot_be_pulled_is_said_so(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
