@@ -117,25 +117,19 @@ def throwaway_image(docker: Docker) -> Iterator[str | None]:
             docker("image", "rm", image)
 
 
+def granted(docker: Docker, wanted: int) -> int | None:
+    """`wanted` (bytes; -1: unlimited) when the engine grants it, else the most it grants, the
+    largest power of two; None when it could not be asked."""
+    with throwaway_image(docker) as image:
+        answer = None if image is None else grants(docker, image, wanted)
+        if answer is not False:
+            return None if answer is None else wanted
+        return most_granted(lambda limit: grants(docker, image, limit))
+
+
 def engine_memlock_limit(docker: Docker = run_docker) -> int | None:
-    """The most memlock this engine grants a container, in bytes: -1 (UNLIMITED) when it grants
-    unlimited, else the largest power of two it grants; None when it could not be asked."""
-    with throwaway_image(docker) as image:
-        if image is None:
-            return None
-        unlimited = grants(docker, image, UNLIMITED)
-        if unlimited is not False:
-            return None if unlimited is None else UNLIMITED
-        return most_granted(lambda limit: grants(docker, image, limit))
-
-
-def limit_below(docker: Docker, wanted: int) -> int | None:
-    """The most memlock the engine grants when it refuses `wanted` bytes (-1: unlimited); None
-    when it grants it, or could not be asked."""
-    with throwaway_image(docker) as image:
-        if image is None or grants(docker, image, wanted) is not False:
-            return None
-        return most_granted(lambda limit: grants(docker, image, limit))
+    """The most memlock this engine grants a container (-1: unlimited); None: not known."""
+    return granted(docker, UNLIMITED)
 
 
 def memlock_text(limit: int) -> str:
@@ -169,8 +163,8 @@ def settle(
     wanted = limits((service.get("ulimits") or {}).get("memlock"))
     if wanted is None or started_with(inspected, wanted):
         return
-    limit = limit_below(docker, wanted[1])
-    if limit is None:
+    limit = granted(docker, wanted[1])
+    if limit is None or limit == wanted[1]:
         return  # granted, or the engine could not be asked (compose will say why)
     if dotenv.setting(VARIABLE, env_file) is not None:
         raise CannotGoOn(*refused_lines(wanted[1], limit))
