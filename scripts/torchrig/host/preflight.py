@@ -49,7 +49,7 @@ def port_taken_lines(address: str, port: int, variable: str) -> list[str]:
 
 def held_ports(inspected: Mapping[str, Any] | None) -> set[tuple[str, int]]:
     """(address, port) this workstation's running container publishes: its own, not taken."""
-    if not inspected or not is_running(inspected):
+    if not inspected or (inspected.get("State") or {}).get("Status") != "running":
         return set()
     bindings = (inspected.get("HostConfig") or {}).get("PortBindings") or {}
     return {
@@ -60,12 +60,14 @@ def held_ports(inspected: Mapping[str, Any] | None) -> set[tuple[str, int]]:
     }
 
 
-def check_ports(
+def check(
     service: Mapping[str, Any],
     inspected: Mapping[str, Any] | None,
     free: IsFree,
     given: Collection[str] = (),
 ) -> None:
+    """CannotGoOn for the first port compose would refuse (`service`: compose's config of the
+    workstation); `given`: the port variables the user set."""
     rows = compose_failure.port_rows(dict(service))
     clash = clashes(rows, given)
     if clash:
@@ -74,22 +76,6 @@ def check_ports(
     for variable, address, port in rows:
         if (address, port) not in held and not free(address, port):
             raise CannotGoOn(*port_taken_lines(address, port, variable))
-
-
-def is_running(inspected: Mapping[str, Any] | None) -> bool:
-    return bool(inspected) and (inspected.get("State") or {}).get("Status") == "running"
-
-
-def check(
-    config_json: str,
-    inspected: Mapping[str, Any] | None,
-    free: IsFree,
-    given: Collection[str] = (),
-) -> None:
-    """CannotGoOn for the first setting compose would refuse; `given`: the port variables the
-    user set."""
-    service = compose_failure.service_config(config_json, "workstation")
-    check_ports(service, inspected, free, given)
 
 
 def parse_inspected(text: str) -> dict[str, Any] | None:

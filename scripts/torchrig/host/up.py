@@ -85,7 +85,8 @@ def check_before_touching(
     ]
     inspected = inspect_own(compose)
     try:
-        preflight.check(config.stdout, inspected, prepare.is_free, given)
+        service = compose_failure.service_config(config.stdout, SERVICE)
+        preflight.check(service, inspected, prepare.is_free, given)
         if not go_ahead:
             recreate.check(compose, config.stdout, inspected)
     except CannotGoOn as refused:
