@@ -243,17 +243,15 @@ def is_workstation(inspected: Mapping[str, Any]) -> bool:
     return labels.get(SERVICE_LABEL) == SERVICE and labels.get(name) == title
 
 
-def inspect_labelled(docker: Docker, label: str, volumes: bool = False) -> list[dict[str, Any]]:
-    """`docker inspect` of every container (running or not), or volume, with the label."""
-    kind = ["volume"] if volumes else []
-    listing = ["volume", "ls"] if volumes else ["ps", "--all", "--no-trunc"]
-    listed = docker(*listing, "--quiet", "--filter", f"label={label}")
+def inspect_labelled(docker: Docker, label: str) -> list[dict[str, Any]]:
+    """`docker inspect` of every container (running or not) with the label."""
+    listed = docker("ps", "--all", "--no-trunc", "--quiet", "--filter", f"label={label}")
     if listed.returncode != 0:
-        raise engine_error("volume ls" if volumes else "ps", listed.stderr.strip())
+        raise engine_error("ps", listed.stderr.strip())
     names = listed.stdout.split()
-    answers = [docker(*kind, "inspect", *names)] if names else []
+    answers = [docker("inspect", *names)] if names else []
     if answers and answers[0].returncode != 0:  # one removed between the two calls: ask each
-        answers = [docker(*kind, "inspect", name) for name in names]
+        answers = [docker("inspect", name) for name in names]
     found = []
     for answer in answers:
         if answer.returncode == 0:
@@ -265,19 +263,6 @@ def all_workstations(docker: Docker = run_docker) -> list[Workstation]:
     """Every torchrig workstation on the engine, by project name."""
     found = inspect_labelled(docker, f"{SERVICE_LABEL}={SERVICE}")
     return sorted((parse(item) for item in found if is_workstation(item)), key=lambda w: w.project)
-
-
-def project_folders(docker: Docker, project: str) -> dict[str, str]:
-    """Folder -> what names it, of every container and volume of the project (any image)."""
-    folders: dict[str, str] = {}
-    for item in inspect_labelled(docker, f"{PROJECT_LABEL}={project}"):
-        labels = (item.get("Config") or {}).get("Labels") or {}
-        folders.setdefault(labels.get(FOLDER_LABEL, ""), f"container {item['Name'].lstrip('/')}")
-    for volume in inspect_labelled(docker, f"{PROJECT_LABEL}={project}", volumes=True):
-        labels = volume.get("Labels") or {}
-        folders.setdefault(labels.get(FOLDER_LABEL, ""), f"volume {volume['Name']}")
-    folders.pop("", None)  # made by hand, not by compose
-    return folders
 
 
 COLUMNS = ("NAME", "FOLDER", "PUID", "STATE", "SINCE", "PORTS", "GPUS")
