@@ -160,8 +160,8 @@ ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
 
 .PHONY: jupyter-url
 jupyter-url: ## print JupyterLab's URL with its token
-	@$(INSIDE) --published-port jupyter -- exec -T -u dev workstation \
-		python -I -m torchrig.jupyter.url
+	@address="$$($(INSIDE) --address jupyter)" && $(AS_DEV) \
+		python -I -m torchrig.jupyter.url --published "$$address"
 
 .PHONY: jupyter-token-rotate
 jupyter-token-rotate: ## a new Jupyter token (kept in .env across restarts until then), then `make up` with it

@@ -230,10 +230,7 @@ def parse(inspected: Mapping[str, Any]) -> Workstation:
 
 
 def parse_ps(text: str) -> list[dict[str, Any]]:
-    """`compose ps --format json`: one object per line (Compose >= 2.21), or one list before."""
-    text = text.strip()
-    if text.startswith("["):
-        return list(json.loads(text))
+    """`compose ps --format json`: one object per line (Compose >= 2.21; MIN_COMPOSE is later)."""
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 

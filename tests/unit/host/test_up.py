@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
 import pytest
-from torchrig.host import gpu_mode, up, workstations
+from torchrig.host import gpu_mode, up
 from torchrig.host.workstations import Compose
 from torchrig.shared import startup
 from torchrig.shared.startup import Answer
@@ -377,9 +377,7 @@ def test_an_image_compose_could_build_is_not_called_missing(
     assert "`docker compose up` failed (exit 17)" in err
 
 
-def test_ps_output_of_older_compose_is_one_json_list() -> None:
-    rows = workstations.parse_ps('[{"ID": "a", "Publishers": []}]')
-    assert rows == [{"ID": "a", "Publishers": []}]
+def test_an_ipv6_address_is_in_brackets() -> None:
     assert up.host_address({"URL": "::", "PublishedPort": 8888}) == "[::]:8888"
 
 
