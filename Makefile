@@ -114,7 +114,7 @@ UV ?= $(firstword $(wildcard $(VENV)/bin/uv) uv)
 # Checks the build's inputs, then passes torch's version from the lock as PYTORCH_VERSION (the
 # image sets it for enroot's PyTorch hook; see torchrig/host/buildcheck.py). `up` builds a
 # missing image, so torchrig.host.up passes it too.
-BUILD_ARGS := version="$$($(HOST_PY) torchrig.host.buildcheck --print-torch-version)"; \
+BUILD_ARGS := version="$$($(HOST_PY) torchrig.host.buildcheck)"; \
 	export PYTORCH_VERSION="$$version";
 
 # Before compose touches anything: the checkout's workstation name (.env on the first run) is
