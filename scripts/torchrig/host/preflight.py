@@ -8,7 +8,7 @@ it already. Memlock is settled before this, for every start (torchrig.host.memlo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torchrig.host import compose_failure
@@ -22,18 +22,16 @@ def overlap(one: str, other: str) -> bool:
     return one == other or one in WILDCARDS or other in WILDCARDS
 
 
-def clashes(rows: list[tuple[str, str, int]], given: Collection[str]) -> list[str]:
-    """Two of this workstation's own ports on one host port: the lines to say, else []. The one
-    to change is the one the user set (`given`)."""
+def clashes(rows: list[tuple[str, str, int]]) -> list[str]:
+    """Two of this workstation's own ports on one host port: the lines to say, else []."""
     for i, (variable, address, port) in enumerate(rows):
         for other, other_address, other_port in rows[i + 1 :]:
             if port == other_port and overlap(address, other_address):
-                changed, kept = (other, variable) if other in given else (variable, other)
                 return [
-                    f"{changed}={port} clashes with this workstation's own {kept}={port}: each "
+                    f"{variable}={port} clashes with this workstation's own {other}={port}: each "
                     "needs a port of its own, so nothing was started or changed.",
-                    f"  Choose another: `make up {changed}=<free port>` (or set {changed} in "
-                    ".env).",
+                    f"  Choose another for the one you changed: `make up {variable}=<free port>` "
+                    f"or `make up {other}=<free port>` (or set it in .env).",
                 ]
     return []
 
@@ -60,16 +58,11 @@ def held_ports(inspected: Mapping[str, Any] | None) -> set[tuple[str, int]]:
     }
 
 
-def check(
-    service: Mapping[str, Any],
-    inspected: Mapping[str, Any] | None,
-    free: IsFree,
-    given: Collection[str] = (),
-) -> None:
+def check(service: Mapping[str, Any], inspected: Mapping[str, Any] | None, free: IsFree) -> None:
     """CannotGoOn for the first port compose would refuse (`service`: compose's config of the
-    workstation); `given`: the port variables the user set."""
+    workstation)."""
     rows = compose_failure.port_rows(dict(service))
-    clash = clashes(rows, given)
+    clash = clashes(rows)
     if clash:
         raise CannotGoOn(*clash)
     held = held_ports(inspected)

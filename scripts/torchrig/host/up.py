@@ -69,24 +69,16 @@ def read_state(compose: Compose) -> workstations.Workstation | None:
     return None if inspected is None else workstations.parse(inspected)
 
 
-def check_before_touching(
-    compose: Compose, go_ahead: bool = False, env_file: Path = Path(".env")
-) -> int:
+def check_before_touching(compose: Compose, go_ahead: bool = False) -> int:
     """What compose would refuse, refused before a recreate removes what runs; a recreate that
     would stop work in the workstation, unless `go_ahead` (`make up RECREATE=1`)."""
     config = compose.run("config", "--format", "json")
     if config.returncode != 0:
         return 0  # prepare said why; compose will again
-    # The port the user changes: on the command line (`make up JUPYTER_PORT=2222`), else set.
-    variables = [port.variable for port in ports.PORTS]
-    typed = set(settings.command_line_names(os.environ.get("MAKEFLAGS", "")))
-    given = [name for name in variables if name in typed] or [
-        name for name in variables if dotenv.setting(name, env_file) is not None
-    ]
     inspected = inspect_own(compose)
     try:
         service = compose_failure.service_config(config.stdout, SERVICE)
-        preflight.check(service, inspected, prepare.is_free, given)
+        preflight.check(service, inspected, prepare.is_free)
         if not go_ahead:
             recreate.check(compose, config.stdout, inspected)
     except CannotGoOn as refused:
