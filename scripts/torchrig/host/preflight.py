@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from torchrig.host import compose_failure
+from torchrig.host.workstations import port_bindings
 from torchrig.shared.voice import CannotGoOn
 
 IsFree = Callable[[str, int], bool]
@@ -49,13 +50,7 @@ def held_ports(inspected: Mapping[str, Any] | None) -> set[tuple[str, int]]:
     """(address, port) this workstation's running container publishes: its own, not taken."""
     if not inspected or (inspected.get("State") or {}).get("Status") != "running":
         return set()
-    bindings = (inspected.get("HostConfig") or {}).get("PortBindings") or {}
-    return {
-        (host.get("HostIp") or "0.0.0.0", int(host["HostPort"]))
-        for hosts in bindings.values()
-        for host in hosts or []
-        if str(host.get("HostPort", "")).isdigit()
-    }
+    return {(address, int(port)) for _, address, port in port_bindings(inspected) if port.isdigit()}
 
 
 def check(service: Mapping[str, Any], inspected: Mapping[str, Any] | None, free: IsFree) -> None:

@@ -22,7 +22,7 @@ from pathlib import PurePath
 from typing import Any
 
 from torchrig.host import compose_failure
-from torchrig.host.workstations import SERVICE, Compose, read_bounded
+from torchrig.host.workstations import SERVICE, Compose, port_bindings, read_bounded
 from torchrig.shared import ports
 from torchrig.shared.torchrun import is_agent
 from torchrig.shared.voice import CannotGoOn, harmless
@@ -151,10 +151,7 @@ def changes(service: Mapping[str, Any], inspected: Mapping[str, Any], image_id: 
     """What compose would recreate the container for, said for a person: the ports, the names of
     the variables (never their values: a token, a key), the image; else its settings."""
     said = []
-    held = {}
-    for target, hosts in ((inspected.get("HostConfig") or {}).get("PortBindings") or {}).items():
-        for host in hosts or []:
-            held[ports.VARIABLES.get(int(target.split("/")[0]))] = str(host.get("HostPort", ""))
+    held = {ports.VARIABLES.get(target): port for target, _, port in port_bindings(inspected)}
     for variable, _, port in compose_failure.port_rows(dict(service)):
         if held.get(variable, str(port)) != str(port):
             said.append(f"{variable} {held[variable]} -> {port}")

@@ -198,6 +198,13 @@ class Workstation:
         return self.state in ("exited", "dead", "restarting") or self.restarts > 0
 
 
+def port_bindings(inspected: Mapping[str, Any]) -> list[tuple[int, str, str]]:
+    """(container port, host address, host port) of each port a container publishes."""
+    bindings = (inspected.get("HostConfig") or {}).get("PortBindings") or {}
+    return [(int(target.split("/")[0]), host.get("HostIp") or "0.0.0.0", str(host.get("HostPort")))
+            for target, hosts in sorted(bindings.items()) for host in hosts or []]  # fmt: skip
+
+
 def parse(inspected: Mapping[str, Any]) -> Workstation:
     """A workstation from one `docker inspect` object."""
     labels = (inspected.get("Config") or {}).get("Labels") or {}
@@ -210,11 +217,7 @@ def parse(inspected: Mapping[str, Any]) -> Workstation:
         since = inspected.get("Created", "")
     env = [item.split("=", 1) for item in (inspected.get("Config") or {}).get("Env") or []]
     host_config = inspected.get("HostConfig") or {}
-    ports = []
-    for target, hosts in sorted((host_config.get("PortBindings") or {}).items()):
-        for host in hosts or []:
-            address = host.get("HostIp") or "0.0.0.0"
-            ports.append(f"{address}:{host.get('HostPort')}->{target.split('/')[0]}")
+    ports = [f"{address}:{port}->{target}" for target, address, port in port_bindings(inspected)]
     return Workstation(
         project=labels.get(PROJECT_LABEL, ""),
         folder=labels.get(FOLDER_LABEL, ""),
