@@ -89,10 +89,8 @@ class Compose:
 
     command: Sequence[str]
 
-    def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*self.command, *args], capture_output=capture, text=True, check=False
-        )
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.command, *args], capture_output=True, text=True, check=False)
 
     def docker(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The plain docker CLI (compose is its plugin): for what compose does not report."""

@@ -110,7 +110,7 @@ class Engine(Compose):
     table: str = BUSY
     calls: list[tuple[str, ...]] = field(default_factory=list)
 
-    def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         self.calls.append(args)
         assert args == ("config", "--hash", "workstation"), args
         return subprocess.CompletedProcess(args, 0, f"workstation {self.config_hash}\n", "")

@@ -41,7 +41,7 @@ class FakeCompose(Compose):
         keys = [key for key in self.answers if joined == key or joined.startswith(f"{key} ")]
         return self.answers[max(keys, key=len)] if keys else (0, "")
 
-    def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         code, out = self.answer(args)
         return subprocess.CompletedProcess(args, code, out, out if code else "")
 
