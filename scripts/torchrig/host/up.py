@@ -280,23 +280,14 @@ def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
 
 
 def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
-    """GPUS checked (CPU mode: its spelling only), free ones picked and written to .env."""
+    """GPUS checked (CPU mode: its spelling only): none another running workstation holds."""
     value = dotenv.setting(gpus.VARIABLE, env_file)
     if cpu:
         gpus.parse_request(value)
         return
     others = [one for one in workstations.all_workstations(compose.docker) if one.project != name]
     share = dotenv.setting(gpus.SHARE_VARIABLE, env_file) == "1"
-    picked = gpus.decide(value, share, others, gpus.read_host_table())
-    if picked is None:
-        return
-    os.environ[gpus.VARIABLE] = picked  # this run's compose, over what it reads
-    written = dotenv.set_value(env_file, gpus.VARIABLE, picked, comment=f"{value} picked")
-    kept = f"GPUS={picked}"
-    where = (
-        f"wrote {kept} to {env_file}" if written else f"add {kept} to your env file to keep them"
-    )
-    VOICE.note(f"GPUS={value}: took GPUs {picked}, held by no other workstation ({where})")
+    gpus.check(value, share, others, gpus.read_host_table())
 
 
 def settle_memlock(compose: Compose, env_file: Path = Path(".env")) -> int:

@@ -138,11 +138,10 @@ class Compose:
 
 @dataclass(frozen=True)
 class GpuClaim:
-    """GPUs asked for: every one, these ids (host indices or UUIDs), or `free` of them (GPUS)."""
+    """GPUs asked for: every one, or these ids (host indices or UUIDs)."""
 
     every: bool = False
     ids: tuple[str, ...] = ()
-    free: int = 0
 
     @property
     def any(self) -> bool:
