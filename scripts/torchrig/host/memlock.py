@@ -6,7 +6,7 @@ free ports: MEMLOCK unset and unlimited refused, it writes the most the engine g
 with a note; a MEMLOCK the user set that the engine cannot grant is refused, with the value that
 works. A workstation that was started with the same value already is not asked about again.
 
-How the engine is asked (`engine_memlock_limit`, also what the container tests use): a throwaway
+How the engine is asked (`granted`; the container tests ask it too): a throwaway
 container of an empty image (imported from an empty archive, so nothing is built or pulled, and
 removed after) is started with the limit. The engine sets the limit before it would run the
 container's program, and there is none: "no such file" (exit 127) means it granted it, "error
