@@ -179,5 +179,5 @@ def test_a_workstation_asking_for_gpus_is_read_back_from_the_engine(
     assert [(w.gpus.ids, w.state) for w in held] == [(("0", "2"), "created")]
     running = [dataclasses.replace(held[0], state="running")]  # as if the runtime had started it
     with pytest.raises(CannotGoOn) as refused:
-        gpus.decide("2,3", share=False, others=running, table=None)
+        gpus.check("2,3", share=False, others=running, table=None)
     assert f"GPU 2 is held by workstation {bob.name} from {bob.folder}" in refused.value.lines[0]
