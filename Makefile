@@ -114,7 +114,7 @@ UV ?= $(firstword $(wildcard $(VENV)/bin/uv) uv)
 # Checks the build's inputs, then passes torch's version from the lock as PYTORCH_VERSION (the
 # image sets it for enroot's PyTorch hook; see torchrig/host/buildcheck.py). `up` builds a
 # missing image, so torchrig.host.up passes it too.
-BUILD_ARGS := version="$$($(HOST_PY) torchrig.host.buildcheck --print-torch-version)"; \
+BUILD_ARGS := version="$$($(HOST_PY) torchrig.host.buildcheck)"; \
 	export PYTORCH_VERSION="$$version";
 
 # Before compose touches anything: the checkout's workstation name (.env on the first run) is
@@ -160,8 +160,8 @@ ssh: ## ssh into the running container as dev (needs SSH_PUBLIC_KEY)
 
 .PHONY: jupyter-url
 jupyter-url: ## print JupyterLab's URL with its token
-	@$(INSIDE) --published-port jupyter -- exec -T -u dev workstation \
-		python -I -m torchrig.jupyter.url
+	@address="$$($(INSIDE) --address jupyter)" && $(AS_DEV) \
+		python -I -m torchrig.jupyter.url --published "$$address"
 
 .PHONY: jupyter-token-rotate
 jupyter-token-rotate: ## a new Jupyter token (kept in .env across restarts until then), then `make up` with it

@@ -4,7 +4,7 @@ own `.env`. Every project a checkout ran is torn down with its volumes, and ever
 given to it removed, even on failure.
 
 A checkout's folder is named by tests.machines.leftovers, so the workstation `make up` names from it
-(`torchrig-<user>-<folder>`) is never a person's own: the person's image tag, containers and
+(`torchrig-<user>-<folder>-<hash>`) is never a person's own: the person's image tag, containers and
 volumes stay as they were (`a_persons_own_workstation` checks it around every checkout test).
 """
 

@@ -110,9 +110,9 @@ def test_two_checkouts_of_one_folder_name_are_two_workstations_side_by_side(
     job = alice.exec("pgrep -u dev -x sleep")
 
     first_run(bob)
-    # Each its own name, from the user and the folder; the second with its folder's hash.
-    assert bob.name == project.with_hash(alice.name, bob.folder)
-    assert alice.name.startswith(project.readable_name(project.user_name(), alice.folder))
+    # Each its own name, from the user, the folder and the folder's hash.
+    assert alice.name != bob.name
+    assert [c.name for c in (alice, bob)] == [project.new_name(c.folder) for c in (alice, bob)]
     ports = {c.name: (c.env_value("JUPYTER_PORT"), c.env_value("SSH_PORT")) for c in (alice, bob)}
     chosen = [int(port) for pair in ports.values() for port in pair if port]
     assert len(chosen) == 4 and len(set(chosen)) == 4, ports
@@ -179,5 +179,5 @@ def test_a_workstation_asking_for_gpus_is_read_back_from_the_engine(
     assert [(w.gpus.ids, w.state) for w in held] == [(("0", "2"), "created")]
     running = [dataclasses.replace(held[0], state="running")]  # as if the runtime had started it
     with pytest.raises(CannotGoOn) as refused:
-        gpus.decide("2,3", share=False, others=running, table=None)
+        gpus.check("2,3", share=False, others=running, table=None)
     assert f"GPU 2 is held by workstation {bob.name} from {bob.folder}" in refused.value.lines[0]

@@ -1,7 +1,7 @@
 """`make build` checks its inputs first, so a typo fails with a sentence, not a BuildKit trace.
 
---print-torch-version prints PYTORCH_VERSION from the lock: enroot's PyTorch hook (pyxis on Slurm)
-fills in torch's distributed variables only in images that set it.
+Then it prints PYTORCH_VERSION from the lock: enroot's PyTorch hook (pyxis on Slurm) fills in
+torch's distributed variables only in images that set it.
 """
 
 from __future__ import annotations
@@ -103,15 +103,9 @@ def checked_torch_version(environ: Mapping[str, str]) -> tuple[str | None, list[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--print-torch-version",
-        action="store_true",
-        help="then print the torch version the flavour's lock pins (the image's PYTORCH_VERSION)",
-    )
-    args = parser.parse_args(argv)
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args(argv)
     version, found = checked_torch_version(os.environ)
-    if version and args.print_torch_version:
+    if version:
         print(version)
     for problem in found:
         VOICE.error(problem)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from torchrig.shared import ports
@@ -20,15 +19,6 @@ SOCKET_DENIED = re.compile(
     r"permission denied while trying to connect to the Docker (?:daemon socket|API) at (\S+?):?\s",
     re.IGNORECASE,
 )
-# docker-proxy: "listen tcp4 127.0.0.1:8888: bind: address already in use"; another container
-# holding it: "Bind for 0.0.0.0:8888 failed: port is already allocated".
-PORT_TAKEN = re.compile(
-    r"(?:listen tcp[46]? |Bind for )(\S+):(\d+)(?:: bind: address already in use"
-    r"| failed: port is already allocated)"
-)
-# runc, when the engine may not raise a ulimit this high (RLIMIT_MEMLOCK is type 8).
-MEMLOCK_REFUSED = re.compile(r"error setting rlimit type 8\b")
-MIB = 1024 * 1024
 NO_NVIDIA_DRIVER = re.compile(r'could not select device driver "nvidia"')
 NO_COMPOSE = re.compile(r"'compose' is not a docker command|unknown command \"compose\"")
 TOOLKIT_FIX = "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker"
@@ -42,27 +32,16 @@ def engine_error(command: str, said: str) -> CannotGoOn:
 
 @dataclass(frozen=True)
 class FailureFacts:
-    """Read after compose failed (each None where it could not be read)."""
+    """Read after compose failed (each None where it could not be read). What make up checks
+    before compose runs (ports, memlock, GPUs) is said there, not here."""
 
     compose_version: str | None = None  # `docker compose version --short`
-    cpu_mode: bool = False
-    # Host port -> the variable that chose it (from `compose config`).
-    published: Mapping[int, str] = field(default_factory=dict)
     missing_image: str | None = None  # not on this machine, and compose can only pull it
-    memlock_wanted: int | None = None  # the hard memlock limit compose asked for (-1: unlimited)
-    memlock_limit: int | None = None  # the most the engine grants, bytes (None: not known)
 
 
 def diagnose(output: str, facts: FailureFacts) -> list[str] | None:
     """The error to say (what failed, then, indented, what to do); None for one we do not know."""
-    for check in (
-        daemon_unreachable,
-        compose_too_old,
-        port_taken,
-        memlock_refused,
-        no_nvidia,
-        image_missing,
-    ):
+    for check in (daemon_unreachable, compose_too_old, no_nvidia, image_missing):
         lines = check(output, facts)
         if lines:
             return lines
@@ -106,64 +85,9 @@ def compose_too_old(output: str, facts: FailureFacts) -> list[str] | None:
     ]
 
 
-def port_taken(output: str, facts: FailureFacts) -> list[str] | None:
-    taken = PORT_TAKEN.search(output)
-    if not taken:
-        return None
-    address, port = taken[1].strip("[]"), int(taken[2])
-    return port_taken_lines(address, port, facts.published.get(port))
-
-
-def port_taken_lines(address: str, port: int, variable: str | None) -> list[str]:
-    chosen = f"{variable}={port}" if variable else "JUPYTER_PORT or SSH_PORT"
-    setting = variable or "JUPYTER_PORT"
-    return [
-        f"port {port} on {address} is already taken on this machine ({chosen}), so "
-        "the workstation cannot be published there.",
-        f"  Choose another port: `make up {setting}=<free port>` (or set {setting} in .env), or "
-        f"stop what holds it (`ss -ltnp 'sport = :{port}'` shows it).",
-    ]
-
-
-def memlock_refused(output: str, facts: FailureFacts) -> list[str] | None:
-    if not MEMLOCK_REFUSED.search(output):
-        return None
-    return memlock_refused_lines(facts.memlock_wanted, facts.memlock_limit)
-
-
-def memlock_text(limit: int | None) -> str:
-    if limit is None or limit < 0:
-        return "unlimited"
-    return f"{limit // MIB} MiB" if limit % MIB == 0 else f"{limit} bytes"
-
-
-def memlock_refused_lines(wanted: int | None, limit: int | None) -> list[str]:
-    """The engine may not raise memlock to `wanted` (rootless Docker, Podman, a limited engine):
-    the value that works is the most it grants (torchrig.host.memlock found it), `limit`."""
-    asked = f" to {memlock_text(wanted)} (MEMLOCK={wanted})" if wanted is not None else ""
-    works = f"MEMLOCK={limit}" if limit is not None else "MEMLOCK=<bytes>"
-    where = (
-        f"it grants {memlock_text(limit)}"
-        if limit is not None
-        else "its hard limit is `ulimit -H -l` (KiB) where the engine runs, times 1024"
-    )
-    return [
-        f"the Docker engine may not raise the container's memlock limit{asked} "
-        f"(error setting rlimit type 8: operation not permitted): {where}.",
-        f"  Set {works} in .env (or `make up {works}`), or unset MEMLOCK: `make up` then writes "
-        "the value itself. NCCL runs with it; pinned-memory transfers may be slower.",
-    ]
-
-
 def no_nvidia(output: str, facts: FailureFacts) -> list[str] | None:
     if not NO_NVIDIA_DRIVER.search(output):
         return None
-    if facts.cpu_mode:  # a compose that ignored `!reset []` and kept the GPU reservation
-        return [
-            'compose asked for GPUs in CPU mode (could not select device driver "nvidia"):'
-            " this compose did not apply docker-compose.cpu.yml's `!reset`.",
-            f"  Update Docker's compose plugin to {'.'.join(map(str, MIN_COMPOSE))} or newer.",
-        ]
     return no_toolkit_lines(
         "Docker cannot hand GPUs to containers (compose: could not select device "
         'driver "nvidia"): the NVIDIA Container Toolkit is missing, or Docker is not '

@@ -177,15 +177,21 @@ def parse(text: str) -> dict[str, str]:
     return values
 
 
-def read_values(path: Path = Path(".env")) -> dict[str, str]:
-    """What the files compose reads set (COMPOSE_ENV_FILES's, else `path`), later files winning."""
-    values: dict[str, str] = {}
+def values_by_file(path: Path = Path(".env")) -> dict[Path, dict[str, str]]:
+    """Each file compose reads variables from (COMPOSE_ENV_FILES's, else `path`), with what it
+    sets."""
+    values = {}
     for file in env_files() or [path]:
         try:
-            values.update(parse(file.read_text(encoding="utf-8")))
+            values[file] = parse(file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):
             continue
     return values
+
+
+def read_values(path: Path = Path(".env")) -> dict[str, str]:
+    """What the files compose reads set, later files winning."""
+    return {name: value for found in values_by_file(path).values() for name, value in found.items()}
 
 
 def setting(name: str, path: Path = Path(".env")) -> str | None:

@@ -1,5 +1,5 @@
-"""GPUs per person (`GPUS`): checked, `free:N` picked, another running workstation's refused
-unless `SHARE_GPUS=1` (docs/sharing.md). What others hold is read from the engine."""
+"""GPUs per person (`GPUS`): checked, and another running workstation's refused unless
+`SHARE_GPUS=1` (docs/sharing.md). What others hold is read from the engine."""
 
 from __future__ import annotations
 
@@ -13,28 +13,19 @@ from torchrig.shared.voice import CannotGoOn
 
 VARIABLE = "GPUS"
 SHARE_VARIABLE = "SHARE_GPUS"
-FREE = "free:"
 INDEX = re.compile(r"^\d+$")
 UUID = re.compile(r"^(GPU|MIG)-[0-9a-fA-F-]+$")
 HOW = (
-    f"  {VARIABLE}=all, host indices `{VARIABLE}=0,1` (nvidia-smi's numbers), UUIDs "
-    f"`{VARIABLE}=GPU-...` (`nvidia-smi -L`), or `{VARIABLE}=free:N` for N that no other "
-    "workstation holds."
+    f"  {VARIABLE}=all, host indices `{VARIABLE}=0,1` (nvidia-smi's numbers), or UUIDs "
+    f"`{VARIABLE}=GPU-...` (`nvidia-smi -L`); `make ls` shows who holds which."
 )
 
 
 def parse_request(value: str | None) -> GpuClaim:
-    """What GPUS asks for: every GPU, these ids, or `free` of them."""
+    """What GPUS asks for: every GPU, or these ids."""
     text = (value or ALL).strip()
     if text == ALL:
         return GpuClaim(every=True)
-    if text.startswith(FREE):
-        count = text.removeprefix(FREE)
-        if not INDEX.match(count) or int(count) < 1:
-            raise CannotGoOn(
-                f"{VARIABLE}={text}: after 'free:' comes how many GPUs, 1 or more.", HOW
-            )
-        return GpuClaim(free=int(count))
     ids = tuple(part.strip() for part in text.split(","))
     bad = [part for part in ids if not (INDEX.match(part) or UUID.match(part))]
     if bad or not ids:
@@ -113,40 +104,15 @@ def overlaps(
     return found
 
 
-def pick_free(count: int, others: list[Workstation], table: list[HostGpu] | None) -> list[str]:
-    """The `count` lowest host indices that no other running workstation holds."""
-    if table is None:
-        raise CannotGoOn(
-            f"{VARIABLE}=free:{count} needs this machine's GPU list, and nvidia-smi could not "
-            "give it.",
-            f"  Name the GPUs instead ({VARIABLE}=0,1; `make ls` shows who holds which).",
-        )
-    every = {gpu.index for gpu in table}
-    taken = set().union(*(held(other.gpus, table) or every for other in holders(others)))
-    free = [gpu.index for gpu in table if gpu.index not in taken]
-    if len(free) < count:
-        named = ", ".join(f"{o.project} ({o.gpus.text()})" for o in holders(others))
-        raise CannotGoOn(
-            f"{VARIABLE}=free:{count}: only {len(free)} of this machine's {len(table)} GPUs "
-            f"are free ({', '.join(free) or 'none'}); held by: {named or 'nobody'}.",
-            "  Ask for fewer, or agree with their owners (`make ls`), or share on purpose: "
-            f"{SHARE_VARIABLE}=1 with {VARIABLE}=<ids>.",
-        )
-    return free[:count]
-
-
-def decide(
+def check(
     value: str | None, share: bool, others: list[Workstation], table: list[HostGpu] | None
-) -> str | None:
-    """The GPUs picked now (free:N), for .env; None: GPUS stands. CannotGoOn: malformed, unknown,
-    or held by another workstation."""
+) -> None:
+    """CannotGoOn for GPUS malformed, unknown here, or held by another running workstation."""
     request = parse_request(value)
-    if request.free:
-        return ",".join(pick_free(request.free, others, table))
     check_known(request, table)
     found = [] if share else overlaps(request, others, table)
     if not found:
-        return None
+        return
     held_by = [
         f"GPU {gpus} {'are' if ',' in gpus or gpus == 'all' else 'is'} held by workstation "
         f"{other.project} from {other.folder or '(no folder)'} (PUID {other.puid}, GPUS "
@@ -157,6 +123,6 @@ def decide(
         "the GPUs asked for are in use by another running workstation: "
         + "; ".join(held_by)
         + ". Nothing was started.",
-        f"  Take free ones with `make up {VARIABLE}=free:N`, name others ({VARIABLE}=0,1; "
-        f"`make ls` shows who holds which), or share on purpose with {SHARE_VARIABLE}=1.",
+        f"  Name others ({VARIABLE}=0,1; `make ls` shows who holds which), or share on purpose "
+        f"with {SHARE_VARIABLE}=1.",
     )

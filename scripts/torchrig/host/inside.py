@@ -1,5 +1,5 @@
 """The make targets that need the running workstation (`make shell`, `make packages`, ...):
-`inside --compose "docker compose ..." [--check | --interactive | --any-state] -- ARGS...`, or
+`inside --compose "docker compose ..." [--interactive | --any-state] -- ARGS...`, or
 `inside --compose ... --address ssh`: the host address compose published a port of the table
 (torchrig.shared.ports) at.
 
@@ -28,9 +28,6 @@ from torchrig.shared.voice import MAKEFILE as VOICE
 from torchrig.shared.voice import harmless, harmless_lines
 
 NOT_RUNNING = "not running: `make up` starts it"
-# `--published-port jupyter`: compose's host address for that port, given to the command as
-# `--published ADDRESS` (`make jupyter-url` prints the URL the host reaches).
-PUBLISHED_OPTION = "--published"
 INTERRUPTED = 130  # the shell's status for a command ended by SIGINT
 
 
@@ -108,14 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--compose", required=True, help="the compose command make built")
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--check", action="store_true", help="only check that it runs")
     mode.add_argument("--interactive", action="store_true", help="a session: output as it is")
     parser.add_argument("--any-state", action="store_true", help="a stopped container will do")
-    names = sorted(PORT_NAMES)
-    parser.add_argument(
-        "--published-port", choices=names, help="append --published <compose's host address>"
+    mode.add_argument(
+        "--address", choices=sorted(PORT_NAMES), help="print compose's host address for it"
     )
-    mode.add_argument("--address", choices=names, help="print compose's host address for it")
     parser.add_argument("args", nargs="*", help="compose's arguments, after --")
     args = parser.parse_args(argv)
     compose = shlex.split(args.compose)
@@ -123,14 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     if said:
         VOICE.error(said)
         return 1
-    if args.check:
-        return 0
     if args.address:
         return say_address(compose, args.address)
     command = [*compose, *args.args]
-    address = args.published_port and published_address(compose, args.published_port)
-    if address:
-        command += [PUBLISHED_OPTION, address]
     if args.interactive:
         os.execvp(command[0], command)
     return run_harmless(command)

@@ -61,12 +61,9 @@ def rotate(env_file: Path = Path(".env")) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rotate", action="store_true", help="write a new token to .env")
-    args = parser.parse_args(argv)
-    if args.rotate:
-        return rotate()
-    keep()
-    return 0
+    parser.add_argument("--rotate", action="store_true", required=True, help="a new token")
+    parser.parse_args(argv)
+    return rotate()
 
 
 if __name__ == "__main__":

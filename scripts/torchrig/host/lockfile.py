@@ -40,11 +40,10 @@ def uv_command(uv: str, flavour: str, output: Path, upgrade: bool = False) -> li
     return command
 
 
-def find_uv(explicit: str | None) -> str:
-    """The uv given (a path, or a name on PATH, as make's UV may be), else the venv's or PATH's."""
-    for candidate in [explicit] if explicit else [".venv/bin/uv", "uv"]:
-        if found := shutil.which(candidate):
-            return found
+def find_uv(given: str) -> str:
+    """make's UV (a path, or a name on PATH; its default is the venv's, else PATH's)."""
+    if found := shutil.which(given):
+        return found
     raise SystemExit(
         "error: uv not found: `pip install uv` (or `make venv`, then `.venv/bin/pip install uv`)"
     )
@@ -53,7 +52,7 @@ def find_uv(explicit: str | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flavour", help="CUDA flavour (default: the Dockerfile's)")
-    parser.add_argument("--uv", help="the uv executable (default: .venv/bin/uv, then PATH)")
+    parser.add_argument("--uv", required=True, help="the uv executable (make's UV)")
     parser.add_argument("--upgrade", action="store_true", help="move every pin to the newest")
     args = parser.parse_args(argv)
     text = buildcheck.read_dockerfile()

@@ -6,7 +6,7 @@ free ports: MEMLOCK unset and unlimited refused, it writes the most the engine g
 with a note; a MEMLOCK the user set that the engine cannot grant is refused, with the value that
 works. A workstation that was started with the same value already is not asked about again.
 
-How the engine is asked (`engine_memlock_limit`, also what the container tests use): a throwaway
+How the engine is asked (`granted`; the container tests ask it too): a throwaway
 container of an empty image (imported from an empty archive, so nothing is built or pulled, and
 removed after) is started with the limit. The engine sets the limit before it would run the
 container's program, and there is none: "no such file" (exit 127) means it granted it, "error
@@ -17,6 +17,7 @@ of two of bytes, found by bisection with the common limit (8 MiB) tried first.
 from __future__ import annotations
 
 import os
+import re
 import tarfile
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -24,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from torchrig.host import compose_failure, dotenv
+from torchrig.host import dotenv
 from torchrig.host.workstations import Docker, run_docker
 from torchrig.shared.voice import MAKEFILE as VOICE
 from torchrig.shared.voice import CannotGoOn
@@ -39,6 +40,9 @@ LOWEST, HIGHEST, FIRST = 10, 44, 23
 NOT_FOUND = 127
 NO_PROGRAM = "/torchrig-memlock-probe"
 NEVER_STARTED = "0001-01-01"  # Docker's StartedAt of a container that was only created
+# runc, when the engine may not raise a ulimit this high (RLIMIT_MEMLOCK is type 8).
+REFUSED = re.compile(r"error setting rlimit type 8\b")
+MIB = 1024 * 1024
 
 
 def limits(value: Any) -> tuple[int, int] | None:
@@ -83,7 +87,7 @@ def grants(docker: Docker, image: str, limit: int) -> bool | None:
     )  # fmt: skip
     if tried.returncode == NOT_FOUND:
         return True
-    if compose_failure.MEMLOCK_REFUSED.search(tried.stderr):
+    if REFUSED.search(tried.stderr):
         return False
     return None
 
@@ -113,25 +117,38 @@ def throwaway_image(docker: Docker) -> Iterator[str | None]:
             docker("image", "rm", image)
 
 
+def granted(docker: Docker, wanted: int) -> int | None:
+    """`wanted` (bytes; -1: unlimited) when the engine grants it, else the most it grants, the
+    largest power of two; None when it could not be asked."""
+    with throwaway_image(docker) as image:
+        answer = None if image is None else grants(docker, image, wanted)
+        if answer is not False:
+            return None if answer is None else wanted
+        return most_granted(lambda limit: grants(docker, image, limit))
+
+
 def engine_memlock_limit(docker: Docker = run_docker) -> int | None:
-    """The most memlock this engine grants a container, in bytes: -1 (UNLIMITED) when it grants
-    unlimited, else the largest power of two it grants; None when it could not be asked."""
-    with throwaway_image(docker) as image:
-        if image is None:
-            return None
-        unlimited = grants(docker, image, UNLIMITED)
-        if unlimited is not False:
-            return None if unlimited is None else UNLIMITED
-        return most_granted(lambda limit: grants(docker, image, limit))
+    """The most memlock this engine grants a container (-1: unlimited); None: not known."""
+    return granted(docker, UNLIMITED)
 
 
-def limit_below(docker: Docker, wanted: int) -> int | None:
-    """The most memlock the engine grants when it refuses `wanted` bytes (-1: unlimited); None
-    when it grants it, or could not be asked."""
-    with throwaway_image(docker) as image:
-        if image is None or grants(docker, image, wanted) is not False:
-            return None
-        return most_granted(lambda limit: grants(docker, image, limit))
+def memlock_text(limit: int) -> str:
+    if limit < 0:
+        return "unlimited"
+    return f"{limit // MIB} MiB" if limit % MIB == 0 else f"{limit} bytes"
+
+
+def refused_lines(wanted: int, limit: int) -> list[str]:
+    """The engine may not raise memlock to `wanted` (rootless Docker, Podman, a limited engine):
+    the value that works is the most it grants, `limit`."""
+    return [
+        f"the Docker engine may not raise the container's memlock limit to "
+        f"{memlock_text(wanted)} (MEMLOCK={wanted}) (error setting rlimit type 8: operation not "
+        f"permitted): it grants {memlock_text(limit)}. Nothing was built or started.",
+        f"  Set MEMLOCK={limit} in .env (or `make up MEMLOCK={limit}`), or unset MEMLOCK: "
+        "`make up` then writes the value itself. NCCL runs with it; pinned-memory transfers may "
+        "be slower.",
+    ]
 
 
 def settle(
@@ -146,14 +163,13 @@ def settle(
     wanted = limits((service.get("ulimits") or {}).get("memlock"))
     if wanted is None or started_with(inspected, wanted):
         return
-    limit = limit_below(docker, wanted[1])
-    if limit is None:
+    limit = granted(docker, wanted[1])
+    if limit is None or limit == wanted[1]:
         return  # granted, or the engine could not be asked (compose will say why)
     if dotenv.setting(VARIABLE, env_file) is not None:
-        lines = compose_failure.memlock_refused_lines(wanted[1], limit)
-        raise CannotGoOn(f"{lines[0]} Nothing was built or started.", *lines[1:])
+        raise CannotGoOn(*refused_lines(wanted[1], limit))
     os.environ[VARIABLE] = str(limit)  # this run's compose, over what it reads
-    text = compose_failure.memlock_text(limit)
+    text = memlock_text(limit)
     comment = f"the most memlock this Docker engine grants ({text}): it refuses unlimited"
     written = dotenv.set_value(env_file, VARIABLE, str(limit), comment=comment)
     where = (

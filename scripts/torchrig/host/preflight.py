@@ -8,10 +8,11 @@ it already. Memlock is settled before this, for every start (torchrig.host.memlo
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torchrig.host import compose_failure
+from torchrig.host.workstations import port_bindings
 from torchrig.shared.voice import CannotGoOn
 
 IsFree = Callable[[str, int], bool]
@@ -22,66 +23,47 @@ def overlap(one: str, other: str) -> bool:
     return one == other or one in WILDCARDS or other in WILDCARDS
 
 
-def clashes(rows: list[tuple[str, str, int]], given: Collection[str]) -> list[str]:
-    """Two of this workstation's own ports on one host port: the lines to say, else []. The one
-    to change is the one the user set (`given`)."""
+def clashes(rows: list[tuple[str, str, int]]) -> list[str]:
+    """Two of this workstation's own ports on one host port: the lines to say, else []."""
     for i, (variable, address, port) in enumerate(rows):
         for other, other_address, other_port in rows[i + 1 :]:
             if port == other_port and overlap(address, other_address):
-                changed, kept = (other, variable) if other in given else (variable, other)
                 return [
-                    f"{changed}={port} clashes with this workstation's own {kept}={port}: each "
+                    f"{variable}={port} clashes with this workstation's own {other}={port}: each "
                     "needs a port of its own, so nothing was started or changed.",
-                    f"  Choose another: `make up {changed}=<free port>` (or set {changed} in "
-                    ".env).",
+                    f"  Choose another for the one you changed: `make up {variable}=<free port>` "
+                    f"or `make up {other}=<free port>` (or set it in .env).",
                 ]
     return []
 
 
+def port_taken_lines(address: str, port: int, variable: str) -> list[str]:
+    return [
+        f"port {port} on {address} is already taken on this machine ({variable}={port}), so the "
+        "workstation cannot be published there. Nothing was started or changed.",
+        f"  Choose another port: `make up {variable}=<free port>` (or set {variable} in .env), or "
+        f"stop what holds it (`ss -ltnp 'sport = :{port}'` shows it).",
+    ]
+
+
 def held_ports(inspected: Mapping[str, Any] | None) -> set[tuple[str, int]]:
     """(address, port) this workstation's running container publishes: its own, not taken."""
-    if not inspected or not is_running(inspected):
+    if not inspected or (inspected.get("State") or {}).get("Status") != "running":
         return set()
-    bindings = (inspected.get("HostConfig") or {}).get("PortBindings") or {}
-    return {
-        (host.get("HostIp") or "0.0.0.0", int(host["HostPort"]))
-        for hosts in bindings.values()
-        for host in hosts or []
-        if str(host.get("HostPort", "")).isdigit()
-    }
+    return {(address, int(port)) for _, address, port in port_bindings(inspected) if port.isdigit()}
 
 
-def check_ports(
-    service: Mapping[str, Any],
-    inspected: Mapping[str, Any] | None,
-    free: IsFree,
-    given: Collection[str] = (),
-) -> None:
+def check(service: Mapping[str, Any], inspected: Mapping[str, Any] | None, free: IsFree) -> None:
+    """CannotGoOn for the first port compose would refuse (`service`: compose's config of the
+    workstation)."""
     rows = compose_failure.port_rows(dict(service))
-    clash = clashes(rows, given)
+    clash = clashes(rows)
     if clash:
         raise CannotGoOn(*clash)
     held = held_ports(inspected)
     for variable, address, port in rows:
         if (address, port) not in held and not free(address, port):
-            lines = compose_failure.port_taken_lines(address, port, variable)
-            raise CannotGoOn(f"{lines[0]} Nothing was started or changed.", *lines[1:])
-
-
-def is_running(inspected: Mapping[str, Any] | None) -> bool:
-    return bool(inspected) and (inspected.get("State") or {}).get("Status") == "running"
-
-
-def check(
-    config_json: str,
-    inspected: Mapping[str, Any] | None,
-    free: IsFree,
-    given: Collection[str] = (),
-) -> None:
-    """CannotGoOn for the first setting compose would refuse; `given`: the port variables the
-    user set."""
-    service = compose_failure.service_config(config_json, "workstation")
-    check_ports(service, inspected, free, given)
+            raise CannotGoOn(*port_taken_lines(address, port, variable))
 
 
 def parse_inspected(text: str) -> dict[str, Any] | None:

@@ -23,7 +23,6 @@ from torchrig.host.workstations import (
     Docker,
     inspect_labelled,
     parse,
-    project_folders,
     run_docker,
 )
 from torchrig.shared.voice import MAKEFILE as VOICE
@@ -90,29 +89,17 @@ def same_folder(one: str, other: Path) -> bool:
     return os.path.realpath(one) == os.path.realpath(other)
 
 
-def others(folders: dict[str, str], folder: Path) -> dict[str, str]:
-    return {path: what for path, what in folders.items() if not same_folder(path, folder)}
+def new_name(folder: Path) -> str:
+    """The readable name with the folder's hash: another folder's never has it, so no engine is
+    asked (two clones into folders of one name are two names)."""
+    return with_hash(readable_name(user_name(), folder), folder)
 
 
-def new_name(docker: Docker, folder: Path) -> str:
-    """The readable name, or with the folder's hash when another folder's workstation has it."""
-    name = readable_name(user_name(), folder)
-    if not others(project_folders(docker, name), folder):
-        return name
-    hashed = with_hash(name, folder)
-    if others(project_folders(docker, hashed), folder):
-        raise CannotGoOn(
-            f"the names {name} and {hashed} are both in use by other folders' workstations.",
-            HOW_TO_CHOOSE,
-        )
-    return hashed
-
-
-def first_lines(docker: Docker, folder: Path) -> tuple[str, ...]:
+def first_lines(folder: Path) -> tuple[str, ...]:
     """The name a first run writes: the one given (`make up COMPOSE_PROJECT_NAME=...`), or new."""
     name = os.environ.get(VARIABLE)
     if name is None:
-        name = new_name(docker, folder)
+        name = new_name(folder)
     check_name(name)
     why = "this checkout's workstation (make ls)"
     return (f"# {why}; the image is {name}/workstation:latest.", f"{VARIABLE}={name}")
@@ -124,9 +111,9 @@ class Settled:
     written: bool  # .env was written just now (the first run)
 
 
-def settle(env_file: Path, folder: Path, docker: Docker = run_docker) -> Settled:
+def settle(env_file: Path, folder: Path) -> Settled:
     """The checkout's name: the one set (environment, then .env), else chosen now and written."""
-    written = dotenv.write_on_first_run(env_file, lambda: first_lines(docker, folder))
+    written = dotenv.write_on_first_run(env_file, lambda: first_lines(folder))
     name = dotenv.setting(VARIABLE, env_file)
     if dotenv.env_files() is not None:
         if name is not None:
@@ -138,7 +125,7 @@ def settle(env_file: Path, folder: Path, docker: Docker = run_docker) -> Settled
         dotenv.set_value(env_file, VARIABLE, name, comment="this checkout's workstation (make ls)")
         VOICE.note(f"added {VARIABLE}={name} to {env_file}")
     if name is None:  # an .env from before names were written to it: a name of its own now
-        name = new_name(docker, folder)
+        name = new_name(folder)
         dotenv.set_value(env_file, VARIABLE, name, comment="this checkout's workstation (make ls)")
         VOICE.note(f"added {VARIABLE}={name} to {env_file}")
     check_name(name)

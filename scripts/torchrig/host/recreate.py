@@ -16,15 +16,13 @@ and time, and each line shown is cut short and made harmless.
 
 from __future__ import annotations
 
-import subprocess
-import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
 from torchrig.host import compose_failure
-from torchrig.host.workstations import SERVICE, Compose
+from torchrig.host.workstations import SERVICE, Compose, port_bindings, read_bounded
 from torchrig.shared import ports
 from torchrig.shared.torchrun import is_agent
 from torchrig.shared.voice import CannotGoOn, harmless
@@ -79,32 +77,6 @@ def parse_table(text: str) -> list[Row]:
         if len(fields) >= 2 and fields[0].isdigit() and fields[1].isdigit():
             rows.append(Row(int(fields[0]), int(fields[1]), fields[2] if len(fields) > 2 else ""))
     return rows
-
-
-def bounded_stdout(command: Sequence[str], max_bytes: int, timeout_s: float) -> bytes | None:
-    """What `command` writes to stdout; None when it fails, writes more than `max_bytes`, or runs
-    past `timeout_s` (then it is killed)."""
-    try:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    except OSError:
-        return None
-    with process:
-        assert process.stdout is not None
-        read: list[bytes] = []
-        reader = threading.Thread(
-            target=lambda: read.append(process.stdout.read(max_bytes + 1)), daemon=True
-        )
-        reader.start()
-        reader.join(timeout_s)
-        if reader.is_alive() or not read or len(read[0]) > max_bytes:
-            process.kill()
-            return None
-        try:
-            code = process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            return None
-    return read[0] if code == 0 else None
 
 
 def shown(row: Row) -> str:
@@ -179,10 +151,7 @@ def changes(service: Mapping[str, Any], inspected: Mapping[str, Any], image_id: 
     """What compose would recreate the container for, said for a person: the ports, the names of
     the variables (never their values: a token, a key), the image; else its settings."""
     said = []
-    held = {}
-    for target, hosts in ((inspected.get("HostConfig") or {}).get("PortBindings") or {}).items():
-        for host in hosts or []:
-            held[ports.VARIABLES.get(int(target.split("/")[0]))] = str(host.get("HostPort", ""))
+    held = {ports.VARIABLES.get(target): port for target, _, port in port_bindings(inspected)}
     for variable, _, port in compose_failure.port_rows(dict(service)):
         if held.get(variable, str(port)) != str(port):
             said.append(f"{variable} {held[variable]} -> {port}")
@@ -225,11 +194,8 @@ def check(compose: Compose, config_json: str, inspected: Mapping[str, Any] | Non
         return  # compose leaves it running
     why = changes(service, inspected, image_id)
     container = str(inspected.get("Id", ""))
-    table = bounded_stdout(
-        [*compose.command[:1], "top", container, "-o", "pid,ppid,args"],
-        MAX_TABLE_BYTES,
-        TABLE_TIMEOUT_S,
-    )
+    top = [compose.command[0], "top", container, "-o", "pid,ppid,args"]
+    table = read_bounded(top, MAX_TABLE_BYTES, TABLE_TIMEOUT_S, whole=True)
     if table is None:
         raise CannotGoOn(
             f"this `make up` would recreate the workstation ({why}), and what runs in it could "

@@ -5,8 +5,7 @@ one was meant, instead of a start on the default.
 The names torchrig knows are read from where they are defined: the compose files (`${NAME...}`
 and the bare names passed through), the Makefile's own variables, and the few the host helpers
 read themselves. `.env` and the make command line hold only settings, so every name there must be
-one of those; the environment holds everything else a user has, so only a name one typo away
-from ours is taken for a misspelling.
+one of those. The environment holds everything else a user has: no name there is guessed at.
 """
 
 from __future__ import annotations
@@ -29,8 +28,6 @@ MAKE_REFERENCE = re.compile(r"\$\(([A-Z_][A-Z0-9_]*)\)")
 MAKE_DEFAULT = re.compile(r"^([A-Z_][A-Z0-9_]*)\s*\?=", re.MULTILINE)
 # Read by the host helpers themselves (torchrig.host.gpus), not by compose.
 HOST_VARIABLES = (gpus.SHARE_VARIABLE,)
-# The environment holds many unrelated names: shorter ones than this are never taken for ours.
-MIN_ENVIRONMENT_NAME = 5
 DID_YOU_MEAN_CUTOFF = 0.75
 WHERE_LISTED = "docs/workstation.md lists every setting"
 
@@ -67,38 +64,12 @@ def is_known(name: str, known: set[str]) -> bool:
     return name in known or name.startswith(FOREIGN_PREFIXES)
 
 
-def one_typo_apart(one: str, other: str) -> bool:
-    """Whether one edit (a letter wrong, missing or extra, or two neighbours swapped) makes
-    `one` into `other`, or they are the same."""
-    if len(one) < len(other):
-        one, other = other, one
-    if len(one) - len(other) > 1:
-        return False
-    first = next((i for i, (a, b) in enumerate(zip(one, other, strict=False)) if a != b), None)
-    if first is None:
-        return True  # the same, or one extra letter at the end
-    if len(one) != len(other):
-        return one[first + 1 :] == other[first:]
-    swapped = one[first + 1 : first + 2] + one[first] + one[first + 2 :]
-    return one[first + 1 :] == other[first + 1 :] or swapped == other[first:]
-
-
 def meant(name: str, known: set[str]) -> str | None:
     """The known name `name` was likely meant as: the same in upper case, else the closest."""
     if name.upper() in known:
         return name.upper()
     close = difflib.get_close_matches(name.upper(), sorted(known), n=1, cutoff=DID_YOU_MEAN_CUTOFF)
     return close[0] if close else None
-
-
-def looks_like_ours(name: str, known: set[str]) -> str | None:
-    """For a name in the environment: the known name it misspells, if it is one typo away."""
-    if is_known(name, known) or len(name) < MIN_ENVIRONMENT_NAME:
-        return None
-    if name.upper() in known:
-        return name.upper()
-    near = [k for k in sorted(known) if len(k) >= MIN_ENVIRONMENT_NAME]
-    return next((k for k in near if one_typo_apart(name, k)), None)
 
 
 def command_line_names(makeflags: str) -> list[str]:
@@ -120,36 +91,16 @@ def strict_problem(name: str, where: str, known: set[str]) -> str | None:
 
 
 def problems(
-    known: set[str],
-    environment: Mapping[str, str],
-    env_file_values: Mapping[Path, Mapping[str, str]],
+    known: set[str], makeflags: str, env_file_values: Mapping[Path, Mapping[str, str]]
 ) -> list[str]:
-    """One line per misspelled or unknown setting, wherever it was set."""
-    command_line = command_line_names(environment.get("MAKEFLAGS", ""))
+    """One line per misspelled or unknown setting, on make's command line or in an env file."""
     found: list[str | None] = [
-        strict_problem(name, "the make command line", known) for name in command_line
+        strict_problem(name, "the make command line", known)
+        for name in command_line_names(makeflags)
     ]
     for file, values in env_file_values.items():
         found += [strict_problem(name, str(file), known) for name in values]
-    for name in sorted(set(environment) - set(command_line)):  # make exports those too
-        guess = looks_like_ours(name, known)
-        if guess:
-            found.append(
-                f"the environment's {name} looks like a misspelled {guess}: did you mean "
-                f"{guess}? (unset {name}, or set {guess})"
-            )
     return [line for line in dict.fromkeys(found) if line]
-
-
-def env_file_values(env_file: Path) -> dict[Path, dict[str, str]]:
-    """Each file compose reads variables from (COMPOSE_ENV_FILES's, else .env), with its names."""
-    values = {}
-    for file in dotenv.env_files() or [env_file]:
-        try:
-            values[file] = dotenv.parse(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError):
-            continue
-    return values
 
 
 def files_of(compose_command: Iterable[str]) -> list[Path]:
@@ -161,7 +112,7 @@ def files_of(compose_command: Iterable[str]) -> list[Path]:
 def check_names(folder: Path, env_file: Path, compose_command: Iterable[str] = ()) -> None:
     """CannotGoOn naming every setting that is not one of ours, before anything is touched."""
     known = known_names(folder, [folder / path for path in files_of(compose_command)])
-    found = problems(known, os.environ, env_file_values(env_file))
+    found = problems(known, os.environ.get("MAKEFLAGS", ""), dotenv.values_by_file(env_file))
     if found:
         said = "\n".join(f"  {line}" for line in found)
         raise CannotGoOn(

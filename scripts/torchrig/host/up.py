@@ -69,23 +69,16 @@ def read_state(compose: Compose) -> workstations.Workstation | None:
     return None if inspected is None else workstations.parse(inspected)
 
 
-def check_before_touching(
-    compose: Compose, go_ahead: bool = False, env_file: Path = Path(".env")
-) -> int:
+def check_before_touching(compose: Compose, go_ahead: bool = False) -> int:
     """What compose would refuse, refused before a recreate removes what runs; a recreate that
     would stop work in the workstation, unless `go_ahead` (`make up RECREATE=1`)."""
     config = compose.run("config", "--format", "json")
     if config.returncode != 0:
         return 0  # prepare said why; compose will again
-    # The port the user changes: on the command line (`make up JUPYTER_PORT=2222`), else set.
-    variables = [port.variable for port in ports.PORTS]
-    typed = set(settings.command_line_names(os.environ.get("MAKEFLAGS", "")))
-    given = [name for name in variables if name in typed] or [
-        name for name in variables if dotenv.setting(name, env_file) is not None
-    ]
     inspected = inspect_own(compose)
     try:
-        preflight.check(config.stdout, inspected, prepare.is_free, given)
+        service = compose_failure.service_config(config.stdout, SERVICE)
+        preflight.check(service, inspected, prepare.is_free)
         if not go_ahead:
             recreate.check(compose, config.stdout, inspected)
     except CannotGoOn as refused:
@@ -200,27 +193,18 @@ def report_failure(
     return 1
 
 
-def report_compose_failure(
-    compose: Compose, up: subprocess.CompletedProcess[str], cpu: bool
-) -> int:
+def report_compose_failure(compose: Compose, up: subprocess.CompletedProcess[str]) -> int:
     """compose itself failed, so no container ran: say what it was (its output is above)."""
     version = compose.run("version", "--short")
     config = compose.run("config", "--format", "json")
     workstation = compose_failure.service_config(config.stdout, SERVICE)
-    published = {port: variable for variable, _, port in compose_failure.port_rows(workstation)}
     image, missing = workstation.get("image"), None
     if image and "build" not in workstation:  # compose can only pull it
         present = compose.docker("image", "inspect", "--format", "{{.Id}}", image).returncode == 0
         missing = None if present else image
-    wanted = memlock.limits((workstation.get("ulimits") or {}).get("memlock"))
-    refused = wanted is not None and compose_failure.MEMLOCK_REFUSED.search(up.stdout)
     facts = compose_failure.FailureFacts(
         compose_version=version.stdout.strip() if version.returncode == 0 else None,
-        cpu_mode=cpu,
-        published=published,
         missing_image=missing,
-        memlock_wanted=wanted[1] if wanted else None,
-        memlock_limit=memlock.engine_memlock_limit(compose.docker) if refused else None,
     )
     lines = compose_failure.diagnose(up.stdout, facts) or [
         f"`docker compose up` failed (exit {up.returncode}) before the workstation "
@@ -296,23 +280,14 @@ def claim(compose: Compose, cpu: bool, env_file: Path = Path(".env")) -> int:
 
 
 def settle_gpus(compose: Compose, name: str, cpu: bool, env_file: Path) -> None:
-    """GPUS checked (CPU mode: its spelling only), free ones picked and written to .env."""
+    """GPUS checked (CPU mode: its spelling only): none another running workstation holds."""
     value = dotenv.setting(gpus.VARIABLE, env_file)
     if cpu:
         gpus.parse_request(value)
         return
     others = [one for one in workstations.all_workstations(compose.docker) if one.project != name]
     share = dotenv.setting(gpus.SHARE_VARIABLE, env_file) == "1"
-    picked = gpus.decide(value, share, others, gpus.read_host_table())
-    if picked is None:
-        return
-    os.environ[gpus.VARIABLE] = picked  # this run's compose, over what it reads
-    written = dotenv.set_value(env_file, gpus.VARIABLE, picked, comment=f"{value} picked")
-    kept = f"GPUS={picked}"
-    where = (
-        f"wrote {kept} to {env_file}" if written else f"add {kept} to your env file to keep them"
-    )
-    VOICE.note(f"GPUS={value}: took GPUs {picked}, held by no other workstation ({where})")
+    gpus.check(value, share, others, gpus.read_host_table())
 
 
 def settle_memlock(compose: Compose, env_file: Path = Path(".env")) -> int:
@@ -379,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     since = time.time()
     up = compose.shown("up", "-d")
     if up.returncode != 0:
-        return report_compose_failure(compose, up, mode.cpu)
+        return report_compose_failure(compose, up)
     return wait_until_ready(compose, args.timeout, mode.cpu, since)
 
 

@@ -60,16 +60,37 @@ def within(process: subprocess.Popen[bytes], timeout_s: float, read: Callable[[]
     return result
 
 
+def read_bounded(
+    command: Sequence[str], limit: int, timeout_s: float, whole: bool = False
+) -> bytes | None:
+    """The first `limit` bytes `command` writes to stdout, as they come, within `timeout_s`,
+    never more; with `whole`, only all it wrote, from a command that ended well within them.
+    Else (or when nothing came) None, and the command is killed."""
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+    def read() -> bytes | None:
+        said = process.stdout.read(limit + 1 if whole else limit) if process.stdout else b""
+        if whole and (len(said) > limit or process.wait() != 0):
+            return None
+        return said or None
+
+    try:
+        return within(process, timeout_s, read)
+    except subprocess.TimeoutExpired:
+        return None
+
+
 @dataclass(frozen=True)
 class Compose:
     """The compose command `make` built (files, CPU override), and the calls made with it."""
 
     command: Sequence[str]
 
-    def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*self.command, *args], capture_output=capture, text=True, check=False
-        )
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.command, *args], capture_output=True, text=True, check=False)
 
     def docker(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The plain docker CLI (compose is its plugin): for what compose does not report."""
@@ -77,17 +98,8 @@ class Compose:
 
     def copy_out(self, container: str, path: str, limit: int, timeout_s: float) -> bytes | None:
         """The start of the tar `docker cp` writes of a container's file, running or stopped (a
-        symlink stays one): its first `limit` bytes, as they come, within `timeout_s`, never the
-        whole of a large file; None when there is none, or none came in time."""
-        process = subprocess.Popen(
-            [self.command[0], "cp", f"{container}:{path}", "-"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            return within(process, timeout_s, lambda: process.stdout.read(limit)) or None
-        except subprocess.TimeoutExpired:
-            return None
+        symlink stays one): its first `limit` bytes (read_bounded); None when none came."""
+        return read_bounded([self.command[0], "cp", f"{container}:{path}", "-"], limit, timeout_s)
 
     def shown(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Compose with its output shown as it comes (a build takes minutes) and kept."""
@@ -126,11 +138,10 @@ class Compose:
 
 @dataclass(frozen=True)
 class GpuClaim:
-    """GPUs asked for: every one, these ids (host indices or UUIDs), or `free` of them (GPUS)."""
+    """GPUs asked for: every one, or these ids (host indices or UUIDs)."""
 
     every: bool = False
     ids: tuple[str, ...] = ()
-    free: int = 0
 
     @property
     def any(self) -> bool:
@@ -184,6 +195,13 @@ class Workstation:
         return self.state in ("exited", "dead", "restarting") or self.restarts > 0
 
 
+def port_bindings(inspected: Mapping[str, Any]) -> list[tuple[int, str, str]]:
+    """(container port, host address, host port) of each port a container publishes."""
+    bindings = (inspected.get("HostConfig") or {}).get("PortBindings") or {}
+    return [(int(target.split("/")[0]), host.get("HostIp") or "0.0.0.0", str(host.get("HostPort")))
+            for target, hosts in sorted(bindings.items()) for host in hosts or []]  # fmt: skip
+
+
 def parse(inspected: Mapping[str, Any]) -> Workstation:
     """A workstation from one `docker inspect` object."""
     labels = (inspected.get("Config") or {}).get("Labels") or {}
@@ -196,11 +214,7 @@ def parse(inspected: Mapping[str, Any]) -> Workstation:
         since = inspected.get("Created", "")
     env = [item.split("=", 1) for item in (inspected.get("Config") or {}).get("Env") or []]
     host_config = inspected.get("HostConfig") or {}
-    ports = []
-    for target, hosts in sorted((host_config.get("PortBindings") or {}).items()):
-        for host in hosts or []:
-            address = host.get("HostIp") or "0.0.0.0"
-            ports.append(f"{address}:{host.get('HostPort')}->{target.split('/')[0]}")
+    ports = [f"{address}:{port}->{target}" for target, address, port in port_bindings(inspected)]
     return Workstation(
         project=labels.get(PROJECT_LABEL, ""),
         folder=labels.get(FOLDER_LABEL, ""),
@@ -216,10 +230,7 @@ def parse(inspected: Mapping[str, Any]) -> Workstation:
 
 
 def parse_ps(text: str) -> list[dict[str, Any]]:
-    """`compose ps --format json`: one object per line (Compose >= 2.21), or one list before."""
-    text = text.strip()
-    if text.startswith("["):
-        return list(json.loads(text))
+    """`compose ps --format json`: one object per line (Compose >= 2.21; MIN_COMPOSE is later)."""
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
@@ -229,17 +240,15 @@ def is_workstation(inspected: Mapping[str, Any]) -> bool:
     return labels.get(SERVICE_LABEL) == SERVICE and labels.get(name) == title
 
 
-def inspect_labelled(docker: Docker, label: str, volumes: bool = False) -> list[dict[str, Any]]:
-    """`docker inspect` of every container (running or not), or volume, with the label."""
-    kind = ["volume"] if volumes else []
-    listing = ["volume", "ls"] if volumes else ["ps", "--all", "--no-trunc"]
-    listed = docker(*listing, "--quiet", "--filter", f"label={label}")
+def inspect_labelled(docker: Docker, label: str) -> list[dict[str, Any]]:
+    """`docker inspect` of every container (running or not) with the label."""
+    listed = docker("ps", "--all", "--no-trunc", "--quiet", "--filter", f"label={label}")
     if listed.returncode != 0:
-        raise engine_error("volume ls" if volumes else "ps", listed.stderr.strip())
+        raise engine_error("ps", listed.stderr.strip())
     names = listed.stdout.split()
-    answers = [docker(*kind, "inspect", *names)] if names else []
+    answers = [docker("inspect", *names)] if names else []
     if answers and answers[0].returncode != 0:  # one removed between the two calls: ask each
-        answers = [docker(*kind, "inspect", name) for name in names]
+        answers = [docker("inspect", name) for name in names]
     found = []
     for answer in answers:
         if answer.returncode == 0:
@@ -251,19 +260,6 @@ def all_workstations(docker: Docker = run_docker) -> list[Workstation]:
     """Every torchrig workstation on the engine, by project name."""
     found = inspect_labelled(docker, f"{SERVICE_LABEL}={SERVICE}")
     return sorted((parse(item) for item in found if is_workstation(item)), key=lambda w: w.project)
-
-
-def project_folders(docker: Docker, project: str) -> dict[str, str]:
-    """Folder -> what names it, of every container and volume of the project (any image)."""
-    folders: dict[str, str] = {}
-    for item in inspect_labelled(docker, f"{PROJECT_LABEL}={project}"):
-        labels = (item.get("Config") or {}).get("Labels") or {}
-        folders.setdefault(labels.get(FOLDER_LABEL, ""), f"container {item['Name'].lstrip('/')}")
-    for volume in inspect_labelled(docker, f"{PROJECT_LABEL}={project}", volumes=True):
-        labels = volume.get("Labels") or {}
-        folders.setdefault(labels.get(FOLDER_LABEL, ""), f"volume {volume['Name']}")
-    folders.pop("", None)  # made by hand, not by compose
-    return folders
 
 
 COLUMNS = ("NAME", "FOLDER", "PUID", "STATE", "SINCE", "PORTS", "GPUS")

@@ -1,4 +1,4 @@
-"""A Docker engine answering `docker ps`/`inspect`/`volume` from recorded inspect objects, and
+"""A Docker engine answering `docker ps`/`inspect` from recorded inspect objects, and
 those objects: real `docker inspect` output (tests/unit/host/data/docker_inspect.json) of a
 compose workstation asking for GPUs 0,2 (created: this engine has no NVIDIA runtime to start
 it) and of a running CPU-mode one, and the device requests of `docker run --gpus`."""
@@ -36,14 +36,11 @@ def workstation(
 
 
 class FakeEngine:
-    """`docker(*args)` over a list of containers and volumes; `down` makes it fail like a stopped
+    """`docker(*args)` over a list of containers; `down` makes it fail like a stopped
     engine."""
 
-    def __init__(
-        self, containers: list[dict[str, Any]] = (), volumes: list[dict[str, Any]] = ()
-    ) -> None:
+    def __init__(self, containers: list[dict[str, Any]] = ()) -> None:
         self.containers = list(containers)
-        self.volumes = list(volumes)
         self.down = False
         self.calls: list[tuple[str, ...]] = []
 
@@ -61,11 +58,6 @@ class FakeEngine:
         if args[0] == "inspect":
             by_id = {c["Id"]: c for c in self.containers}
             return ok(args, json.dumps([by_id[one] for one in args[1:]]))
-        if args[:2] == ("volume", "ls"):
-            found = [v for v in self.volumes if matches(v["Labels"], args)]
-            return ok(args, "".join(f"{v['Name']}\n" for v in found))
-        if args[:2] == ("volume", "inspect"):
-            return ok(args, json.dumps([v for v in self.volumes if v["Name"] in args[2:]]))
         raise AssertionError(f"unexpected docker {args}")
 
 
@@ -76,12 +68,3 @@ def matches(labels: dict[str, str], args: tuple[str, ...]) -> bool:
 
 def ok(args: tuple[str, ...], out: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(args, 0, out, "")
-
-
-def volume(name: str, project: str, folder: str) -> dict[str, Any]:
-    labels = {
-        "com.docker.compose.project": project,
-        "com.docker.compose.project.working_dir": folder,
-        "com.docker.compose.volume": name,
-    }
-    return {"Name": f"{project}_{name}", "Labels": labels}

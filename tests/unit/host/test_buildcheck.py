@@ -37,24 +37,24 @@ def test_locked_version_reads_the_pin_and_refuses_ambiguity() -> None:
     assert buildcheck.locked_version(two, "torch") is None
 
 
-def test_print_torch_version_gives_the_default_lock_s_torch(
+def test_the_check_prints_torch_version_from_the_default_lock_s_torch(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(REPO)
-    assert buildcheck.main(["--print-torch-version"]) == 0
+    assert buildcheck.main([]) == 0
     lock = (REPO / "locks" / f"{buildcheck.default_flavour(DOCKERFILE)}.txt").read_text()
     (pin,) = [line.split()[0] for line in lock.splitlines() if line.startswith("torch==")]
     assert capsys.readouterr().out == pin.removeprefix("torch==") + "\n"
 
 
-def test_print_torch_version_fails_with_one_line_for_a_lock_without_torch(
+def test_the_check_fails_with_one_line_for_a_lock_without_torch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "Dockerfile").write_text(DOCKERFILE)
     (tmp_path / "locks").mkdir()
     (tmp_path / "locks" / f"{buildcheck.default_flavour(DOCKERFILE)}.txt").write_text("")
     monkeypatch.chdir(tmp_path)
-    assert buildcheck.main(["--print-torch-version"]) == 1
+    assert buildcheck.main([]) == 1
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith("error: locks/") and "pins no single torch version" in err

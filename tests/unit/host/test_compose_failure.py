@@ -12,15 +12,6 @@ from torchrig.host import compose_failure
 from torchrig.host.compose_failure import FailureFacts
 from torchrig.shared.voice import Voice
 
-PORT_IN_USE = (
-    "Error response from daemon: driver failed programming external connectivity on endpoint "
-    "torchrig-i18-workstation-1 (1312dfc779c4): Error starting userland proxy: listen tcp4 "
-    "127.0.0.1:18888: bind: address already in use"
-)
-PORT_ALLOCATED = (
-    "Error response from daemon: driver failed programming external connectivity on endpoint "
-    "x-workstation-1 (d5785623): Bind for 0.0.0.0:2222 failed: port is already allocated"
-)
 DAEMON_DOWN = (
     "Cannot connect to the Docker daemon at unix:///tmp/dead.sock. Is the docker daemon running?"
 )
@@ -39,7 +30,6 @@ PULL_FAILED = (
     'Error response from daemon: Get "http://localhost:1/v2/": dial tcp 127.0.0.1:1: connect: '
     "connection refused\n"
 )
-PUBLISHED = {18888: "JUPYTER_PORT", 2222: "SSH_PORT"}
 
 
 def diagnosed(output: str, **facts: object) -> str:
@@ -50,23 +40,6 @@ def diagnosed(output: str, **facts: object) -> str:
     said = io.StringIO()
     Voice(stream=said).error("\n".join(lines))
     return said.getvalue()
-
-
-def test_a_port_in_use_names_the_port_and_its_variable() -> None:
-    said = diagnosed(PORT_IN_USE, published=PUBLISHED)
-    assert said.startswith("error: port 18888 on 127.0.0.1 is already taken on this machine")
-    assert "(JUPYTER_PORT=18888)" in said
-    assert "`make up JUPYTER_PORT=<free port>`" in said
-
-
-def test_a_port_another_container_holds_names_ssh_port() -> None:
-    said = diagnosed(PORT_ALLOCATED, published=PUBLISHED)
-    assert said.startswith("error: port 2222 on 0.0.0.0 is already taken")
-    assert "(SSH_PORT=2222)" in said
-
-
-def test_a_port_compose_did_not_publish_names_both_variables() -> None:
-    assert "(JUPYTER_PORT or SSH_PORT)" in diagnosed(PORT_IN_USE)
 
 
 def test_an_engine_that_does_not_answer() -> None:
@@ -89,12 +62,6 @@ def test_no_nvidia_driver_in_gpu_mode_names_the_toolkit_and_cpu_1() -> None:
     assert "NVIDIA Container Toolkit" in said
     assert "nvidia-ctk runtime configure --runtime=docker" in said
     assert "`make up CPU=1`" in said
-
-
-def test_no_nvidia_driver_in_cpu_mode_blames_the_compose_that_kept_the_gpus() -> None:
-    said = diagnosed(NO_NVIDIA, cpu_mode=True, compose_version="2.26.1")
-    assert "`!reset`" in said
-    assert "CPU=1" not in said
 
 
 def test_a_published_image_that_is_not_here_and_cannot_be_pulled() -> None:

@@ -154,7 +154,7 @@ def test_a_value_is_replaced_in_place_or_appended_and_the_rest_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / ".env"
-    dotenv.write_private(path, "# mine\nGPUS=free:2\nPUID=4242\n")
+    dotenv.write_private(path, "# mine\nGPUS=all\nPUID=4242\n")
     assert dotenv.set_value(path, "GPUS", "0,1", comment="picked")
     assert dotenv.set_value(path, "SSH_PORT", "2223", comment="the default was taken")
     assert path.read_text() == (

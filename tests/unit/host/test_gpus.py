@@ -1,5 +1,5 @@
 """GPUs per person: GPUS read, checked against this machine, against what other running
-workstations hold (their real device-request shapes), and free ones picked."""
+workstations hold (their real device-request shapes)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ def test_nvidia_smi_s_table_is_read() -> None:
     ("all", GpuClaim(every=True)),
     ("0,2", GpuClaim(ids=("0", "2"))),
     (f" {UUIDS[1]} ", GpuClaim(ids=(UUIDS[1],))),
-    ("free:2", GpuClaim(free=2)),
 ])  # fmt: skip
 def test_gpus_is_read(value: str | None, request_: GpuClaim) -> None:
     assert gpus.parse_request(value) == request_
@@ -46,25 +45,24 @@ def test_gpus_is_read(value: str | None, request_: GpuClaim) -> None:
     ("gpu0", "'gpu0' is neither a GPU's host index nor its UUID"),
     ("0-3", "'0-3' is neither"),
     ("0,,1", "'' is neither"),
-    ("free:0", "after 'free:' comes how many GPUs, 1 or more"),
-    ("free:two", "after 'free:' comes how many GPUs"),
+    ("free:2", "'free:2' is neither"),
     ("0,0", "names a GPU twice"),
 ])  # fmt: skip
 def test_a_malformed_gpus_is_a_clear_error(value: str, said: str) -> None:
     with pytest.raises(CannotGoOn) as failed:
         gpus.parse_request(value)
     assert said in failed.value.lines[0]
-    assert "free:N" in failed.value.lines[1]
+    assert "`make ls` shows who holds which" in failed.value.lines[1]
 
 
 def test_a_gpu_this_machine_lacks_is_refused_with_what_it_has() -> None:
     with pytest.raises(CannotGoOn) as failed:
-        gpus.decide("1,7", share=False, others=[], table=TABLE)
+        gpus.check("1,7", share=False, others=[], table=TABLE)
     assert "this machine has no GPU 7. It has: 0 (GPU-0" in failed.value.lines[0]
 
 
-def test_free_gpus_are_given() -> None:
-    assert gpus.decide("1,3", False, [holding(None)], TABLE) is None  # GPUS stands
+def test_gpus_nobody_holds_are_given() -> None:
+    gpus.check("1,3", False, [holding(None)], TABLE)
 
 
 @pytest.mark.parametrize(("mine", "theirs", "common"), [
@@ -86,7 +84,7 @@ def test_gpus_another_running_workstation_holds_are_refused_naming_it(
         assert gpus.overlaps(gpus.parse_request(mine), [bob], table) == []
         return
     with pytest.raises(CannotGoOn) as failed:
-        gpus.decide(mine, False, [bob], TABLE)
+        gpus.check(mine, False, [bob], TABLE)
     said = failed.value.lines[0]
     assert f"GPU {common} " in said
     assert "workstation torchrig-bob from /home/bob/torchrig (PUID 4242" in said
@@ -94,34 +92,14 @@ def test_gpus_another_running_workstation_holds_are_refused_naming_it(
 
 
 def test_sharing_on_purpose_is_allowed() -> None:
-    assert gpus.decide("0", True, [holding(None)], TABLE) is None
+    gpus.check("0", True, [holding(None)], TABLE)
 
 
 def test_stopped_workstations_hold_nothing() -> None:
-    assert gpus.decide("all", False, [holding(None, status="exited")], TABLE) is None
-
-
-def test_free_n_takes_the_lowest_that_nobody_holds() -> None:
-    others = [holding(None), holding("device_uuid", "torchrig-carol")]
-    assert gpus.decide("free:2", False, others, TABLE) == "1,3"
-
-
-def test_free_n_says_who_holds_the_rest_when_too_few_are_free() -> None:
-    with pytest.raises(CannotGoOn) as failed:
-        gpus.decide("free:3", False, [holding(None)], TABLE)
-    assert (
-        "only 2 of this machine's 4 GPUs are free (1, 3); held by: torchrig-bob (0,2)"
-        in (failed.value.lines[0])
-    )
-
-
-def test_free_n_without_the_machine_s_gpu_list_is_a_clear_error() -> None:
-    with pytest.raises(CannotGoOn) as failed:
-        gpus.decide("free:1", False, [], None)
-    assert "nvidia-smi could not give it" in failed.value.lines[0]
+    gpus.check("all", False, [holding(None, status="exited")], TABLE)
 
 
 def test_without_the_gpu_list_ids_are_compared_as_given() -> None:
-    assert gpus.decide("1", False, [holding(None)], None) is None
+    gpus.check("1", False, [holding(None)], None)
     with pytest.raises(CannotGoOn):
-        gpus.decide("2", False, [holding(None)], None)
+        gpus.check("2", False, [holding(None)], None)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from torchrig.host import compose_failure, memlock
+from torchrig.host import memlock
 from torchrig.shared.voice import CannotGoOn
 
 MIB = 1024 * 1024
@@ -158,10 +158,3 @@ def test_where_compose_reads_other_files_the_value_is_said_to_add(
     memlock.settle(Engine(8 * MIB), service(), None, env_file)
     assert env_file.read_text() == "PUID=1000\n"
     assert "add MEMLOCK=8388608 to your env file" in capsys.readouterr().err
-
-
-def test_compose_s_own_rlimit_error_gets_the_same_advice() -> None:
-    """Compose refusing after all (the engine changed between the check and the start)."""
-    facts = compose_failure.FailureFacts(memlock_wanted=-1, memlock_limit=8 * MIB)
-    lines = compose_failure.diagnose(f"Error response from daemon: {REFUSED}", facts)
-    assert lines is not None and "it grants 8 MiB" in lines[0] and "MEMLOCK=8388608" in lines[1]

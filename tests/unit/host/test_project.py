@@ -10,7 +10,7 @@ import pytest
 from torchrig.host import project
 from torchrig.shared.voice import CannotGoOn
 
-from .engine import FakeEngine, volume, workstation
+from .engine import FakeEngine, workstation
 
 ALICE = Path("/home/alice/torchrig")
 
@@ -44,65 +44,56 @@ def test_a_name_compose_refuses_is_a_clear_error(bad: str) -> None:
     assert "COMPOSE_PROJECT_NAME=<name> in .env" in failed.value.lines[1]
 
 
-def test_the_first_run_writes_the_name(alice: Path) -> None:
+def test_the_first_run_writes_the_name_with_the_folder_s_hash(alice: Path) -> None:
     env_file = alice / ".env"
-    settled = project.settle(env_file, ALICE, FakeEngine())
-    assert settled == project.Settled("torchrig-alice", written=True)
+    name = project.with_hash("torchrig-alice", ALICE)
+    assert name.startswith("torchrig-alice-") and len(name) == len("torchrig-alice-") + 6
+    assert project.settle(env_file, ALICE) == project.Settled(name, written=True)
     text = env_file.read_text()
-    assert "\nCOMPOSE_PROJECT_NAME=torchrig-alice\n" in text
-    assert "the image is torchrig-alice/workstation:latest" in text
+    assert f"\nCOMPOSE_PROJECT_NAME={name}\n" in text
+    assert f"the image is {name}/workstation:latest" in text
+    assert project.new_name(Path("/home/alice/b/torchrig")) != name  # a clone beside it
 
 
 def test_a_name_given_on_the_first_run_is_the_one_written(
     alice: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COMPOSE_PROJECT_NAME", "alice-exp")
-    engine = FakeEngine()
-    assert project.settle(alice / ".env", ALICE, engine).name == "alice-exp"
+    assert project.settle(alice / ".env", ALICE).name == "alice-exp"
     monkeypatch.delenv("COMPOSE_PROJECT_NAME")
-    assert project.settle(alice / ".env", ALICE, engine).name == "alice-exp"  # it stuck
+    assert project.settle(alice / ".env", ALICE).name == "alice-exp"  # it stuck
     monkeypatch.setenv("COMPOSE_PROJECT_NAME", "Alice")
     (alice / ".env").unlink()
     with pytest.raises(CannotGoOn):
-        project.settle(alice / ".env", ALICE, engine)
+        project.settle(alice / ".env", ALICE)
     assert not (alice / ".env").exists()
-
-
-def test_a_name_another_folder_uses_gets_the_folder_s_hash(alice: Path) -> None:
-    theirs = FakeEngine([workstation(project="torchrig-alice", folder="/home/alice/b/torchrig")])
-    name = project.settle(alice / ".env", ALICE, theirs).name
-    assert name == project.with_hash("torchrig-alice", ALICE)
-    assert name.startswith("torchrig-alice-") and len(name) == len("torchrig-alice-") + 6
 
 
 def test_the_name_set_wins_and_is_checked(alice: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (alice / ".env").write_text("COMPOSE_PROJECT_NAME=mine\n")
-    assert project.settle(alice / ".env", ALICE, FakeEngine()).name == "mine"
+    assert project.settle(alice / ".env", ALICE).name == "mine"
     monkeypatch.setenv("COMPOSE_PROJECT_NAME", "Not/Valid")
     with pytest.raises(CannotGoOn):
-        project.settle(alice / ".env", ALICE, FakeEngine())
+        project.settle(alice / ".env", ALICE)
 
 
 def test_an_old_checkout_gets_a_name_of_its_own_written_to_its_env(
     alice: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An .env from before each checkout had a name: even beside the old shared name's volumes
-    (which stay where they are), a name of its own, written and said."""
+    """An .env from before each checkout had a name: a name of its own, written and said."""
     env_file = alice / ".env"
     env_file.write_text("PUID=4242\n")
-    engine = FakeEngine(volumes=[volume("packages", "torchrig", str(ALICE))])
-    assert project.settle(env_file, ALICE, engine).name == "torchrig-alice"
-    assert env_file.read_text().endswith("COMPOSE_PROJECT_NAME=torchrig-alice\n")
-    assert "added COMPOSE_PROJECT_NAME=torchrig-alice" in capsys.readouterr().err
+    name = project.with_hash("torchrig-alice", ALICE)
+    assert project.settle(env_file, ALICE).name == name
+    assert env_file.read_text().endswith(f"COMPOSE_PROJECT_NAME={name}\n")
+    assert f"added COMPOSE_PROJECT_NAME={name}" in capsys.readouterr().err
 
 
 def test_with_other_env_files_the_name_is_left_to_compose(
     alice: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COMPOSE_ENV_FILES", str(alice / "stack.env"))
-    engine = FakeEngine()
-    assert project.settle(alice / ".env", ALICE, engine) == project.Settled(None, written=False)
-    assert engine.calls == []
+    assert project.settle(alice / ".env", ALICE) == project.Settled(None, written=False)
 
 
 def test_another_folder_s_workstation_is_refused_naming_folder_and_owner(tmp_path: Path) -> None:
@@ -128,13 +119,3 @@ def test_the_owner_of_a_folder_not_on_this_machine_is_its_puid() -> None:
 def test_this_folder_s_own_workstation_is_not_refused() -> None:
     engine = FakeEngine([workstation(project="torchrig-alice", folder=str(ALICE))])
     project.refuse("torchrig-alice", ALICE, engine)
-
-
-def test_an_engine_that_cannot_be_asked_stops_the_first_run_and_writes_nothing(
-    alice: Path,
-) -> None:
-    engine = FakeEngine()
-    engine.down = True
-    with pytest.raises(CannotGoOn):
-        project.settle(alice / ".env", ALICE, engine)
-    assert not (alice / ".env").exists()

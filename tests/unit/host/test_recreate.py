@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from torchrig.host import recreate
-from torchrig.host.workstations import Compose
+from torchrig.host.workstations import Compose, read_bounded
 from torchrig.shared.voice import CannotGoOn
 
 INIT = 23959
@@ -69,11 +69,11 @@ def test_a_long_command_line_is_cut_short() -> None:
 def test_the_table_is_read_bounded_in_size_and_time() -> None:
     python = sys.executable
     chatty = [python, "-c", "import sys; sys.stdout.write('x' * 5000)"]
-    assert recreate.bounded_stdout(chatty, 10_000, 30) == b"x" * 5000
-    assert recreate.bounded_stdout(chatty, 1000, 30) is None
+    assert read_bounded(chatty, 10_000, 30, whole=True) == b"x" * 5000
+    assert read_bounded(chatty, 1000, 30, whole=True) is None
     endless = [python, "-c", "import time; time.sleep(60)"]
-    assert recreate.bounded_stdout(endless, 1000, 0.5) is None
-    assert recreate.bounded_stdout([python, "-c", "raise SystemExit(3)"], 1000, 30) is None
+    assert read_bounded(endless, 1000, 0.5, whole=True) is None
+    assert read_bounded([python, "-c", "raise SystemExit(3)"], 1000, 30, whole=True) is None
 
 
 # --- whether compose would recreate, and the refusal --------------------------------------------
@@ -110,7 +110,7 @@ class Engine(Compose):
     table: str = BUSY
     calls: list[tuple[str, ...]] = field(default_factory=list)
 
-    def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         self.calls.append(args)
         assert args == ("config", "--hash", "workstation"), args
         return subprocess.CompletedProcess(args, 0, f"workstation {self.config_hash}\n", "")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
 import pytest
-from torchrig.host import gpu_mode, up, workstations
+from torchrig.host import gpu_mode, up
 from torchrig.host.workstations import Compose
 from torchrig.shared import startup
 from torchrig.shared.startup import Answer
@@ -41,7 +41,7 @@ class FakeCompose(Compose):
         keys = [key for key in self.answers if joined == key or joined.startswith(f"{key} ")]
         return self.answers[max(keys, key=len)] if keys else (0, "")
 
-    def run(self, *args: str, capture: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         code, out = self.answer(args)
         return subprocess.CompletedProcess(args, code, out, out if code else "")
 
@@ -348,23 +348,6 @@ def test_when_compose_itself_fails_its_own_message_stands_and_is_named(
     assert not any(call[0] in ("exec", "stop") for call in compose.calls)
 
 
-def test_a_port_taken_is_said_with_its_variable(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = {"services": {"workstation": {"ports": [{"target": 8888, "published": "18888"}]}}}
-    taken = (
-        "Error starting userland proxy: listen tcp4 127.0.0.1:18888: bind: address already in use"
-    )
-    compose = ready_compose(up=(1, taken), config=(0, json.dumps(config)))
-    assert run_main(monkeypatch, compose, cpu="1") == 1
-    err = capsys.readouterr().err
-    assert (
-        "error: port 18888 on 127.0.0.1 is already taken on this machine (JUPYTER_PORT=18888)"
-        in err
-    )
-    assert "not ready" not in err
-
-
 def test_a_published_image_that_cannot_be_pulled_is_said_so(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -394,9 +377,7 @@ def test_an_image_compose_could_build_is_not_called_missing(
     assert "`docker compose up` failed (exit 17)" in err
 
 
-def test_ps_output_of_older_compose_is_one_json_list() -> None:
-    rows = workstations.parse_ps('[{"ID": "a", "Publishers": []}]')
-    assert rows == [{"ID": "a", "Publishers": []}]
+def test_an_ipv6_address_is_in_brackets() -> None:
     assert up.host_address({"URL": "::", "PublishedPort": 8888}) == "[::]:8888"
 
 

@@ -1,4 +1,4 @@
-"""`make up` before compose runs: the name is this folder's, the GPUs are free, the name said."""
+"""`make up` before compose runs: the name is this folder's, the GPUs no other's, the name said."""
 
 from __future__ import annotations
 
@@ -59,16 +59,6 @@ def test_gpus_another_holds_stop_make_up(
     monkeypatch.setenv("GPUS", "2,3")
     assert up.claim(Compose("torchrig-alice", FakeEngine([bob()])), cpu=False) == 1
     assert "GPU 2 is held by workstation torchrig-bob" in capsys.readouterr().err
-
-
-def test_free_gpus_are_taken_and_written_to_env(
-    here: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (here / ".env").write_text("GPUS=free:2\n")
-    assert up.claim(Compose("torchrig-alice", FakeEngine([bob()])), cpu=False) == 0
-    assert (here / ".env").read_text() == "GPUS=1,3\n"
-    assert up.os.environ["GPUS"] == "1,3"  # this run's compose too
-    assert "GPUS=free:2: took GPUs 1,3" in capsys.readouterr().err
 
 
 def test_in_cpu_mode_gpus_is_only_checked_for_its_spelling(
