@@ -137,7 +137,7 @@ def listed(*publishers: tuple[str, int, int]) -> str:
 
 RUNNING = listed(("0.0.0.0", 8888, 18888), ("127.0.0.1", 2222, 12222))
 ENDPOINT_LINES = (
-    "status: setting up (user, mounts, checks, start hooks)\n"
+    "status: setting up (user, mounts, checks)\n"
     "status: starting jupyter\n"
     "Jupyter: http://127.0.0.1:18888/lab?token=abc\n"
     "SSH:     ssh -p 12222 dev@127.0.0.1\n"
@@ -173,10 +173,7 @@ def test_ready_prints_how_to_connect(
     assert "  SSH:     ssh -p 12222 dev@127.0.0.1\n" in captured.out
     assert "status:" not in captured.out
     # What the container says it is doing, as it changes, while `make up` waits.
-    assert (
-        "waiting: setting up (user, mounts, checks, start hooks)\nwaiting: starting jupyter\n"
-        in captured.err
-    )
+    assert "waiting: setting up (user, mounts, checks)\nwaiting: starting jupyter\n" in captured.err
     assert os.environ["PYTORCH_VERSION"] == "2.13.0"  # for compose, should it build the image
 
 

@@ -36,7 +36,7 @@ def test_compose_publishes_each_port_where_its_variable_says() -> None:
 
 def test_the_makefile_asks_for_ports_by_their_names_never_their_numbers() -> None:
     makefile = read("Makefile")
-    named = re.findall(r"--(?:published-port|address) (\w+)", makefile)
+    named = re.findall(r"--address (\w+)", makefile)
     assert set(named) == {"jupyter", "ssh"} == set(inside.PORT_NAMES)
     numbers = {str(port.container) for port in ports.PORTS}
     assert not numbers & set(re.findall(r"\b\d{4}\b", makefile))
